@@ -1,0 +1,35 @@
+# hg_configure_cuda(target visibility): compile definitions, include paths and
+# libraries for the chosen HG_CUDA_MODE. Also makes .cu sources compile as C++
+# in the emu build: `g++ -x c++ file.cu` against kernels/emu/include, whose
+# headers stand in for cuda_runtime.h, cuda_fp16.h, cublas_v2.h, cudnn.h, ...
+function(hg_configure_cuda target visibility)
+  if(HG_CUDA_MODE STREQUAL "off")
+    return()
+  endif()
+  target_compile_definitions(${target} ${visibility} HG_WITH_CUDA=1)
+  get_target_property(srcs ${target} SOURCES)
+  set(cu_srcs "")
+  foreach(src IN LISTS srcs)
+    if(src MATCHES "\\.cu$")
+      list(APPEND cu_srcs ${src})
+    endif()
+  endforeach()
+  if(HG_CUDA_MODE STREQUAL "emu")
+    target_compile_definitions(${target} ${visibility} HG_CUDA_EMU=1)
+    target_include_directories(${target} ${visibility} ${PROJECT_SOURCE_DIR}/kernels/emu/include)
+    target_link_libraries(${target} ${visibility} Boost::context)
+    if(cu_srcs)
+      set_source_files_properties(${cu_srcs} TARGET_DIRECTORY ${target}
+                                  PROPERTIES LANGUAGE CXX COMPILE_OPTIONS "-xc++")
+    endif()
+  else()  # gpu
+    target_link_libraries(${target} ${visibility} CUDA::cudart CUDA::cublas CUDA::cublasLt)
+    find_library(HG_CUDNN_LIBRARY cudnn HINTS ${CUDAToolkit_LIBRARY_DIR} /usr/local/cuda/lib64)
+    if(HG_CUDNN_LIBRARY)
+      target_link_libraries(${target} ${visibility} ${HG_CUDNN_LIBRARY})
+    endif()
+    target_include_directories(${target} ${visibility} ${CUDAToolkit_INCLUDE_DIRS})
+    set_target_properties(${target} PROPERTIES CUDA_SEPARABLE_COMPILATION OFF)
+    target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr>)
+  endif()
+endfunction()

@@ -1,0 +1,36 @@
+// Element copies between tensors: the one path behind contiguous(), clone(),
+// to(dtype), to(device), copy_() and fill_().
+//
+// Note [Copy kernels]
+// core/ implements the CPU copy and fill (strided, converting between any two
+// dtypes with convert_value). A backend may register faster kernels for its
+// device type (the CUDA backend registers its own strided copy/cast/fill
+// kernels). Until one is registered, same-device copies on a non-CPU device
+// stage both storages through host memory: correct but slow, and logged once.
+// Cross-device copies first make a contiguous buffer in the destination dtype
+// on the source device, move the bytes, then scatter on the destination.
+#pragma once
+
+#include "core/device.h"
+
+namespace hg {
+
+class Tensor;
+
+// dst and src: same device, same sizes (the caller expands src), any dtypes.
+using CopyKernel = void (*)(const Tensor& dst, const Tensor& src);
+using FillKernel = void (*)(const Tensor& dst, double value);
+
+void register_copy_kernel(DeviceType type, CopyKernel kernel);
+void register_fill_kernel(DeviceType type, FillKernel kernel);
+
+// dst <- src, broadcasting src to dst's shape and converting dtypes; any devices.
+void copy_into(const Tensor& dst, const Tensor& src);
+void fill(const Tensor& dst, double value);
+
+namespace cpu {
+void copy_strided(const Tensor& dst, const Tensor& src);  // same sizes, host memory
+void fill_strided(const Tensor& dst, double value);
+}  // namespace cpu
+
+}  // namespace hg

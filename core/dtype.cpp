@@ -1,0 +1,34 @@
+#include "core/dtype.h"
+
+#include <ostream>
+#include <string>
+
+namespace hg {
+
+DType dtype_from_name(std::string_view name) {
+#define HG_DTYPE_PARSE(ename, type, str, fp) \
+  if (name == str) return DType::ename;
+  HG_FORALL_DTYPES(HG_DTYPE_PARSE)
+#undef HG_DTYPE_PARSE
+  // PyTorch spellings.
+  if (name == "float32" || name == "float") return DType::F32;
+  if (name == "float16" || name == "half") return DType::F16;
+  if (name == "bfloat16") return DType::BF16;
+  if (name == "float64" || name == "double") return DType::F64;
+  if (name == "int64" || name == "long") return DType::I64;
+  if (name == "int32" || name == "int") return DType::I32;
+  if (name == "uint8") return DType::U8;
+  std::string valid;
+#define HG_DTYPE_LIST(ename, type, str, fp) valid += std::string(valid.empty() ? "" : ", ") + str;
+  HG_FORALL_DTYPES(HG_DTYPE_LIST)
+#undef HG_DTYPE_LIST
+  HG_FAIL("unknown dtype '", name, "'; valid names are ", valid,
+          " (or PyTorch's float16, bfloat16, float32, ...)");
+}
+
+std::ostream& operator<<(std::ostream& os, DType t) { return os << dtype_name(t); }
+
+std::ostream& operator<<(std::ostream& os, half h) { return os << static_cast<float>(h); }
+std::ostream& operator<<(std::ostream& os, bfloat16 b) { return os << static_cast<float>(b); }
+
+}  // namespace hg

@@ -1,0 +1,127 @@
+// Data types: one X-macro lists them; names, sizes, printing and dispatch come from it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <iosfwd>
+#include <string_view>
+
+#include "core/error.h"
+#include "core/half.h"
+
+namespace hg {
+
+// HG_FORALL_DTYPES(_) calls _(EnumName, c++ type, "name", is_floating) once per dtype.
+// Order matters only for the enum values; never reorder (checkpoints store names,
+// not numbers, but logs and tests print the enum).
+#define HG_FORALL_DTYPES(_)            \
+  _(F32, float, "f32", true)           \
+  _(F16, ::hg::half, "f16", true)      \
+  _(BF16, ::hg::bfloat16, "bf16", true) \
+  _(F64, double, "f64", true)          \
+  _(I64, int64_t, "i64", false)        \
+  _(I32, int32_t, "i32", false)        \
+  _(U8, uint8_t, "u8", false)          \
+  _(Bool, bool, "bool", false)
+
+enum class DType : uint8_t {
+#define HG_DTYPE_ENUM(name, type, str, fp) name,
+  HG_FORALL_DTYPES(HG_DTYPE_ENUM)
+#undef HG_DTYPE_ENUM
+};
+
+// libtorch-style constants: hg::kF16, hg::kF32, ...
+#define HG_DTYPE_CONST(name, type, str, fp) inline constexpr DType k##name = DType::name;
+HG_FORALL_DTYPES(HG_DTYPE_CONST)
+#undef HG_DTYPE_CONST
+
+inline constexpr int kNumDTypes = 0
+#define HG_DTYPE_COUNT(name, type, str, fp) +1
+    HG_FORALL_DTYPES(HG_DTYPE_COUNT)
+#undef HG_DTYPE_COUNT
+    ;
+
+constexpr size_t dtype_size(DType t) {
+  switch (t) {
+#define HG_DTYPE_SIZE(name, type, str, fp) \
+  case DType::name:                        \
+    return sizeof(type);
+    HG_FORALL_DTYPES(HG_DTYPE_SIZE)
+#undef HG_DTYPE_SIZE
+  }
+  return 0;
+}
+
+constexpr std::string_view dtype_name(DType t) {
+  switch (t) {
+#define HG_DTYPE_NAME(name, type, str, fp) \
+  case DType::name:                        \
+    return str;
+    HG_FORALL_DTYPES(HG_DTYPE_NAME)
+#undef HG_DTYPE_NAME
+  }
+  return "?";
+}
+
+constexpr bool is_floating(DType t) {
+  switch (t) {
+#define HG_DTYPE_FP(name, type, str, fp) \
+  case DType::name:                      \
+    return fp;
+    HG_FORALL_DTYPES(HG_DTYPE_FP)
+#undef HG_DTYPE_FP
+  }
+  return false;
+}
+
+constexpr bool is_16bit_float(DType t) { return t == DType::F16 || t == DType::BF16; }
+
+// Parses "f16", "float16", "half", "bf16", ... ; throws hg::Error listing valid names.
+DType dtype_from_name(std::string_view name);
+
+std::ostream& operator<<(std::ostream& os, DType t);
+
+// The DType of a C++ type: dtype_of<hg::half>() == kF16.
+template <typename T>
+constexpr DType dtype_of();
+#define HG_DTYPE_OF(name, type, str, fp) \
+  template <>                            \
+  constexpr DType dtype_of<type>() {     \
+    return DType::name;                  \
+  }
+HG_FORALL_DTYPES(HG_DTYPE_OF)
+#undef HG_DTYPE_OF
+
+// Runs fn(T{}) with T the C++ type of `t`:
+//   dispatch_dtype(t, [&](auto tag) { using T = decltype(tag); ... });
+template <typename Fn>
+decltype(auto) dispatch_dtype(DType t, Fn&& fn) {
+  switch (t) {
+#define HG_DTYPE_CASE(name, type, str, fp) \
+  case DType::name:                        \
+    return fn(type{});
+    HG_FORALL_DTYPES(HG_DTYPE_CASE)
+#undef HG_DTYPE_CASE
+  }
+  HG_FAIL("dispatch_dtype: unknown dtype value ", static_cast<int>(t));
+}
+
+// Same, restricted to floating dtypes; `op` names the caller in the error.
+template <typename Fn>
+decltype(auto) dispatch_floating(DType t, std::string_view op, Fn&& fn) {
+  switch (t) {
+    case DType::F32:
+      return fn(float{});
+    case DType::F16:
+      return fn(half{});
+    case DType::BF16:
+      return fn(bfloat16{});
+    case DType::F64:
+      return fn(double{});
+    default:
+      HG_FAIL(op, " needs a floating dtype (f32, f16, bf16, f64) but got ", dtype_name(t),
+              "; convert with .to(hg::kF32) first");
+  }
+}
+
+}  // namespace hg

@@ -1,0 +1,15 @@
+# core/ — floor 0. Explicit list; add new files here.
+list(APPEND HG_SOURCES
+  ${CMAKE_CURRENT_LIST_DIR}/error.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/dtype.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/log.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/device.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/allocator.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/storage.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/copy.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/tensor.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/tensor_views.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/tensor_factories.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/tensor_print.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/generator.cpp
+)

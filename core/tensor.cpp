@@ -1,0 +1,166 @@
+#include "core/tensor.h"
+
+#include <limits>
+#include <sstream>
+
+#include "core/convert.h"
+#include "core/copy.h"
+
+namespace hg {
+
+// ---- shape helpers ----------------------------------------------------------------
+
+std::string shape_to_string(const Shape& shape) {
+  std::ostringstream os;
+  os << '[';
+  for (size_t i = 0; i < shape.size(); ++i) os << (i ? ", " : "") << shape[i];
+  os << ']';
+  return os.str();
+}
+
+int64_t numel_of(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t s : shape) {
+    HG_CHECK(s >= 0, "negative size ", s, " in shape ", shape_to_string(shape),
+             "; every size must be >= 0");
+    HG_CHECK(s == 0 || n <= std::numeric_limits<int64_t>::max() / s, "shape ",
+             shape_to_string(shape), " has more than 2^63 elements");
+    n *= s;
+  }
+  return n;
+}
+
+Shape contiguous_strides(const Shape& shape) {
+  Shape strides(shape.size());
+  int64_t running = 1;
+  for (size_t i = shape.size(); i-- > 0;) {
+    strides[i] = running;
+    running *= std::max<int64_t>(shape[i], 1);
+  }
+  return strides;
+}
+
+int64_t wrap_dim(int64_t dim, int64_t rank, const char* op) {
+  const int64_t lo = rank == 0 ? -1 : -rank;
+  const int64_t hi = rank == 0 ? 0 : rank - 1;
+  HG_CHECK(dim >= lo && dim <= hi, op, ": dimension ", dim, " is out of range for a tensor of rank ",
+           rank, " (valid: ", lo, " to ", hi, ")");
+  return dim < 0 ? dim + std::max<int64_t>(rank, 1) : dim;
+}
+
+Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
+  const size_t rank = std::max(a.size(), b.size());
+  Shape out(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    const int64_t sa = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
+    const int64_t sb = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
+    HG_CHECK(sa == sb || sa == 1 || sb == 1, op, ": shapes ", shape_to_string(a), " and ",
+             shape_to_string(b), " cannot be broadcast (dim ", i, ": ", sa, " vs ", sb,
+             "); sizes must match or be 1");
+    out[i] = sa == 1 ? sb : sa;
+  }
+  return out;
+}
+
+// ---- metadata ---------------------------------------------------------------------
+
+int64_t Tensor::size(int64_t d) const { return sizes()[wrap_dim(d, dim(), "size")]; }
+int64_t Tensor::stride(int64_t d) const { return strides()[wrap_dim(d, dim(), "stride")]; }
+
+int64_t Tensor::numel() const {
+  int64_t n = 1;
+  for (int64_t s : sizes()) n *= s;
+  return n;
+}
+
+bool Tensor::is_contiguous() const {
+  int64_t expected = 1;
+  for (int64_t i = dim() - 1; i >= 0; --i) {
+    const int64_t s = sizes()[i];
+    if (s == 0) return true;
+    if (s != 1 && strides()[i] != expected) return false;
+    expected *= s;
+  }
+  return true;
+}
+
+bool Tensor::shares_storage_with(const Tensor& other) const {
+  return defined() && other.defined() && storage() == other.storage();
+}
+
+std::string Tensor::shape_str() const { return shape_to_string(sizes()); }
+
+void* Tensor::data_ptr() const {
+  char* base = static_cast<char*>(storage()->data());
+  return base == nullptr ? nullptr : base + offset() * static_cast<int64_t>(element_size());
+}
+
+Tensor& Tensor::requires_grad_(bool enabled) {
+  HG_CHECK(!enabled || is_floating(dtype()), "requires_grad needs a floating dtype, but this ",
+           "tensor is ", dtype_name(dtype()), "; convert with .to(hg::kF32) first");
+  impl().requires_grad = enabled;
+  return *this;
+}
+
+// ---- copies -----------------------------------------------------------------------
+
+Tensor Tensor::contiguous() const {
+  return is_contiguous() ? *this : clone();
+}
+
+Tensor Tensor::clone() const {
+  Tensor out = empty(sizes(), {.dtype = dtype(), .device = device()});
+  copy_into(out, *this);
+  return out;
+}
+
+Tensor Tensor::to(DType target) const { return to(device(), target); }
+Tensor Tensor::to(Device target) const { return to(target, dtype()); }
+
+Tensor Tensor::to(Device target, DType target_dtype) const {
+  if (target == device() && target_dtype == dtype()) return *this;
+  Tensor out = empty(sizes(), {.dtype = target_dtype, .device = target});
+  copy_into(out, *this);
+  return out;
+}
+
+Tensor& Tensor::copy_(const Tensor& src) {
+  copy_into(*this, src);
+  bump_version();
+  return *this;
+}
+
+Tensor& Tensor::fill_(double value) {
+  fill(*this, value);
+  bump_version();
+  return *this;
+}
+
+// ---- reading values ---------------------------------------------------------------
+
+template <typename T>
+std::vector<T> Tensor::to_vector() const {
+  const Tensor host = to(Device::cpu()).contiguous();
+  std::vector<T> out(static_cast<size_t>(host.numel()));
+  dispatch_dtype(host.dtype(), [&](auto tag) {
+    using S = decltype(tag);
+    const S* in = static_cast<const S*>(host.data_ptr());
+    for (size_t i = 0; i < out.size(); ++i) out[i] = convert_value<T>(in[i]);
+  });
+  return out;
+}
+
+template <typename T>
+T Tensor::item() const {
+  HG_CHECK(numel() == 1, "item() needs a tensor with exactly one element, got shape ",
+           shape_str(), " (", numel(), " elements); use to_vector<T>() to read many");
+  return to_vector<T>()[0];
+}
+
+#define HG_INSTANTIATE_READERS(name, type, str, fp)             \
+  template std::vector<type> Tensor::to_vector<type>() const; \
+  template type Tensor::item<type>() const;
+HG_FORALL_DTYPES(HG_INSTANTIATE_READERS)
+#undef HG_INSTANTIATE_READERS
+
+}  // namespace hg

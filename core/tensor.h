@@ -1,0 +1,188 @@
+// hg::Tensor — a cheap, shared handle to a strided view of a Storage.
+//
+// Like torch::Tensor: copying a Tensor copies the handle, not the data; views
+// (view, reshape, transpose, permute, slice, narrow, expand, squeeze,
+// unsqueeze, select) share storage and differ only in sizes/strides/offset.
+// Sizes and strides count elements; offset is in elements from the storage
+// start. A default-constructed Tensor is undefined (defined() == false).
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <iosfwd>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/device.h"
+#include "core/dtype.h"
+#include "core/error.h"
+#include "core/storage.h"
+
+namespace hg {
+
+using Shape = std::vector<int64_t>;
+
+class Generator;
+class Tensor;
+
+// Extension point for autograd (floor 2): it stores its graph data here.
+struct AutogradMeta {
+  virtual ~AutogradMeta() = default;
+};
+
+// Options for factories: hg::zeros({2, 3}, {.dtype = hg::kF16, .device = Device::cuda()}).
+struct TensorOptions {
+  DType dtype = kF32;
+  Device device = Device::cpu();
+  bool requires_grad = false;
+};
+
+struct TensorImpl {
+  Storage storage;
+  Shape sizes;    // [d0, d1, ...]; empty for a rank-0 tensor
+  Shape strides;  // elements to step per index along each dim
+  int64_t offset = 0;
+  DType dtype = kF32;
+  bool requires_grad = false;
+  std::shared_ptr<TensorImpl> grad;               // accumulated gradient (leaf tensors)
+  std::shared_ptr<AutogradMeta> autograd_meta;    // owned by autograd/
+};
+
+class Tensor {
+ public:
+  Tensor() = default;
+  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+
+  // ---- metadata ---------------------------------------------------------------
+  bool defined() const { return impl_ != nullptr; }
+  int64_t dim() const { return static_cast<int64_t>(impl().sizes.size()); }
+  const Shape& sizes() const { return impl().sizes; }
+  const Shape& strides() const { return impl().strides; }
+  int64_t size(int64_t d) const;    // negative d counts from the end
+  int64_t stride(int64_t d) const;
+  int64_t offset() const { return impl().offset; }
+  int64_t numel() const;
+  DType dtype() const { return impl().dtype; }
+  Device device() const { return impl().storage->device(); }
+  size_t element_size() const { return dtype_size(dtype()); }
+  size_t nbytes() const { return static_cast<size_t>(numel()) * element_size(); }
+  bool is_contiguous() const;
+  bool is_cpu() const { return device().is_cpu(); }
+  bool is_cuda() const { return device().is_cuda(); }
+  const Storage& storage() const { return impl().storage; }
+  bool shares_storage_with(const Tensor& other) const;
+  std::string shape_str() const;  // "[2, 3]"
+  TensorImpl* impl_ptr() const { return impl_.get(); }
+
+  // Pointer to the first element (storage data + offset). On CUDA tensors this
+  // is a device pointer.
+  void* data_ptr() const;
+  // Typed pointer; throws if T does not match dtype().
+  template <typename T>
+  T* data() const {
+    HG_CHECK(dtype_of<T>() == dtype(), "data<", dtype_name(dtype_of<T>()),
+             ">() called on a tensor of dtype ", dtype_name(dtype()),
+             "; use data<T>() with the tensor's own type or convert with .to(dtype)");
+    return static_cast<T*>(data_ptr());
+  }
+
+  // ---- version counter (shared by all views of a storage) ---------------------
+  uint64_t version() const { return impl().storage->version(); }
+  void bump_version() const { impl().storage->bump_version(); }
+
+  // ---- views (share storage) --------------------------------------------------
+  Tensor view(Shape shape) const;          // one -1 allowed; needs compatible strides
+  Tensor reshape(Shape shape) const;       // a view when possible, else a copy
+  Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
+  Tensor transpose(int64_t dim0, int64_t dim1) const;
+  Tensor t() const;                        // 2-D transpose
+  Tensor permute(const Shape& dims) const;
+  Tensor slice(int64_t dim, int64_t start, int64_t end, int64_t step = 1) const;
+  Tensor narrow(int64_t dim, int64_t start, int64_t length) const;
+  Tensor select(int64_t dim, int64_t index) const;  // removes `dim`
+  Tensor expand(Shape shape) const;        // -1 keeps a size; new leading dims allowed
+  Tensor squeeze() const;                  // drops every size-1 dim
+  Tensor squeeze(int64_t dim) const;       // drops `dim` if its size is 1
+  Tensor unsqueeze(int64_t dim) const;
+  Tensor as_strided(Shape sizes, Shape strides, int64_t offset) const;  // checked bounds
+
+  // ---- copies -----------------------------------------------------------------
+  Tensor contiguous() const;               // self if already contiguous
+  Tensor clone() const;                    // always a fresh contiguous copy
+  Tensor to(DType dtype) const;            // self if already that dtype
+  Tensor to(Device device) const;          // self if already there
+  Tensor to(Device device, DType dtype) const;
+  Tensor cpu() const { return to(Device::cpu()); }
+  // In-place: copies (broadcasting and converting) src into this tensor.
+  Tensor& copy_(const Tensor& src);
+  Tensor& fill_(double value);
+  Tensor& zero_() { return fill_(0.0); }
+
+  // ---- reading values (copies to the host when needed) ------------------------
+  template <typename T>
+  T item() const;
+  template <typename T>
+  std::vector<T> to_vector() const;        // row-major order of the logical view
+
+  // ---- autograd bookkeeping (the engine lives in autograd/) -------------------
+  bool requires_grad() const { return impl().requires_grad; }
+  Tensor& requires_grad_(bool enabled = true);
+  Tensor grad() const { return Tensor(impl().grad); }
+  void set_grad(const Tensor& g) { impl().grad = g.impl_; }
+
+  friend bool same(const Tensor& a, const Tensor& b) { return a.impl_ == b.impl_; }
+
+ private:
+  TensorImpl& impl() const {
+    HG_CHECK(impl_ != nullptr,
+             "use of an undefined hg::Tensor (default-constructed); create it with a factory "
+             "such as hg::zeros or check defined() first");
+    return *impl_;
+  }
+  Tensor make_view(Shape sizes, Shape strides, int64_t offset) const;
+
+  std::shared_ptr<TensorImpl> impl_;
+};
+
+// ---- factories ------------------------------------------------------------------
+Tensor empty(Shape shape, TensorOptions options = {});
+Tensor zeros(Shape shape, TensorOptions options = {});
+Tensor ones(Shape shape, TensorOptions options = {});
+Tensor full(Shape shape, double value, TensorOptions options = {});
+Tensor arange(double end, TensorOptions options = {});
+Tensor arange(double start, double end, double step = 1.0, TensorOptions options = {});
+// Uniform in [0, 1) and standard normal, from the Philox generator
+// (hg::default_generator() unless one is given). The same seed gives the same
+// numbers on every device.
+Tensor rand(Shape shape, TensorOptions options = {}, Generator* generator = nullptr);
+Tensor randn(Shape shape, TensorOptions options = {}, Generator* generator = nullptr);
+Tensor empty_like(const Tensor& t);
+Tensor zeros_like(const Tensor& t);
+
+// From host values; T is converted to options.dtype (default: the dtype of T).
+template <typename T>
+Tensor from_vector(const std::vector<T>& values, Shape shape, TensorOptions options);
+template <typename T>
+Tensor from_vector(const std::vector<T>& values, Shape shape) {
+  return from_vector(values, std::move(shape), TensorOptions{.dtype = dtype_of<T>()});
+}
+template <typename T>
+Tensor from_vector(const std::vector<T>& values) {
+  return from_vector(values, Shape{static_cast<int64_t>(values.size())});
+}
+// A rank-0 tensor.
+Tensor scalar_tensor(double value, TensorOptions options = {});
+
+// ---- shape helpers --------------------------------------------------------------
+int64_t numel_of(const Shape& shape);                  // checks for negatives and overflow
+Shape contiguous_strides(const Shape& shape);
+int64_t wrap_dim(int64_t dim, int64_t rank, const char* op);  // -1 -> rank-1, checked
+std::string shape_to_string(const Shape& shape);
+// NumPy broadcasting of two shapes; throws naming both shapes.
+Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);
+
+std::ostream& operator<<(std::ostream& os, const Tensor& t);
+
+}  // namespace hg

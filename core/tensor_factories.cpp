@@ -1,0 +1,117 @@
+// Factories: empty, zeros, ones, full, arange, rand, randn, from_vector.
+//
+// Values are produced on the host and moved to the target device in one copy
+// when the target is not the CPU (the random fills use the counter-based
+// Philox generator, so where the numbers are computed does not change them).
+#include <cmath>
+#include <cstring>
+
+#include "core/convert.h"
+#include "core/copy.h"
+#include "core/generator.h"
+#include "core/philox.h"
+#include "core/tensor.h"
+
+namespace hg {
+
+Tensor empty(Shape shape, TensorOptions options) {
+  const int64_t n = numel_of(shape);
+  const size_t elem = dtype_size(options.dtype);
+  HG_CHECK(n == 0 || static_cast<uint64_t>(n) <= SIZE_MAX / elem, "empty: shape ",
+           shape_to_string(shape), " of ", dtype_name(options.dtype), " needs more than 2^64 bytes");
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = make_storage(static_cast<size_t>(n) * elem, options.device);
+  impl->strides = contiguous_strides(shape);
+  impl->sizes = std::move(shape);
+  impl->dtype = options.dtype;
+  Tensor t(std::move(impl));
+  if (options.requires_grad) t.requires_grad_(true);
+  return t;
+}
+
+Tensor full(Shape shape, double value, TensorOptions options) {
+  Tensor t = empty(std::move(shape), options);
+  fill(t, value);
+  return t;
+}
+
+Tensor zeros(Shape shape, TensorOptions options) { return full(std::move(shape), 0.0, options); }
+Tensor ones(Shape shape, TensorOptions options) { return full(std::move(shape), 1.0, options); }
+
+Tensor empty_like(const Tensor& t) { return empty(t.sizes(), {.dtype = t.dtype(), .device = t.device()}); }
+Tensor zeros_like(const Tensor& t) { return zeros(t.sizes(), {.dtype = t.dtype(), .device = t.device()}); }
+
+Tensor scalar_tensor(double value, TensorOptions options) { return full({}, value, options); }
+
+namespace {
+
+// Builds a host tensor of options.dtype from per-element values, then moves it.
+template <typename Fn>
+Tensor generate(Shape shape, TensorOptions options, Fn&& value_at) {
+  const bool grad = options.requires_grad;
+  options.requires_grad = false;
+  Tensor host = empty(std::move(shape), {.dtype = options.dtype});
+  dispatch_dtype(options.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    T* out = static_cast<T*>(host.data_ptr());
+    const int64_t n = host.numel();
+    for (int64_t i = 0; i < n; ++i) out[i] = convert_value<T>(value_at(i));
+  });
+  Tensor t = host.to(options.device);
+  if (grad) t.requires_grad_(true);
+  return t;
+}
+
+}  // namespace
+
+Tensor arange(double end, TensorOptions options) { return arange(0.0, end, 1.0, options); }
+
+Tensor arange(double start, double end, double step, TensorOptions options) {
+  HG_CHECK(std::isfinite(start) && std::isfinite(end) && std::isfinite(step),
+           "arange: start, end and step must be finite, got ", start, ", ", end, ", ", step);
+  HG_CHECK(step != 0.0, "arange: step must be non-zero");
+  HG_CHECK((end - start) / step >= 0.0, "arange: step ", step, " moves away from end (start ",
+           start, ", end ", end, "); flip the sign of step");
+  const double count = std::ceil((end - start) / step);
+  HG_CHECK(count < 9.0e18, "arange: ", count, " elements is too many");
+  return generate({static_cast<int64_t>(count)}, options,
+                  [&](int64_t i) { return start + static_cast<double>(i) * step; });
+}
+
+Tensor rand(Shape shape, TensorOptions options, Generator* generator) {
+  HG_CHECK(is_floating(options.dtype), "rand needs a floating dtype, got ",
+           dtype_name(options.dtype));
+  Generator& gen = generator != nullptr ? *generator : default_generator();
+  const uint64_t seed = gen.seed();
+  const uint64_t offset = gen.next_offset();
+  return generate(std::move(shape), options, [&](int64_t i) {
+    return static_cast<double>(philox_uniform_at(seed, offset, static_cast<uint64_t>(i)));
+  });
+}
+
+Tensor randn(Shape shape, TensorOptions options, Generator* generator) {
+  HG_CHECK(is_floating(options.dtype), "randn needs a floating dtype, got ",
+           dtype_name(options.dtype));
+  Generator& gen = generator != nullptr ? *generator : default_generator();
+  const uint64_t seed = gen.seed();
+  const uint64_t offset = gen.next_offset();
+  return generate(std::move(shape), options, [&](int64_t i) {
+    return static_cast<double>(philox_normal_at(seed, offset, static_cast<uint64_t>(i)));
+  });
+}
+
+template <typename T>
+Tensor from_vector(const std::vector<T>& values, Shape shape, TensorOptions options) {
+  const int64_t n = numel_of(shape);
+  HG_CHECK(n == static_cast<int64_t>(values.size()), "from_vector: ", values.size(),
+           " values do not fill shape ", shape_to_string(shape), " (", n,
+           " elements); pass a shape whose sizes multiply to the number of values");
+  return generate(std::move(shape), options, [&](int64_t i) { return values[static_cast<size_t>(i)]; });
+}
+
+#define HG_INSTANTIATE_FROM_VECTOR(name, type, str, fp) \
+  template Tensor from_vector<type>(const std::vector<type>&, Shape, TensorOptions);
+HG_FORALL_DTYPES(HG_INSTANTIATE_FROM_VECTOR)
+#undef HG_INSTANTIATE_FROM_VECTOR
+
+}  // namespace hg
