@@ -183,6 +183,28 @@ class numeric_limits<hg::half> {
   static constexpr bool has_infinity = true;
   static constexpr bool has_quiet_NaN = true;
   static constexpr int digits = 11;
+  // The remaining members of the primary template, so that generic code
+  // (numeric_limits<T>::is_integer, ::max_digits10, ...) compiles for half.
+  static constexpr bool is_integer = false;
+  static constexpr bool is_exact = false;
+  static constexpr bool is_iec559 = true;  // IEEE 754 binary16
+  static constexpr bool is_bounded = true;
+  static constexpr bool is_modulo = false;
+  static constexpr bool has_signaling_NaN = true;
+  static constexpr float_denorm_style has_denorm = denorm_present;
+  static constexpr bool has_denorm_loss = false;
+  static constexpr bool traps = false;
+  static constexpr bool tinyness_before = false;
+  static constexpr float_round_style round_style = round_to_nearest;
+  static constexpr int radix = 2;
+  static constexpr int digits10 = 3;
+  static constexpr int max_digits10 = 5;
+  static constexpr int min_exponent = -13;
+  static constexpr int min_exponent10 = -4;
+  static constexpr int max_exponent = 16;
+  static constexpr int max_exponent10 = 4;
+  static hg::half round_error() { return hg::half::from_bits(0x3800); }  // 0.5
+  static hg::half signaling_NaN() { return hg::half::from_bits(0x7d00); }
   static hg::half min() { return hg::half::from_bits(0x0400); }         // 2^-14
   static hg::half max() { return hg::half::from_bits(0x7bff); }         // 65504
   static hg::half lowest() { return hg::half::from_bits(0xfbff); }      // -65504
@@ -200,6 +222,26 @@ class numeric_limits<hg::bfloat16> {
   static constexpr bool has_infinity = true;
   static constexpr bool has_quiet_NaN = true;
   static constexpr int digits = 8;
+  static constexpr bool is_integer = false;
+  static constexpr bool is_exact = false;
+  static constexpr bool is_iec559 = false;  // not an IEEE 754 interchange format
+  static constexpr bool is_bounded = true;
+  static constexpr bool is_modulo = false;
+  static constexpr bool has_signaling_NaN = true;
+  static constexpr float_denorm_style has_denorm = denorm_present;
+  static constexpr bool has_denorm_loss = false;
+  static constexpr bool traps = false;
+  static constexpr bool tinyness_before = false;
+  static constexpr float_round_style round_style = round_to_nearest;
+  static constexpr int radix = 2;
+  static constexpr int digits10 = 2;
+  static constexpr int max_digits10 = 4;
+  static constexpr int min_exponent = -125;
+  static constexpr int min_exponent10 = -37;
+  static constexpr int max_exponent = 128;
+  static constexpr int max_exponent10 = 38;
+  static hg::bfloat16 round_error() { return hg::bfloat16::from_bits(0x3f00); }  // 0.5
+  static hg::bfloat16 signaling_NaN() { return hg::bfloat16::from_bits(0x7fa0); }
   static hg::bfloat16 min() { return hg::bfloat16::from_bits(0x0080); }      // 2^-126
   static hg::bfloat16 max() { return hg::bfloat16::from_bits(0x7f7f); }      // ~3.39e38
   static hg::bfloat16 lowest() { return hg::bfloat16::from_bits(0xff7f); }

@@ -23,17 +23,20 @@
 // even lane, u2 in [0,1) from the odd lane, r = sqrt(-2 log u1), and the even
 // lane gets r cos(2 pi u2), the odd lane r sin(2 pi u2).
 // We do not call logf/cosf/sinf: glibc and CUDA's libdevice differ by an ulp
-// or two, and a double-then-round path is slow on GPUs without full-rate fp64
-// and still not bit-identical in rare rounding cases. Instead the log and the
-// sin/cos below are short polynomials built only from IEEE operations that are
-// correctly rounded everywhere (fma, mul, add, div, sqrt), written as explicit
-// fmaf and, on the device, __f*_rn intrinsics so that no compiler contraction
-// or --use_fast_math can change them. Result: uniforms AND normals are
-// bit-identical on cpu, cuda-emu and a real GPU. Accuracy: within a few ulp of
-// the exact Box-Muller value (tests/core/test_philox.cpp measures it), far
-// below anything a statistical test can see. Host code must keep the default
-// -ffp-contract behaviour irrelevant by following one rule: never feed a plain
-// product into a plain add; write fmaf instead.
+// or two, and computing in double then rounding is slow on GPUs without
+// full-rate fp64 and still differs in rare rounding cases. Instead the log and
+// the sin/cos below are short polynomials built only from operations IEEE 754
+// rounds correctly everywhere (fma, mul, add, div, sqrt). On the device they
+// are the __f*_rn intrinsics, which nvcc never contracts or approximates (the
+// PTX stays fma.rn/div.rn/sqrt.rn even under --use_fast_math, and no
+// intermediate is subnormal, so its flush-to-zero changes nothing); on the
+// host every multiply-add is an explicit std::fma, so -ffp-contract cannot
+// fuse differently. Rule for editing them: never feed a plain product into a
+// plain add. Result: uniforms AND normals are bit-identical on cpu, cuda-emu
+// and a real GPU, so CUDA randn can be tested against CPU randn exactly.
+// Accuracy against double libm (tests/core/test_philox.cpp): log 1.4 ulp,
+// sin/cos 1.5 * 2^-24 absolute, z within 2.7 * 2^-24 of r: statistically
+// invisible. Cost: ~30 fp32 operations and one division per pair.
 // Range: u1 >= 2^-24 bounds |z| <= sqrt(48 ln 2) ~= 5.77, as with every
 // 24-bit-uniform Box-Muller (cuRAND has the same tail cut).
 #pragma once
@@ -169,25 +172,31 @@ HG_HOST_DEVICE inline float sqrt_rn(float a) {
 }
 
 // log(u) for a positive normal float u <= 1 (Box-Muller only needs (0, 1]).
-// u = m * 2^e with m in [sqrt(1/2), sqrt(2)); log m = 2 atanh(s), s = (m-1)/(m+1),
-// |s| <= 0.172, so the odd series to s^9 is accurate to 2e-9 relative.
+// fdlibm's scheme: u = (1 + f) 2^e with 1 + f in [sqrt(1/2), sqrt(2)),
+// s = f / (2 + f), log(1 + f) = 2 atanh(s) = f - (f^2/2 - s (f^2/2 + R(s^2))),
+// R = 2/3 s^2 + 2/5 s^4 + ... (|s| <= 0.172: the series to s^10 is accurate
+// to 1e-10). Writing it as f minus a small correction keeps the rounding of s
+// out of the leading term: the result is within ~1 ulp.
 HG_HOST_DEVICE inline float portable_log_unit(float u) {
   const uint32_t bits = float_bits(u);
   int e = static_cast<int>(bits >> 23) - 127;
-  uint32_t m_bits = (bits & 0x7fffffu) | 0x3f800000u;  // m in [1, 2)
-  if (m_bits > 0x3fb504f3u) {                          // m > sqrt(2): halve it
+  uint32_t m_bits = (bits & 0x7fffffu) | 0x3f800000u;  // 1 + f in [1, 2)
+  if (m_bits > 0x3fb504f3u) {                          // above sqrt(2): halve it
     m_bits -= 0x00800000u;
     ++e;
   }
   const float f = add_rn(bits_float(m_bits), -1.0f);  // exact (Sterbenz)
   const float s = div_rn(f, add_rn(f, 2.0f));
-  const float s2 = mul_rn(s, s);
-  float p = 0.222222224f;  // 2/9
-  p = fma_rn(p, s2, 0.285714298f);  // 2/7
-  p = fma_rn(p, s2, 0.400000006f);  // 2/5
-  p = fma_rn(p, s2, 0.666666687f);  // 2/3
-  p = fma_rn(p, s2, 2.0f);
-  const float log_m = mul_rn(s, p);
+  const float z = mul_rn(s, s);
+  float r = 0.181818187f;          // R / z as a polynomial in z: 2/11 ...
+  r = fma_rn(r, z, 0.222222224f);  // 2/9
+  r = fma_rn(r, z, 0.285714298f);  // 2/7
+  r = fma_rn(r, z, 0.400000006f);  // 2/5
+  r = fma_rn(r, z, 0.666666687f);  // 2/3
+  const float half_f_sq = mul_rn(0.5f, mul_rn(f, f));
+  const float half_f_sq_plus_r = fma_rn(r, z, half_f_sq);  // f^2/2 + R
+  const float correction = fma_rn(-s, half_f_sq_plus_r, half_f_sq);
+  const float log_m = add_rn(f, -correction);
   // ln 2 split so that e * kLn2Hi is exact (kLn2Hi has 16 significant bits).
   constexpr float kLn2Hi = 0.693145752f;
   constexpr float kLn2Lo = 1.42860677e-06f;

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <initializer_list>
 #include <set>
 #include <thread>
 #include <vector>
@@ -93,6 +95,35 @@ TEST_CASE("philox: element mapping is block i/4, lane i%4", "[core][philox]") {
   }
 }
 
+TEST_CASE("philox: pinned stream values", "[core][philox]") {
+  // The numbers a seed produces are part of the API (saved experiments must
+  // replay), and the CUDA kernels must reproduce them bit for bit. These were
+  // produced by this implementation; they only change with a deliberate,
+  // documented break of reproducibility.
+  struct Pinned {
+    uint64_t i;
+    uint32_t bits;
+    float uniform;
+    uint32_t normal_bits;
+  };
+  const Pinned pinned[] = {
+      {0, 0x67ee6f2cu, 0x1.9fb9bcp-2f, 0x3f8856dbu},        // z = 1.06515062
+      {1, 0xe55410ccu, 0x1.caa82p-1f, 0xbf514952u},         // z = -0.817525029
+      {2, 0x6c7eca35u, 0x1.b1fb28p-2f, 0xbf28902du},        // z = -0.658449948
+      {3, 0x557398d3u, 0x1.55ce6p-2f, 0x3f9101bfu},         // z = 1.13286579
+      {1000001, 0xca634be7u, 0x1.94c696p-1f, 0xbfbf8860u},  // z = -1.49634933
+  };
+  for (const Pinned& p : pinned) {
+    INFO("seed 42, offset 7, element " << p.i);
+    CHECK(hg::philox_bits_at(42, 7, p.i) == p.bits);
+    CHECK(hg::philox_uniform_at(42, 7, p.i) == p.uniform);
+    const float z = hg::philox_normal_at(42, 7, p.i);
+    uint32_t z_bits;
+    std::memcpy(&z_bits, &z, sizeof z_bits);
+    CHECK(z_bits == p.normal_bits);
+  }
+}
+
 TEST_CASE("philox: uniform grid endpoints", "[core][philox]") {
   CHECK(hg::uniform_from_bits(0) == 0.0f);
   CHECK(hg::uniform_from_bits(0xffffffffu) == 1.0f - 0x1p-24f);  // never 1
@@ -108,13 +139,17 @@ TEST_CASE("philox: uniform statistics", "[core][philox]") {
   const std::vector<float> u = uniform_fill(gen, kN);
   double sum = 0, sum_sq = 0;
   int bins[10] = {};
+  size_t out_of_range = 0;
   for (const float x : u) {
-    REQUIRE(x >= 0.0f);
-    REQUIRE(x < 1.0f);
+    if (!(x >= 0.0f && x < 1.0f)) {
+      ++out_of_range;
+      continue;
+    }
     sum += x;
     sum_sq += static_cast<double>(x) * x;
     ++bins[static_cast<int>(x * 10)];
   }
+  REQUIRE(out_of_range == 0);
   const double mean = sum / kN;
   const double var = sum_sq / kN - mean * mean;
   // U(0,1): mean 1/2, variance 1/12; the sample mean has sd sqrt(1/12 / n),
@@ -133,14 +168,15 @@ TEST_CASE("philox: normal statistics", "[core][philox]") {
   const std::vector<float> z = normal_fill(gen, kN);
   double sum = 0, sum_sq = 0, sum_4 = 0;
   size_t within_one = 0;
+  float largest = 0;
   for (const float x : z) {
-    REQUIRE(std::isfinite(x));
-    REQUIRE(std::fabs(x) < 5.8f);  // u1 >= 2^-24 bounds |z| by sqrt(48 ln 2)
+    largest = std::max(largest, std::isfinite(x) ? std::fabs(x) : 1e30f);
     sum += x;
     sum_sq += static_cast<double>(x) * x;
     sum_4 += static_cast<double>(x) * x * x * x;
     within_one += std::fabs(x) < 1.0f;
   }
+  CHECK(largest < 5.8f);  // finite, and u1 >= 2^-24 bounds |z| by sqrt(48 ln 2)
   const double mean = sum / kN;
   const double var = sum_sq / kN - mean * mean;
   // N(0,1): sd of the mean 1/sqrt(n), of the variance sqrt(2/n), of the 4th
@@ -159,28 +195,28 @@ TEST_CASE("philox: normal statistics", "[core][philox]") {
 TEST_CASE("philox: portable Box-Muller is within a few ulp of the exact one", "[core][philox]") {
   // The float log and sin/cos polynomials against double libm. Errors are
   // measured relative to r (the radius), since cos and sin cross zero.
-  // Measured: log <= 2 ulp, sin/cos <= 1.5e-7 absolute, z <= 2 ulp of r.
+  // Measured (x86-64 glibc): log 1.4 ulp, sin/cos 1.5 * 2^-24 absolute, z 2.7 * 2^-24 of r.
   double worst_log = 0;
-  for (uint32_t k = 1; k <= (1u << 24); k += 7) {
+  for (uint32_t k = 1; k < (1u << 24); k += 7) {  // u = 1 (log 0) is checked below
     const float u = static_cast<float>(k) * 0x1p-24f;
     const double exact = std::log(static_cast<double>(u));
     const double got = hg::detail::portable_log_unit(u);
-    if (exact != 0) worst_log = std::max(worst_log, std::fabs(got - exact) / std::fabs(exact));
-    else REQUIRE(got == 0.0);
+    worst_log = std::max(worst_log, std::fabs(got - exact) / std::fabs(exact));
   }
   CHECK(hg::detail::portable_log_unit(1.0f) == 0.0f);
-  CHECK(worst_log < 3 * 0x1p-24);
+  CHECK(worst_log < 2 * 0x1p-24);
   double worst_trig = 0;
+  float largest_trig = 0;
   const double kTwoPi = 6.283185307179586;
   for (uint32_t k = 0; k < (1u << 24); k += 13) {
     float s, c;
     hg::detail::portable_sincos_2pi(k, &s, &c);
     const double angle = kTwoPi * (static_cast<double>(k) * 0x1p-24);
     worst_trig = std::max({worst_trig, std::fabs(s - std::sin(angle)), std::fabs(c - std::cos(angle))});
-    REQUIRE(std::fabs(s) <= 1.0f);
-    REQUIRE(std::fabs(c) <= 1.0f);
+    largest_trig = std::max({largest_trig, std::fabs(s), std::fabs(c)});
   }
   CHECK(worst_trig < 2 * 0x1p-24);
+  CHECK(largest_trig <= 1.0f);
   // Exact at the quarter turns.
   for (const uint32_t quarter : {0u, 1u, 2u, 3u}) {
     float s, c;
@@ -206,7 +242,7 @@ TEST_CASE("philox: portable Box-Muller is within a few ulp of the exact one", "[
     const double err = std::max(std::fabs(z0 - r * std::cos(kTwoPi * u2)),
                                 std::fabs(z1 - r * std::sin(kTwoPi * u2)));
     if (r > 0) worst_z = std::max(worst_z, err / r);
-    else REQUIRE((z0 == 0.0f && z1 == 0.0f));
+    else CHECK((z0 == 0.0f && z1 == 0.0f));
   }
   CHECK(worst_z < 4 * 0x1p-24);
   INFO("worst relative errors: log " << worst_log << ", trig " << worst_trig << ", z " << worst_z);

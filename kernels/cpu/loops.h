@@ -1,0 +1,79 @@
+// CPU elementwise loop helper: applies fn to every element of N strided inputs
+// and one strided output of the same sizes, so kernels read as math.
+//
+//   cpu::map<float>(out, [](float a, float b) { return a + b; }, a, b);
+//
+// Contiguous operands take a flat (OpenMP-parallel) loop; anything else walks
+// an odometer over the dims with the innermost dim as a plain strided loop.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace hg::cpu {
+
+// Below this many elements a parallel region costs more than it saves.
+inline constexpr int64_t kParallelGrain = 32768;
+
+template <typename Out, typename... In, typename Fn, typename... Tensors>
+void map_typed(const Tensor& out, Fn&& fn, const Tensors&... ins) {
+  static_assert(sizeof...(In) == sizeof...(Tensors), "one C++ type per input tensor");
+  const int64_t n = out.numel();
+  if (n == 0) return;
+  Out* o = static_cast<Out*>(out.data_ptr());
+  std::tuple<const In*...> in_ptrs{static_cast<const In*>(ins.data_ptr())...};
+  const bool flat = out.is_contiguous() && (... && (ins.is_contiguous() && ins.sizes() == out.sizes()));
+  if (flat) {
+#pragma omp parallel for if (n >= kParallelGrain) schedule(static)
+    for (int64_t i = 0; i < n; ++i) {
+      o[i] = std::apply([&](const In*... p) { return fn(p[i]...); }, in_ptrs);
+    }
+    return;
+  }
+  const int64_t rank = out.dim();
+  if (rank == 0) {
+    o[0] = std::apply([&](const In*... p) { return fn(p[0]...); }, in_ptrs);
+    return;
+  }
+  constexpr size_t kIn = sizeof...(In);
+  const std::array<const Shape*, kIn> in_strides{&ins.strides()...};
+  const Shape& sizes = out.sizes();
+  const int64_t inner = sizes[rank - 1];
+  std::vector<int64_t> index(rank, 0);
+  int64_t out_base = 0;
+  std::array<int64_t, kIn> in_base{};
+  std::array<int64_t, kIn> in_inner{};
+  for (size_t k = 0; k < kIn; ++k) in_inner[k] = (*in_strides[k])[rank - 1];
+  const int64_t out_inner = out.strides()[rank - 1];
+  while (true) {
+    for (int64_t i = 0; i < inner; ++i) {
+      o[out_base + i * out_inner] = [&]<size_t... K>(std::index_sequence<K...>) {
+        return fn(std::get<K>(in_ptrs)[in_base[K] + i * in_inner[K]]...);
+      }(std::index_sequence_for<In...>{});
+    }
+    int64_t d = rank - 2;
+    for (; d >= 0; --d) {  // odometer over the outer dims
+      ++index[d];
+      out_base += out.strides()[d];
+      for (size_t k = 0; k < kIn; ++k) in_base[k] += (*in_strides[k])[d];
+      if (index[d] < sizes[d]) break;
+      out_base -= index[d] * out.strides()[d];
+      for (size_t k = 0; k < kIn; ++k) in_base[k] -= index[d] * (*in_strides[k])[d];
+      index[d] = 0;
+    }
+    if (d < 0) return;
+  }
+}
+
+// All operands share one C++ type T.
+template <typename T, typename Fn, typename... Tensors>
+void map(const Tensor& out, Fn&& fn, const Tensors&... ins) {
+  map_typed<T, std::conditional_t<true, T, Tensors>...>(out, std::forward<Fn>(fn), ins...);
+}
+
+}  // namespace hg::cpu

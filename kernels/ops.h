@@ -1,0 +1,68 @@
+// The backend-neutral kernel API (floor 1). Each entry checks its arguments
+// once (shapes, dtypes, devices — errors name the op and the fix), allocates
+// the output, and dispatches on the device to hg::cpu:: or hg::cuda:: kernels
+// (kernels/backend.h). No autograd here: autograd/ wraps these.
+//
+// dtype rules: binary ops compute in the promoted dtype of their inputs
+// (floating beats integer, wider beats narrower, f16 with bf16 gives f32);
+// comparisons return bool; reductions accumulate in fp32 (f64 for f64) and
+// return the input dtype (argmax returns i64); cross_entropy returns f32.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "core/tensor.h"
+#include "kernels/op_list.h"
+
+namespace hg {
+class Generator;
+}
+
+namespace hg::ops {
+
+// ---- type promotion -------------------------------------------------------------
+DType promote_types(DType a, DType b);
+
+// ---- unary ------------------------------------------------------------------------
+// op: neg exp log sqrt rsqrt abs tanh sigmoid relu gelu gelu_tanh silu
+Tensor unary(OpId op, const Tensor& x);
+void unary_(OpId op, const Tensor& x);  // in place, bumps the version
+// op: tanh_backward sigmoid_backward (saved = forward OUTPUT y);
+//     relu_backward gelu_backward gelu_tanh_backward silu_backward (saved = INPUT x)
+Tensor unary_backward(OpId op, const Tensor& d_out, const Tensor& saved);
+
+inline Tensor neg(const Tensor& x) { return unary(OpId::neg, x); }
+inline Tensor exp(const Tensor& x) { return unary(OpId::exp, x); }
+inline Tensor log(const Tensor& x) { return unary(OpId::log, x); }
+inline Tensor sqrt(const Tensor& x) { return unary(OpId::sqrt, x); }
+inline Tensor rsqrt(const Tensor& x) { return unary(OpId::rsqrt, x); }
+inline Tensor abs(const Tensor& x) { return unary(OpId::abs, x); }
+inline Tensor tanh(const Tensor& x) { return unary(OpId::tanh, x); }
+inline Tensor sigmoid(const Tensor& x) { return unary(OpId::sigmoid, x); }
+inline Tensor relu(const Tensor& x) { return unary(OpId::relu, x); }
+inline Tensor gelu(const Tensor& x, bool tanh_approx = false) {
+  return unary(tanh_approx ? OpId::gelu_tanh : OpId::gelu, x);
+}
+inline Tensor silu(const Tensor& x) { return unary(OpId::silu, x); }
+
+// ---- binary (NumPy broadcasting) ------------------------------------------------------
+// op: add sub mul div maximum minimum pow eq ne lt le gt ge
+Tensor binary(OpId op, const Tensor& a, const Tensor& b);
+Tensor binary_scalar(OpId op, const Tensor& a, double b);  // a op scalar
+// In place: a = a op b, b broadcast to a's shape; a's dtype is kept.
+void binary_(OpId op, const Tensor& a, const Tensor& b);
+void binary_scalar_(OpId op, const Tensor& a, double b);
+// cond ? a : b (cond is bool; a and b promote).
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+
+inline Tensor add(const Tensor& a, const Tensor& b) { return binary(OpId::add, a, b); }
+inline Tensor sub(const Tensor& a, const Tensor& b) { return binary(OpId::sub, a, b); }
+inline Tensor mul(const Tensor& a, const Tensor& b) { return binary(OpId::mul, a, b); }
+inline Tensor div(const Tensor& a, const Tensor& b) { return binary(OpId::div, a, b); }
+inline Tensor maximum(const Tensor& a, const Tensor& b) { return binary(OpId::maximum, a, b); }
+inline Tensor minimum(const Tensor& a, const Tensor& b) { return binary(OpId::minimum, a, b); }
+inline Tensor pow(const Tensor& a, double exponent) { return binary_scalar(OpId::pow, a, exponent); }
+
+}  // namespace hg::ops
