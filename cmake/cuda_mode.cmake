@@ -20,7 +20,7 @@ function(hg_configure_cuda target visibility)
     target_link_libraries(${target} ${visibility} Boost::context)
     if(cu_srcs)
       set_source_files_properties(${cu_srcs} TARGET_DIRECTORY ${target}
-                                  PROPERTIES LANGUAGE CXX COMPILE_OPTIONS "-xc++")
+                                  PROPERTIES LANGUAGE CXX COMPILE_OPTIONS "-xc++;-Wno-unknown-pragmas")
     endif()
   else()  # gpu
     target_link_libraries(${target} ${visibility} CUDA::cudart CUDA::cublas CUDA::cublasLt)

@@ -1,5 +1,14 @@
-# kernels/cpu — reference kernels (every configuration).
+# kernels/ — the ops layer and the CPU reference kernels (every configuration).
 list(APPEND HG_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/../ops.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/../reduce_ops.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/../softmax_ops.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/../gemm_ops.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/../random_ops.cpp
   ${CMAKE_CURRENT_LIST_DIR}/elementwise.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/reduce.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/softmax.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/cross_entropy.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/gemm.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/random.cpp
 )

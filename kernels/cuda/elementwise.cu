@@ -122,7 +122,10 @@ HG_BINARY_MATH(MulMath, static_cast<A>(x * y))
 HG_BINARY_MATH(DivMath, static_cast<A>(x / y))
 HG_BINARY_MATH(MaxMath, max_nan(x, y))
 HG_BINARY_MATH(MinMath, min_nan(x, y))
-HG_BINARY_MATH(PowMath, dmath::pow(x, y))
+// pow on integers never runs (ops.cpp computes it in f32) but must compile.
+HG_BINARY_MATH(PowMath, static_cast<A>(dmath::pow(
+                            static_cast<std::conditional_t<std::is_same_v<A, double>, double, float>>(x),
+                            static_cast<std::conditional_t<std::is_same_v<A, double>, double, float>>(y))))
 HG_BINARY_MATH(EqMath, x == y)
 HG_BINARY_MATH(NeMath, x != y)
 HG_BINARY_MATH(LtMath, x < y)

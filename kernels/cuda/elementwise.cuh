@@ -19,6 +19,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <utility>
@@ -179,12 +180,13 @@ void launch_map(const char* name, const Op& op, const Tensor& out, const Tensors
   for (int k = 0; k < N && contiguous; ++k) contiguous = aligned16(args.data[k]);
   if (contiguous) {
     constexpr int kVec = vec_width<Out, In...>();
-    launch_kernel(name, map_contiguous_kernel<Out, Op, In...>,
+    launch_kernel(name, __FILE__, __LINE__, map_contiguous_kernel<Out, Op, In...>,
                   dim3(map_grid((n + kVec - 1) / kVec)), dim3(kMapThreads), 0, stream, args, op);
     return;
   }
   args.calc = make_offset_calc<N>({&out, &ins...});
-  launch_kernel(name, map_kernel<Out, Op, In...>, dim3(map_grid(n)), dim3(kMapThreads), 0,
+  launch_kernel(name, __FILE__, __LINE__, map_kernel<Out, Op, In...>, dim3(map_grid(n)),
+                dim3(kMapThreads), 0,
                 stream, args, op);
 }
 

@@ -51,11 +51,14 @@ inline T* dynamic_shared() {
 namespace detail {
 [[noreturn]] inline void throw_launch_error(cudaError_t error, const char* kernel, const char* detail,
                                             const char* file, int line) {
-  ::hg::detail::throw_error(
-      file, line,
-      ::hg::detail::str_cat("launch of kernel ", kernel, " failed: ", cudaGetErrorName(error), " (",
-                            cudaGetErrorString(error), ")", (detail && *detail) ? ": " : "",
-                            detail ? detail : ""));
+  if (detail != nullptr && *detail != '\0') {  // the emulator says which thread did what
+    ::hg::detail::throw_error(file, line,
+                              ::hg::detail::str_cat(detail, " [", cudaGetErrorName(error), ": ",
+                                                    cudaGetErrorString(error), "]"));
+  }
+  ::hg::detail::throw_error(file, line,
+                            ::hg::detail::str_cat("launch of kernel ", kernel, " failed: ",
+                                                  cudaGetErrorName(error), " (", cudaGetErrorString(error), ")"));
 }
 }  // namespace detail
 

@@ -157,30 +157,30 @@ Engine& engine() {
   return *e;
 }
 
-std::string format_dim(dim3 d) { return detail::str_cat("(", d.x, ",", d.y, ",", d.z, ")"); }
+std::string format_dim(dim3 d) { return hg::detail::str_cat("(", d.x, ",", d.y, ",", d.z, ")"); }
 
 // The checks a Hopper GPU applies at launch, with the error it returns.
 Failure validate(const KernelLaunch& l, size_t max_dynamic_smem) {
   const dim3 b = l.block, g = l.grid;
   const auto invalid = [](std::string why) { return Failure{cudaErrorInvalidConfiguration, std::move(why)}; };
-  if (b.x == 0 || b.y == 0 || b.z == 0) return invalid(detail::str_cat("blockDim ", format_dim(b), " has a zero dimension"));
-  if (g.x == 0 || g.y == 0 || g.z == 0) return invalid(detail::str_cat("gridDim ", format_dim(g), " has a zero dimension"));
+  if (b.x == 0 || b.y == 0 || b.z == 0) return invalid(hg::detail::str_cat("blockDim ", format_dim(b), " has a zero dimension"));
+  if (g.x == 0 || g.y == 0 || g.z == 0) return invalid(hg::detail::str_cat("gridDim ", format_dim(g), " has a zero dimension"));
   if (b.x > kMaxBlockDimX || b.y > kMaxBlockDimY || b.z > kMaxBlockDimZ) {
-    return invalid(detail::str_cat("blockDim ", format_dim(b), " exceeds the per-dimension limit (",
+    return invalid(hg::detail::str_cat("blockDim ", format_dim(b), " exceeds the per-dimension limit (",
                                    kMaxBlockDimX, ",", kMaxBlockDimY, ",", kMaxBlockDimZ, ")"));
   }
   const uint64_t threads = uint64_t{b.x} * b.y * b.z;
   if (threads > static_cast<uint64_t>(kMaxThreadsPerBlock)) {
-    return invalid(detail::str_cat("blockDim ", format_dim(b), " has ", threads,
+    return invalid(hg::detail::str_cat("blockDim ", format_dim(b), " has ", threads,
                                    " threads; a block holds at most ", kMaxThreadsPerBlock));
   }
   if (g.x > kMaxGridDimX || g.y > kMaxGridDimY || g.z > kMaxGridDimZ) {
-    return invalid(detail::str_cat("gridDim ", format_dim(g), " exceeds the limit (", kMaxGridDimX, ",",
+    return invalid(hg::detail::str_cat("gridDim ", format_dim(g), " exceeds the limit (", kMaxGridDimX, ",",
                                    kMaxGridDimY, ",", kMaxGridDimZ, ")"));
   }
   if (l.shared_bytes > max_dynamic_smem) {
     return Failure{cudaErrorInvalidValue,
-                   detail::str_cat(l.shared_bytes, " bytes of dynamic shared memory exceed the kernel's limit of ",
+                   hg::detail::str_cat(l.shared_bytes, " bytes of dynamic shared memory exceed the kernel's limit of ",
                                    max_dynamic_smem, " bytes; above 48 KiB call cudaFuncSetAttribute(kernel, "
                                    "cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) first (at most ",
                                    kSharedMemPerBlockOptin, " bytes on sm_90)")};
@@ -233,7 +233,7 @@ Failure run_grid(const KernelLaunch& l, uint64_t seed, LaunchStats& stats) {
   const uint3 failed_block = detail::g_block.block_idx;
   detail::g_block = DeviceBlock{};
   if (failure.error != cudaSuccess && failure.message.find("block (") == std::string::npos) {
-    failure.message = detail::str_cat("block ", failed_block.x, ",", failed_block.y, ",", failed_block.z,
+    failure.message = hg::detail::str_cat("block ", failed_block.x, ",", failed_block.y, ",", failed_block.z,
                                       ": ", failure.message);
   }
   return failure;
@@ -273,7 +273,7 @@ LaunchResult launch(const KernelLaunch& l) {
   LaunchResult result;
   result.error = failure.error;
   if (failure.error != cudaSuccess) {
-    result.message = detail::str_cat("kernel ", l.name, " <<<", format_dim(l.grid), ", ", format_dim(l.block),
+    result.message = hg::detail::str_cat("kernel ", l.name, " <<<", format_dim(l.grid), ", ", format_dim(l.block),
                                       ", ", l.shared_bytes, ">>>: ", failure.message);
     set_last_error(failure.error);
   }

@@ -15,6 +15,10 @@
 #include <sanitizer/common_interface_defs.h>
 #endif
 
+// glibc's assert handler (declared by <assert.h> only without NDEBUG).
+extern "C" [[noreturn]] void __assert_fail(const char* assertion, const char* file, unsigned int line,
+                                           const char* function) noexcept;
+
 namespace hg::emu {
 namespace detail {
 DeviceThread* g_thread = nullptr;
@@ -92,12 +96,12 @@ uint64_t splitmix64(uint64_t& state) {
   return z ^ (z >> 31);
 }
 
-std::string format_dim(uint3 d) { return detail::str_cat("(", d.x, ",", d.y, ",", d.z, ")"); }
+std::string format_dim(uint3 d) { return hg::detail::str_cat("(", d.x, ",", d.y, ",", d.z, ")"); }
 std::string format_where(const std::source_location& where) {
-  return detail::str_cat(where.file_name(), ":", where.line());
+  return hg::detail::str_cat(where.file_name(), ":", where.line());
 }
 std::string describe_thread(const FiberThread& t) {
-  return detail::str_cat("thread ", format_dim(t.dev.thread_idx), " of block ",
+  return hg::detail::str_cat("thread ", format_dim(t.dev.thread_idx), " of block ",
                          format_dim(detail::g_block.block_idx));
 }
 const char* barrier_name(BarrierOp op) {
@@ -171,11 +175,11 @@ ctx::fiber fiber_main(FiberThread& t, ctx::fiber&& caller) {
       g_run->launch->invoke(g_run->launch->entry, g_run->launch->params);
     } catch (const AbortUnwind&) {
     } catch (const DeviceFault& fault) {
-      fail(fault.error, detail::str_cat(describe_thread(t), ": ", fault.message));
+      fail(fault.error, hg::detail::str_cat(describe_thread(t), ": ", fault.message));
     } catch (const std::exception& ex) {
-      fail(cudaErrorLaunchFailure, detail::str_cat(describe_thread(t), " threw: ", ex.what()));
+      fail(cudaErrorLaunchFailure, hg::detail::str_cat(describe_thread(t), " threw: ", ex.what()));
     } catch (...) {
-      fail(cudaErrorLaunchFailure, detail::str_cat(describe_thread(t), " threw an unknown exception"));
+      fail(cudaErrorLaunchFailure, hg::detail::str_cat(describe_thread(t), " threw an unknown exception"));
     }
   }
   t.state = ThreadState::kExited;
@@ -274,7 +278,7 @@ bool resolve_warp_ops() {
       if (t.state != ThreadState::kAtWarpOp) continue;
       if (!((t.mask >> lane) & 1u)) {
         fail(cudaErrorLaunchFailure,
-             detail::str_cat(describe_thread(t), " called ", warp_op_name(t.warp_op), " at ",
+             hg::detail::str_cat(describe_thread(t), " called ", warp_op_name(t.warp_op), " at ",
                              format_where(t.where), " with mask 0x", std::hex, t.mask, std::dec,
                              ", which does not include its own lane ", lane));
         return false;
@@ -290,7 +294,7 @@ bool resolve_warp_ops() {
         const FiberThread& other = threads[base + j];
         if (other.warp_op != t.warp_op || other.mask != t.mask) {
           fail(cudaErrorLaunchFailure,
-               detail::str_cat("lanes of warp ", base / 32, " met at different warp operations: ",
+               hg::detail::str_cat("lanes of warp ", base / 32, " met at different warp operations: ",
                                describe_thread(t), " is in ", warp_op_name(t.warp_op), " at ",
                                format_where(t.where), " (mask 0x", std::hex, t.mask, "), ",
                                describe_thread(other), " in ", warp_op_name(other.warp_op), " at ",
@@ -301,7 +305,7 @@ bool resolve_warp_ops() {
       }
       if (is_shuffle(t.warp_op) && (t.width == 0 || t.width > 32 || (t.width & (t.width - 1u)) != 0)) {
         fail(cudaErrorLaunchFailure,
-             detail::str_cat(describe_thread(t), ": ", warp_op_name(t.warp_op), " at ",
+             hg::detail::str_cat(describe_thread(t), ": ", warp_op_name(t.warp_op), " at ",
                              format_where(t.where), " has width ", t.width,
                              "; width must be a power of two in [1, 32]"));
         return false;
@@ -344,7 +348,7 @@ bool release_block_barrier() {
   if (!waiting) {
     if (in_warp_op) {  // lanes wait for a lane that has exited? No: exited lanes are excused.
       fail(cudaErrorLaunchFailure,
-           detail::str_cat("deadlock: ", describe_thread(*in_warp_op), " waits in ",
+           hg::detail::str_cat("deadlock: ", describe_thread(*in_warp_op), " waits in ",
                            warp_op_name(in_warp_op->warp_op), " at ", format_where(in_warp_op->where),
                            " for lanes of its mask that never arrive"));
     }
@@ -352,7 +356,7 @@ bool release_block_barrier() {
   }
   if (in_warp_op) {
     fail(cudaErrorLaunchFailure,
-         detail::str_cat("deadlock: ", describe_thread(*in_warp_op), " waits in ",
+         hg::detail::str_cat("deadlock: ", describe_thread(*in_warp_op), " waits in ",
                          warp_op_name(in_warp_op->warp_op), " at ", format_where(in_warp_op->where),
                          " for lanes that wait in ", barrier_name(waiting->barrier_op), " at ",
                          format_where(waiting->where)));
@@ -360,7 +364,7 @@ bool release_block_barrier() {
   }
   if (n_exited > 0) {
     fail(cudaErrorLaunchFailure,
-         detail::str_cat("divergent barrier: ", n_waiting, " of ", threads.size(),
+         hg::detail::str_cat("divergent barrier: ", n_waiting, " of ", threads.size(),
                          " threads wait in ", barrier_name(waiting->barrier_op), " at ",
                          format_where(waiting->where), " but ", n_exited,
                          " exited without reaching it (e.g. ", describe_thread(*exited),
@@ -375,7 +379,7 @@ bool release_block_barrier() {
                            std::strcmp(t.where.file_name(), waiting->where.file_name()) == 0;
     if (!same_site) {
       fail(cudaErrorLaunchFailure,
-           detail::str_cat("divergent barrier: ", describe_thread(*waiting), " waits in ",
+           hg::detail::str_cat("divergent barrier: ", describe_thread(*waiting), " waits in ",
                            barrier_name(waiting->barrier_op), " at ", format_where(waiting->where),
                            " but ", describe_thread(t), " waits in ", barrier_name(t.barrier_op),
                            " at ", format_where(t.where),
@@ -443,12 +447,12 @@ unsigned active_mask() {
 
 void device_trap(const char* what, const std::source_location& where) {
   if (g_thread == nullptr) HG_FAIL("cuda-emu: ", what, " at ", format_where(where), " outside a kernel");
-  throw DeviceFault{cudaErrorLaunchFailure, detail::str_cat(what, " at ", format_where(where))};
+  throw DeviceFault{cudaErrorLaunchFailure, hg::detail::str_cat(what, " at ", format_where(where))};
 }
 
 void device_assert_fail(const char* expr, const char* file, unsigned line, const char* function) {
   if (g_thread == nullptr) __assert_fail(expr, file, line, function);  // host code: the usual assert
-  throw DeviceFault{cudaErrorAssert, detail::str_cat("device assertion `", expr, "` failed in ",
+  throw DeviceFault{cudaErrorAssert, hg::detail::str_cat("device assertion `", expr, "` failed in ",
                                                      function, " at ", file, ":", line)};
 }
 

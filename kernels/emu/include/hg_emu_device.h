@@ -46,14 +46,14 @@
 #define __device__
 #define __host__
 #define __forceinline__ inline
-#define __noinline__ __attribute__((noinline))
 #define __launch_bounds__(...)
 #define __align__(n) __attribute__((aligned(n)))
 #define __constant__
 #define __managed__
 #define __grid_constant__
 #define __shared__ static thread_local  // see Note [Emulated shared memory]
-// __restrict__ is already a g++ keyword.
+// __restrict__ is already a g++ keyword. __noinline__ is not defined: libstdc++
+// and Boost spell `__attribute__((__noinline__))`, which such a macro would break.
 
 namespace hg::emu {
 
@@ -386,7 +386,11 @@ inline unsigned __umulhi(unsigned a, unsigned b) {
   return static_cast<unsigned>((static_cast<unsigned long long>(a) * b) >> 32);
 }
 inline unsigned long long __umul64hi(unsigned long long a, unsigned long long b) {
-  return static_cast<unsigned long long>((static_cast<unsigned __int128>(a) * b) >> 64);
+  const unsigned long long a_lo = a & 0xffffffffull, a_hi = a >> 32;
+  const unsigned long long b_lo = b & 0xffffffffull, b_hi = b >> 32;
+  const unsigned long long lo_lo = a_lo * b_lo, hi_lo = a_hi * b_lo, lo_hi = a_lo * b_hi;
+  const unsigned long long cross = (lo_lo >> 32) + (hi_lo & 0xffffffffull) + lo_hi;
+  return a_hi * b_hi + (hi_lo >> 32) + (cross >> 32);
 }
 inline int __mul24(int a, int b) { return (a << 8 >> 8) * (b << 8 >> 8); }
 inline unsigned __umul24(unsigned a, unsigned b) { return (a & 0xffffffu) * (b & 0xffffffu); }
