@@ -1,1 +1,125 @@
-// placeholder: filled by the kernel-library work
+// Argument checks, dtype rules, output allocation and device dispatch for the
+// softmax family and fused cross-entropy (kernels/softmax.h). The backends get
+// contiguous tensors (see the preconditions there).
+#include "kernels/softmax.h"
+
+#include "kernels/ops.h"
+
+namespace hg::ops {
+
+namespace {
+
+#if defined(HG_WITH_CUDA)
+#define HG_BACKEND_CALL(device, fn, ...) \
+  ((device).is_cpu() ? ::hg::cpu::fn(__VA_ARGS__) : ::hg::cuda::fn(__VA_ARGS__))
+#else
+#define HG_BACKEND_CALL(device, fn, ...) ::hg::cpu::fn(__VA_ARGS__)
+#endif
+
+void check_floating_input(OpId op, const Tensor& t, const char* what) {
+  HG_CHECK(t.defined(), op_name(op), ": ", what, " is an undefined tensor");
+  HG_CHECK(is_floating(t.dtype()), op_name(op), " needs a floating ", what,
+           " (f32, f16, bf16, f64) but got ", t.dtype(), " ", t.shape_str(),
+           "; convert with .to(hg::kF32) first");
+}
+
+Tensor softmax_forward(OpId op, const Tensor& x) {
+  check_floating_input(op, x, "input");
+  HG_CHECK(x.dim() >= 1, op_name(op), " runs over the last dim, but the input is rank 0 ",
+           x.shape_str(), "; reshape it to [1] first");
+  Tensor y = empty(x.sizes(), {.dtype = x.dtype(), .device = x.device()});
+  if (x.numel() == 0) return y;
+  HG_BACKEND_CALL(x.device(), softmax, op, y, x.contiguous());
+  return y;
+}
+
+Tensor softmax_backward_impl(OpId op, const Tensor& d_y, const Tensor& y) {
+  check_floating_input(op, d_y, "d_y");
+  check_floating_input(op, y, "forward output y");
+  HG_CHECK(d_y.device() == y.device(), op_name(op), ": d_y and y are on different devices (",
+           d_y.device(), " and ", y.device(), "); move one with .to(device) first");
+  HG_CHECK(d_y.sizes() == y.sizes(), op_name(op), ": d_y shape ", d_y.shape_str(),
+           " differs from the forward output's shape ", y.shape_str(),
+           "; pass the gradient of the forward output");
+  HG_CHECK(y.dim() >= 1, op_name(op), ": y is rank 0; softmax needs a last dim");
+  const DType compute = promote_types(d_y.dtype(), y.dtype());
+  Tensor d_x = empty(y.sizes(), {.dtype = compute, .device = y.device()});
+  if (y.numel() == 0) return d_x;
+  HG_BACKEND_CALL(y.device(), softmax_backward, op, d_x, d_y.to(compute).contiguous(),
+                  y.to(compute).contiguous());
+  return d_x;
+}
+
+// The dtype of the loss and of d_loss inside the kernels.
+DType loss_dtype(DType logits_dtype) { return logits_dtype == kF64 ? kF64 : kF32; }
+
+struct CrossEntropyArgs {
+  Tensor logits;   // [N, C], contiguous
+  Tensor targets;  // [N] i64, contiguous
+};
+
+CrossEntropyArgs check_cross_entropy(OpId op, const Tensor& logits, const Tensor& targets,
+                                     double label_smoothing) {
+  check_floating_input(op, logits, "logits tensor");
+  HG_CHECK(targets.defined(), op_name(op), ": targets is an undefined tensor");
+  HG_CHECK(logits.device() == targets.device(), op_name(op),
+           ": logits and targets are on different devices (", logits.device(), " and ",
+           targets.device(), "); move the targets with .to(logits.device())");
+  HG_CHECK(targets.dtype() == kI64, op_name(op), ": targets must be i64 class indices, got ",
+           targets.dtype(), " ", targets.shape_str(), "; convert with .to(hg::kI64)");
+  Tensor l = logits, t = targets;
+  if (l.dim() == 1 && t.dim() == 0) {  // one sample: logits [C], target []
+    l = l.unsqueeze(0);
+    t = t.unsqueeze(0);
+  }
+  HG_CHECK(l.dim() == 2, op_name(op), ": logits must be [N, C] (or [C] with a rank-0 target), got ",
+           logits.shape_str(), "; flatten the leading dims with .reshape({-1, C})");
+  HG_CHECK(t.dim() == 1 && t.size(0) == l.size(0), op_name(op), ": targets ", targets.shape_str(),
+           " do not match logits ", logits.shape_str(), "; targets must be [N] = [", l.size(0),
+           "], one class index per row");
+  HG_CHECK(l.size(1) >= 1, op_name(op), ": logits ", logits.shape_str(),
+           " have no classes; C must be at least 1");
+  HG_CHECK(label_smoothing >= 0.0 && label_smoothing <= 1.0, op_name(op),
+           ": label_smoothing must be in [0, 1], got ", label_smoothing);
+  return {l.contiguous(), t.contiguous()};
+}
+
+}  // namespace
+
+Tensor softmax(const Tensor& x) { return softmax_forward(OpId::softmax, x); }
+Tensor log_softmax(const Tensor& x) { return softmax_forward(OpId::log_softmax, x); }
+
+Tensor softmax_backward(const Tensor& d_y, const Tensor& y) {
+  return softmax_backward_impl(OpId::softmax_backward, d_y, y);
+}
+Tensor log_softmax_backward(const Tensor& d_y, const Tensor& y) {
+  return softmax_backward_impl(OpId::log_softmax_backward, d_y, y);
+}
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index,
+                     double label_smoothing) {
+  const CrossEntropyArgs args = check_cross_entropy(OpId::cross_entropy, logits, targets, label_smoothing);
+  Tensor loss = empty({}, {.dtype = loss_dtype(logits.dtype()), .device = logits.device()});
+  HG_BACKEND_CALL(logits.device(), cross_entropy, loss, args.logits, args.targets, ignore_index,
+                  label_smoothing);
+  return loss;
+}
+
+Tensor cross_entropy_backward(const Tensor& d_loss, const Tensor& logits, const Tensor& targets,
+                              int64_t ignore_index, double label_smoothing) {
+  const OpId op = OpId::cross_entropy_backward;
+  const CrossEntropyArgs args = check_cross_entropy(op, logits, targets, label_smoothing);
+  check_floating_input(op, d_loss, "d_loss");
+  HG_CHECK(d_loss.numel() == 1 && d_loss.dim() == 0, op_name(op),
+           ": d_loss must be rank 0 (the loss is a mean), got ", d_loss.shape_str());
+  HG_CHECK(d_loss.device() == logits.device(), op_name(op), ": d_loss and logits are on different devices (",
+           d_loss.device(), " and ", logits.device(), "); move d_loss with .to(logits.device())");
+  Tensor d_logits = empty(logits.sizes(), {.dtype = logits.dtype(), .device = logits.device()});
+  if (d_logits.numel() == 0) return d_logits;
+  HG_BACKEND_CALL(logits.device(), cross_entropy_backward, d_logits.view(args.logits.sizes()),
+                  d_loss.to(loss_dtype(logits.dtype())).contiguous(), args.logits, args.targets,
+                  ignore_index, label_smoothing);
+  return d_logits;
+}
+
+}  // namespace hg::ops

@@ -1,1 +1,143 @@
-// placeholder: filled by the kernel-library work
+// CPU reference kernels for fused cross-entropy (log-softmax + NLL, mean over
+// the non-ignored rows, optional label smoothing) and its fused backward. The
+// numerical oracle for kernels/cuda/cross_entropy.cu; formulas in
+// kernels/softmax.h.
+//
+// Shapes: logits [N, C] contiguous, targets [N] i64, loss / d_loss rank 0 in
+// the accumulation dtype A (float; double for f64 logits).
+// Split: targets validated first (serially, so the error names the first bad
+// row), then one row per loop iteration, rows in parallel when large; the
+// per-row losses are summed serially in row order (deterministic).
+// Precision: every row in A with its max subtracted:
+//   -log p_c = (m - x_c) + log(s),  m = max_c x_c,  s = sum_c exp(x_c - m)
+// so logits of +-1000 lose nothing to cancellation against log-sum-exp.
+#include <cmath>
+#include <limits>
+#include <type_traits>
+#include <vector>
+
+#include "kernels/cpu/loops.h"
+#include "kernels/softmax.h"
+
+namespace hg::cpu {
+
+namespace {
+
+template <typename T>
+using acc_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
+
+template <typename A>
+A nan_max(A a, A b) {
+  if (a != a) return a;
+  if (b != b) return b;
+  return a > b ? a : b;
+}
+
+void check_targets(OpId op, const int64_t* targets, int64_t n, int64_t classes, int64_t ignore_index) {
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t t = targets[i];
+    HG_CHECK(t == ignore_index || (t >= 0 && t < classes), op_name(op), ": target ", t, " at row ", i,
+             " is out of range [0, ", classes, "); targets must be class indices or ignore_index (",
+             ignore_index, ")");
+  }
+}
+
+// Row statistics: m = max, s = sum exp(x - m), and sum (m - x) for smoothing.
+template <typename T, typename A>
+struct RowStats {
+  A m;
+  A s;
+  A sum_gap;  // sum_c (m - x_c) >= 0
+};
+
+template <typename T, typename A>
+RowStats<T, A> row_stats(const T* x, int64_t cols, bool need_gap) {
+  RowStats<T, A> st{-std::numeric_limits<A>::infinity(), A(0), A(0)};
+  for (int64_t c = 0; c < cols; ++c) st.m = nan_max(st.m, static_cast<A>(x[c]));
+  for (int64_t c = 0; c < cols; ++c) {
+    const A gap = st.m - static_cast<A>(x[c]);
+    st.s += std::exp(-gap);
+    if (need_gap) st.sum_gap += gap;
+  }
+  return st;
+}
+
+template <typename T>
+void cross_entropy_typed(const Tensor& loss, const Tensor& logits, const Tensor& targets,
+                         int64_t ignore_index, double label_smoothing) {
+  using A = acc_t<T>;
+  const int64_t rows = logits.size(0), cols = logits.size(1);
+  const T* x = static_cast<const T*>(logits.data_ptr());
+  const int64_t* t = static_cast<const int64_t*>(targets.data_ptr());
+  check_targets(OpId::cross_entropy, t, rows, cols, ignore_index);
+  const A eps = static_cast<A>(label_smoothing);
+  std::vector<A> row_loss(static_cast<size_t>(rows), A(0));
+#pragma omp parallel for if (rows * cols >= kParallelGrain) schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    if (t[r] == ignore_index) continue;
+    const T* x_row = x + r * cols;
+    const RowStats<T, A> st = row_stats<T, A>(x_row, cols, eps > A(0));
+    const A log_s = std::log(st.s);
+    A l = (A(1) - eps) * ((st.m - static_cast<A>(x_row[t[r]])) + log_s);
+    if (eps > A(0)) l += eps * (st.sum_gap / static_cast<A>(cols) + log_s);
+    row_loss[static_cast<size_t>(r)] = l;
+  }
+  A total = 0;
+  int64_t valid = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    if (t[r] == ignore_index) continue;
+    total += row_loss[static_cast<size_t>(r)];
+    ++valid;
+  }
+  *static_cast<A*>(loss.data_ptr()) = total / static_cast<A>(valid);  // 0/0 = NaN when none valid
+}
+
+template <typename T>
+void cross_entropy_backward_typed(const Tensor& d_logits, const Tensor& d_loss, const Tensor& logits,
+                                  const Tensor& targets, int64_t ignore_index, double label_smoothing) {
+  using A = acc_t<T>;
+  const int64_t rows = logits.size(0), cols = logits.size(1);
+  const T* x = static_cast<const T*>(logits.data_ptr());
+  T* d_x = static_cast<T*>(d_logits.data_ptr());
+  const int64_t* t = static_cast<const int64_t*>(targets.data_ptr());
+  check_targets(OpId::cross_entropy_backward, t, rows, cols, ignore_index);
+  int64_t valid = 0;
+  for (int64_t r = 0; r < rows; ++r) valid += t[r] != ignore_index;
+  const A eps = static_cast<A>(label_smoothing);
+  const A off_target = eps / static_cast<A>(cols);  // the smoothed one-hot off the target
+  const A scale = *static_cast<const A*>(d_loss.data_ptr()) / static_cast<A>(valid);
+#pragma omp parallel for if (rows * cols >= kParallelGrain) schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    T* d_row = d_x + r * cols;
+    if (t[r] == ignore_index) {
+      for (int64_t c = 0; c < cols; ++c) d_row[c] = static_cast<T>(A(0));
+      continue;
+    }
+    const T* x_row = x + r * cols;
+    const RowStats<T, A> st = row_stats<T, A>(x_row, cols, false);
+    for (int64_t c = 0; c < cols; ++c) {
+      const A p = std::exp(static_cast<A>(x_row[c]) - st.m) / st.s;
+      const A target = off_target + (c == t[r] ? A(1) - eps : A(0));
+      d_row[c] = static_cast<T>((p - target) * scale);
+    }
+  }
+}
+
+}  // namespace
+
+void cross_entropy(const Tensor& loss, const Tensor& logits, const Tensor& targets,
+                   int64_t ignore_index, double label_smoothing) {
+  dispatch_floating(logits.dtype(), "cross_entropy", [&](auto tag) {
+    cross_entropy_typed<decltype(tag)>(loss, logits, targets, ignore_index, label_smoothing);
+  });
+}
+
+void cross_entropy_backward(const Tensor& d_logits, const Tensor& d_loss, const Tensor& logits,
+                            const Tensor& targets, int64_t ignore_index, double label_smoothing) {
+  dispatch_floating(logits.dtype(), "cross_entropy_backward", [&](auto tag) {
+    cross_entropy_backward_typed<decltype(tag)>(d_logits, d_loss, logits, targets, ignore_index,
+                                                label_smoothing);
+  });
+}
+
+}  // namespace hg::cpu

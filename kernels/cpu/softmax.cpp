@@ -1,1 +1,106 @@
-// placeholder: filled by the kernel-library work
+// CPU reference kernels for softmax and log-softmax over the last dim, forward
+// and backward. The numerical oracle for kernels/cuda/softmax.cu.
+//
+// Shapes: contiguous [rows, cols] (the ops layer flattens the leading dims).
+// Split: one row per loop iteration, rows in parallel (OpenMP) when large.
+// Precision: 16-bit values widened to float (double for f64), max subtracted
+// before exp, one rounding on store. A NaN in a row makes the row NaN.
+#include <cmath>
+#include <limits>
+#include <type_traits>
+
+#include "kernels/cpu/loops.h"
+#include "kernels/softmax.h"
+
+namespace hg::cpu {
+
+namespace {
+
+template <typename T>
+using acc_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
+
+// max that propagates NaN (std::max and fmax drop it).
+template <typename A>
+A nan_max(A a, A b) {
+  if (a != a) return a;
+  if (b != b) return b;
+  return a > b ? a : b;
+}
+
+// y = softmax(x) or log_softmax(x), row by row:
+//   m = max_c x_c,  s = sum_c exp(x_c - m)
+//   softmax: y_c = exp(x_c - m) / s      log_softmax: y_c = (x_c - m) - log(s)
+template <typename T>
+void softmax_rows(bool log, const T* x, T* y, int64_t rows, int64_t cols) {
+  using A = acc_t<T>;
+#pragma omp parallel for if (rows * cols >= kParallelGrain) schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* x_row = x + r * cols;
+    T* y_row = y + r * cols;
+    A m = -std::numeric_limits<A>::infinity();
+    for (int64_t c = 0; c < cols; ++c) m = nan_max(m, static_cast<A>(x_row[c]));
+    A s = 0;
+    for (int64_t c = 0; c < cols; ++c) s += std::exp(static_cast<A>(x_row[c]) - m);
+    if (log) {
+      const A log_s = std::log(s);
+      for (int64_t c = 0; c < cols; ++c) y_row[c] = static_cast<T>((static_cast<A>(x_row[c]) - m) - log_s);
+    } else {
+      for (int64_t c = 0; c < cols; ++c) y_row[c] = static_cast<T>(std::exp(static_cast<A>(x_row[c]) - m) / s);
+    }
+  }
+}
+
+// softmax:      d_x_c = y_c * (d_y_c - sum_k d_y_k * y_k)
+// log_softmax:  d_x_c = d_y_c - exp(y_c) * sum_k d_y_k
+template <typename T>
+void softmax_backward_rows(bool log, const T* d_y, const T* y, T* d_x, int64_t rows, int64_t cols) {
+  using A = acc_t<T>;
+#pragma omp parallel for if (rows * cols >= kParallelGrain) schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* d_y_row = d_y + r * cols;
+    const T* y_row = y + r * cols;
+    T* d_x_row = d_x + r * cols;
+    A dot = 0;
+    for (int64_t c = 0; c < cols; ++c) {
+      dot += log ? static_cast<A>(d_y_row[c]) : static_cast<A>(d_y_row[c]) * static_cast<A>(y_row[c]);
+    }
+    for (int64_t c = 0; c < cols; ++c) {
+      const A dy = static_cast<A>(d_y_row[c]), yc = static_cast<A>(y_row[c]);
+      d_x_row[c] = static_cast<T>(log ? dy - std::exp(yc) * dot : yc * (dy - dot));
+    }
+  }
+}
+
+}  // namespace
+
+void softmax(OpId op, const Tensor& y, const Tensor& x) {
+  HG_DCHECK(x.is_contiguous() && y.is_contiguous(), "cpu::softmax needs contiguous tensors");
+  HG_CHECK(op == OpId::softmax || op == OpId::log_softmax, "cpu::softmax: ", op_name(op),
+           " is not softmax or log_softmax");
+  if (x.numel() == 0) return;
+  const int64_t cols = x.size(-1);
+  const int64_t rows = x.numel() / cols;
+  dispatch_floating(x.dtype(), op_name(op), [&](auto tag) {
+    using T = decltype(tag);
+    softmax_rows<T>(op == OpId::log_softmax, static_cast<const T*>(x.data_ptr()),
+                    static_cast<T*>(y.data_ptr()), rows, cols);
+  });
+}
+
+void softmax_backward(OpId op, const Tensor& d_x, const Tensor& d_y, const Tensor& y) {
+  HG_DCHECK(d_x.is_contiguous() && d_y.is_contiguous() && y.is_contiguous(),
+            "cpu::softmax_backward needs contiguous tensors");
+  HG_CHECK(op == OpId::softmax_backward || op == OpId::log_softmax_backward,
+           "cpu::softmax_backward: ", op_name(op), " is not a softmax backward op");
+  if (y.numel() == 0) return;
+  const int64_t cols = y.size(-1);
+  const int64_t rows = y.numel() / cols;
+  dispatch_floating(y.dtype(), op_name(op), [&](auto tag) {
+    using T = decltype(tag);
+    softmax_backward_rows<T>(op == OpId::log_softmax_backward, static_cast<const T*>(d_y.data_ptr()),
+                             static_cast<const T*>(y.data_ptr()), static_cast<T*>(d_x.data_ptr()),
+                             rows, cols);
+  });
+}
+
+}  // namespace hg::cpu

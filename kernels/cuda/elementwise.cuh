@@ -78,6 +78,13 @@ __device__ __forceinline__ void map_one(const MapArgs<1 + sizeof...(In)>& args, 
       op(static_cast<const In*>(args.data[K + 1])[off[K + 1]]...);
 }
 
+// Contiguous operands: element i of every operand is at offset i.
+template <typename Out, typename Op, typename... In, size_t... K>
+__device__ __forceinline__ void map_linear_one(const MapArgs<1 + sizeof...(In)>& args, const Op& op,
+                                               int64_t i, std::index_sequence<K...>) {
+  static_cast<Out*>(args.data[0])[i] = op(static_cast<const In*>(args.data[K + 1])[i]...);
+}
+
 template <typename Out, typename Op, typename... In>
 __global__ void map_kernel(MapArgs<1 + sizeof...(In)> args, Op op) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
@@ -111,7 +118,7 @@ __global__ void map_contiguous_kernel(MapArgs<1 + sizeof...(In)> args, Op op) {
     map_vec_one<Out, Op, In...>(args, op, c, std::index_sequence_for<In...>{});
   }
   for (int64_t i = chunks * kVec + first; i < args.n; i += stride) {
-    map_one<Out, Op, In...>(args, op, i, std::index_sequence_for<In...>{});
+    map_linear_one<Out, Op, In...>(args, op, i, std::index_sequence_for<In...>{});
   }
 }
 

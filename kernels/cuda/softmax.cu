@@ -1,1 +1,275 @@
-// placeholder: filled by the kernel-library work
+// CUDA softmax and log-softmax over the last dim, forward and backward, side
+// by side, then the launchers. CPU reference: kernels/cpu/softmax.cpp.
+//
+// Rows are contiguous [rows, cols] (the ops layer flattens leading dims). Two
+// splits, picked by the row length:
+//   cols <= kWarpRowMax (1024): one warp per row, kWarpRowsPerBlock rows per
+//     128-thread block; the row reduction is 5 xor-shuffles, no shared memory.
+//   longer rows: one block per row (256-1024 threads); warps reduce with
+//     shuffles, then across warps through a 32-entry shared array, read back in
+//     warp order (fixed order: deterministic, no atomics).
+// Both loop grid-stride over rows, so any row count fits a capped grid.
+//
+// Precision contract: 16-bit in/out, fp32 math (f64 for f64), max subtracted
+// before exp, one rounding on store; NaN anywhere in a row makes the row NaN.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/cuda/device_math.cuh"
+#include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/runtime.h"
+#include "kernels/softmax.h"
+
+namespace hg::cuda {
+
+namespace {
+
+constexpr int kWarpSize = 32;
+constexpr int kWarpRowMax = 1024;       // longest row handled by one warp
+constexpr int kWarpRowsPerBlock = 4;    // warp-per-row blocks: 128 threads
+constexpr int kMaxWarpsPerBlock = 32;   // 1024 threads
+constexpr int64_t kMaxGridRows = 1 << 20;  // grid cap; kernels loop over the rest
+
+// A running (max, sum of exp(x - max)) pair: the online-softmax state.
+template <typename A>
+struct MaxSum {
+  A m;  // running max (NaN once any NaN was seen)
+  A s;  // sum of exp(x - m) over the elements seen
+};
+
+template <typename A>
+__device__ __forceinline__ A nan_max(A a, A b) {
+  if (a != a) return a;
+  if (b != b) return b;
+  return a > b ? a : b;
+}
+
+// Adds one element. exp(-inf - -inf) is NaN, so -inf elements add 0 explicitly
+// (an all -inf row then ends with s = 0 and a NaN result, as in PyTorch); a
+// +inf element adds exp(inf - inf) = NaN, as the two-pass formula does.
+template <typename A>
+__device__ __forceinline__ MaxSum<A> online_add(MaxSum<A> st, A x) {
+  if (x > st.m) {
+    st.s = st.s * dmath::exp(st.m - x) + (x == A(INFINITY) ? A(NAN) : A(1));
+    st.m = x;
+  } else if (x != x) {
+    st.m = x;
+    st.s = x;
+  } else if (x != A(-INFINITY)) {
+    st.s += dmath::exp(x - st.m);
+  }
+  return st;
+}
+
+template <typename A>
+__device__ __forceinline__ MaxSum<A> merge(MaxSum<A> a, MaxSum<A> b) {
+  const A m = nan_max(a.m, b.m);
+  if (m == A(-INFINITY)) return {m, A(0)};  // both empty or all -inf
+  const A sa = a.m == A(-INFINITY) ? A(0) : a.s * dmath::exp(a.m - m);
+  const A sb = b.m == A(-INFINITY) ? A(0) : b.s * dmath::exp(b.m - m);
+  return {m, sa + sb};
+}
+
+template <typename A>
+__device__ __forceinline__ A merge_sum(A a, A b) {
+  return a + b;
+}
+
+template <typename A>
+__device__ __forceinline__ A shuffle_xor(A v, int lane_mask) {
+  return __shfl_xor_sync(0xffffffffu, v, lane_mask);
+}
+template <typename A>
+__device__ __forceinline__ MaxSum<A> shuffle_xor(MaxSum<A> v, int lane_mask) {
+  return {__shfl_xor_sync(0xffffffffu, v.m, lane_mask), __shfl_xor_sync(0xffffffffu, v.s, lane_mask)};
+}
+
+// Reduces `value` over the threads of one row; every one of them gets the
+// result. Warp rows: an xor butterfly (a+b == b+a bit for bit, so all lanes
+// agree). Block rows: then lane 0 of each warp posts to `partials` (shared,
+// >= blockDim.x / 32 entries), and every thread folds them in warp order.
+template <bool kBlockPerRow, typename V, typename Merge>
+__device__ __forceinline__ V row_allreduce(V value, Merge merge_fn, V* partials) {
+#pragma unroll
+  for (int lane_mask = kWarpSize / 2; lane_mask > 0; lane_mask /= 2) {
+    value = merge_fn(value, shuffle_xor(value, lane_mask));
+  }
+  if constexpr (kBlockPerRow) {
+    const int warp_id = threadIdx.x / kWarpSize, lane_id = threadIdx.x % kWarpSize;
+    const int num_warps = blockDim.x / kWarpSize;
+    if (lane_id == 0) partials[warp_id] = value;
+    __syncthreads();
+    value = partials[0];
+    for (int w = 1; w < num_warps; ++w) value = merge_fn(value, partials[w]);
+    __syncthreads();  // partials may be reused by the next reduction
+  }
+  return value;
+}
+
+// Which row this thread starts on, its index within the row, the row stride.
+struct RowSplit {
+  int64_t first_row;
+  int64_t row_step;
+  int lane;     // index of this thread among the row's threads
+  int threads;  // threads per row
+};
+
+template <bool kBlockPerRow>
+__device__ __forceinline__ RowSplit row_split() {
+  if constexpr (kBlockPerRow) {
+    return {static_cast<int64_t>(blockIdx.x), static_cast<int64_t>(gridDim.x),
+            static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x)};
+  } else {
+    const int warps = blockDim.x / kWarpSize;
+    return {static_cast<int64_t>(blockIdx.x) * warps + threadIdx.x / kWarpSize,
+            static_cast<int64_t>(gridDim.x) * warps, static_cast<int>(threadIdx.x % kWarpSize),
+            kWarpSize};
+  }
+}
+
+// softmax_forward_kernel<T, kLog, kBlockPerRow>
+//   formula    m = max_c x_c, s = sum_c exp(x_c - m) (online: one pass)
+//              softmax y_c = exp(x_c - m) / s;  log_softmax y_c = (x_c - m) - log(s)
+//   shapes     x, y: [rows, cols] contiguous, T in {f32, f16, bf16, f64}
+//   split      one warp (or block) per row, each thread strides over the row
+//   launch     see the top of the file
+//   bytes      per element: 2 reads of T (the second mostly from L1/L2) + 1 write
+//   precision  acc_t<T> math, one rounding on store
+template <typename T, bool kLog, bool kBlockPerRow>
+__global__ void softmax_forward_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t rows,
+                                       int64_t cols) {
+  using A = acc_t<T>;
+  __shared__ MaxSum<A> partials[kMaxWarpsPerBlock];
+  const RowSplit split = row_split<kBlockPerRow>();
+  for (int64_t row = split.first_row; row < rows; row += split.row_step) {
+    const T* x_row = x + row * cols;
+    T* y_row = y + row * cols;
+    MaxSum<A> st{A(-INFINITY), A(0)};
+    for (int64_t c = split.lane; c < cols; c += split.threads) st = online_add(st, static_cast<A>(x_row[c]));
+    st = row_allreduce<kBlockPerRow>(st, [](MaxSum<A> a, MaxSum<A> b) { return merge(a, b); }, partials);
+    const A log_s = kLog ? dmath::log(st.s) : A(0);
+    for (int64_t c = split.lane; c < cols; c += split.threads) {
+      const A shifted = static_cast<A>(x_row[c]) - st.m;
+      y_row[c] = static_cast<T>(kLog ? shifted - log_s : dmath::exp(shifted) / st.s);
+    }
+  }
+}
+
+// softmax_backward_kernel<T, kLog, kBlockPerRow>
+//   formula    softmax:     d_x_c = y_c * (d_y_c - sum_k d_y_k * y_k)
+//              log_softmax: d_x_c = d_y_c - exp(y_c) * sum_k d_y_k
+//   shapes     d_y, y, d_x: [rows, cols] contiguous
+//   split      as the forward: one warp (or block) per row
+//   bytes      per element: 2 reads of d_y and (softmax) y, 1 read of y, 1 write
+//   precision  acc_t<T> math, one rounding on store
+template <typename T, bool kLog, bool kBlockPerRow>
+__global__ void softmax_backward_kernel(const T* __restrict__ d_y, const T* __restrict__ y,
+                                        T* __restrict__ d_x, int64_t rows, int64_t cols) {
+  using A = acc_t<T>;
+  __shared__ A partials[kMaxWarpsPerBlock];
+  const RowSplit split = row_split<kBlockPerRow>();
+  for (int64_t row = split.first_row; row < rows; row += split.row_step) {
+    const int64_t base = row * cols;
+    A dot = A(0);
+    for (int64_t c = split.lane; c < cols; c += split.threads) {
+      const A dy = static_cast<A>(d_y[base + c]);
+      dot += kLog ? dy : dy * static_cast<A>(y[base + c]);
+    }
+    dot = row_allreduce<kBlockPerRow>(dot, [](A a, A b) { return merge_sum(a, b); }, partials);
+    for (int64_t c = split.lane; c < cols; c += split.threads) {
+      const A dy = static_cast<A>(d_y[base + c]), yc = static_cast<A>(y[base + c]);
+      d_x[base + c] = static_cast<T>(kLog ? dy - dmath::exp(yc) * dot : yc * (dy - dot));
+    }
+  }
+}
+
+// The launch shape for rows of `cols` elements.
+struct RowLaunch {
+  bool block_per_row;
+  dim3 grid;
+  dim3 block;
+};
+
+RowLaunch row_launch(int64_t rows, int64_t cols) {
+  if (cols <= kWarpRowMax) {
+    const int64_t blocks = (rows + kWarpRowsPerBlock - 1) / kWarpRowsPerBlock;
+    return {false, dim3(static_cast<unsigned>(std::min(blocks, kMaxGridRows))),
+            dim3(kWarpRowsPerBlock * kWarpSize)};
+  }
+  const int threads = cols <= 4096 ? 256 : (cols <= 16384 ? 512 : 1024);
+  return {true, dim3(static_cast<unsigned>(std::min(rows, kMaxGridRows))), dim3(threads)};
+}
+
+template <typename T, bool kLog>
+void launch_forward(const T* x, T* y, int64_t rows, int64_t cols, cudaStream_t stream) {
+  const RowLaunch l = row_launch(rows, cols);
+  if (l.block_per_row) {
+    launch_kernel("softmax_forward_kernel", __FILE__, __LINE__, softmax_forward_kernel<T, kLog, true>,
+                  l.grid, l.block, 0, stream, x, y, rows, cols);
+  } else {
+    launch_kernel("softmax_forward_kernel", __FILE__, __LINE__, softmax_forward_kernel<T, kLog, false>,
+                  l.grid, l.block, 0, stream, x, y, rows, cols);
+  }
+}
+
+template <typename T, bool kLog>
+void launch_backward(const T* d_y, const T* y, T* d_x, int64_t rows, int64_t cols, cudaStream_t stream) {
+  const RowLaunch l = row_launch(rows, cols);
+  if (l.block_per_row) {
+    launch_kernel("softmax_backward_kernel", __FILE__, __LINE__, softmax_backward_kernel<T, kLog, true>,
+                  l.grid, l.block, 0, stream, d_y, y, d_x, rows, cols);
+  } else {
+    launch_kernel("softmax_backward_kernel", __FILE__, __LINE__, softmax_backward_kernel<T, kLog, false>,
+                  l.grid, l.block, 0, stream, d_y, y, d_x, rows, cols);
+  }
+}
+
+}  // namespace
+
+void softmax(OpId op, const Tensor& y, const Tensor& x) {
+  HG_CHECK(op == OpId::softmax || op == OpId::log_softmax, "cuda::softmax: ", op_name(op),
+           " is not softmax or log_softmax");
+  HG_DCHECK(x.is_contiguous() && y.is_contiguous(), "cuda::softmax needs contiguous tensors");
+  if (x.numel() == 0) return;
+  const int64_t cols = x.size(-1);
+  const int64_t rows = x.numel() / cols;
+  DeviceGuard guard(x.device().index);
+  const cudaStream_t stream = current_stream().handle();
+  dispatch_floating(x.dtype(), op_name(op), [&](auto tag) {
+    using T = decltype(tag);
+    const T* in = static_cast<const T*>(x.data_ptr());
+    T* out = static_cast<T*>(y.data_ptr());
+    if (op == OpId::log_softmax) {
+      launch_forward<T, true>(in, out, rows, cols, stream);
+    } else {
+      launch_forward<T, false>(in, out, rows, cols, stream);
+    }
+  });
+}
+
+void softmax_backward(OpId op, const Tensor& d_x, const Tensor& d_y, const Tensor& y) {
+  HG_CHECK(op == OpId::softmax_backward || op == OpId::log_softmax_backward,
+           "cuda::softmax_backward: ", op_name(op), " is not a softmax backward op");
+  HG_DCHECK(d_x.is_contiguous() && d_y.is_contiguous() && y.is_contiguous(),
+            "cuda::softmax_backward needs contiguous tensors");
+  if (y.numel() == 0) return;
+  const int64_t cols = y.size(-1);
+  const int64_t rows = y.numel() / cols;
+  DeviceGuard guard(y.device().index);
+  const cudaStream_t stream = current_stream().handle();
+  dispatch_floating(y.dtype(), op_name(op), [&](auto tag) {
+    using T = decltype(tag);
+    const T* dy = static_cast<const T*>(d_y.data_ptr());
+    const T* yy = static_cast<const T*>(y.data_ptr());
+    T* dx = static_cast<T*>(d_x.data_ptr());
+    if (op == OpId::log_softmax_backward) {
+      launch_backward<T, true>(dy, yy, dx, rows, cols, stream);
+    } else {
+      launch_backward<T, false>(dy, yy, dx, rows, cols, stream);
+    }
+  });
+}
+
+}  // namespace hg::cuda

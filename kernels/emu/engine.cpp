@@ -233,8 +233,8 @@ Failure run_grid(const KernelLaunch& l, uint64_t seed, LaunchStats& stats) {
   const uint3 failed_block = detail::g_block.block_idx;
   detail::g_block = DeviceBlock{};
   if (failure.error != cudaSuccess && failure.message.find("block (") == std::string::npos) {
-    failure.message = hg::detail::str_cat("block ", failed_block.x, ",", failed_block.y, ",", failed_block.z,
-                                      ": ", failure.message);
+    failure.message = hg::detail::str_cat("in block (", failed_block.x, ",", failed_block.y, ",",
+                                         failed_block.z, "): ", failure.message);
   }
   return failure;
 }
@@ -273,8 +273,9 @@ LaunchResult launch(const KernelLaunch& l) {
   LaunchResult result;
   result.error = failure.error;
   if (failure.error != cudaSuccess) {
-    result.message = hg::detail::str_cat("kernel ", l.name, " <<<", format_dim(l.grid), ", ", format_dim(l.block),
-                                      ", ", l.shared_bytes, ">>>: ", failure.message);
+    result.message = hg::detail::str_cat("launch of kernel ", l.name, "<<<", format_dim(l.grid), ", ",
+                                         format_dim(l.block), ", ", l.shared_bytes, ">>> failed: ",
+                                         failure.message);
     set_last_error(failure.error);
   }
   return result;

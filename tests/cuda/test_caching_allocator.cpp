@@ -27,7 +27,8 @@ namespace {
 
 constexpr size_t kMiB = size_t{1} << 20;
 
-char* as_bytes(void* p) { return static_cast<char*>(p); }
+// Addresses as integers: Catch would print a char* as a C string.
+uintptr_t addr(void* p) { return reinterpret_cast<uintptr_t>(p); }
 
 }  // namespace
 
@@ -58,7 +59,7 @@ TEST_CASE("caching allocator: small blocks split one segment and merge back",
   CachingAllocator alloc;
   void* a = alloc.allocate(1000, 0, nullptr);
   void* b = alloc.allocate(1000, 0, nullptr);
-  CHECK(as_bytes(b) == as_bytes(a) + 1024);  // split from the same 2 MiB segment
+  CHECK(addr(b) == addr(a) + 1024);  // split from the same 2 MiB segment
   CHECK(alloc.stats(0).num_device_mallocs == 1);
   CHECK(alloc.stats(0).segments == 1);
   alloc.free(a);
@@ -68,7 +69,7 @@ TEST_CASE("caching allocator: small blocks split one segment and merge back",
   void* lo = alloc.allocate(kMiB, 0, nullptr);
   void* hi = alloc.allocate(kMiB, 0, nullptr);
   CHECK(lo == a);
-  CHECK(as_bytes(hi) == as_bytes(lo) + kMiB);
+  CHECK(addr(hi) == addr(lo) + kMiB);
   CHECK(alloc.stats(0).num_device_mallocs == 1);
   // ...and after both are freed they merge into one free segment, which is
   // the only kind empty_cache can return to the device.
@@ -86,14 +87,17 @@ TEST_CASE("caching allocator: large requests use the large pool", "[cuda][alloca
   CachingAllocator alloc;
   void* a = alloc.allocate(3 * kMiB, 0, nullptr);  // from a 20 MiB segment
   CHECK(alloc.stats(0).reserved_bytes == hg::cuda::kLargeBuffer);
-  void* b = alloc.allocate(12 * kMiB + 1, 0, nullptr);  // own segment, rounded to 2 MiB
-  CHECK(alloc.stats(0).reserved_bytes == hg::cuda::kLargeBuffer + 14 * kMiB);
-  void* c = alloc.allocate(3 * kMiB, 0, nullptr);  // the rest of the first segment
-  CHECK(as_bytes(c) == as_bytes(a) + 3 * kMiB);
+  // Larger than the 17 MiB left over: its own segment, rounded to 2 MiB.
+  void* b = alloc.allocate(17 * kMiB + 1, 0, nullptr);
+  CHECK(alloc.stats(0).reserved_bytes == hg::cuda::kLargeBuffer + 18 * kMiB);
+  void* c = alloc.allocate(3 * kMiB, 0, nullptr);  // best fit: the rest of the first segment
+  CHECK(addr(c) == addr(a) + 3 * kMiB);
+  void* d = alloc.allocate(12 * kMiB, 0, nullptr);  // fits in what is left of the first
+  CHECK(addr(d) == addr(a) + 6 * kMiB);
   CHECK(alloc.stats(0).num_device_mallocs == 2);
   void* tiny = alloc.allocate(100, 0, nullptr);  // small pool: a new 2 MiB segment
   CHECK(alloc.stats(0).num_device_mallocs == 3);
-  for (void* p : {a, b, c, tiny}) alloc.free(p);
+  for (void* p : {a, b, c, d, tiny}) alloc.free(p);
   CHECK(alloc.stats(0).allocated_bytes == 0);
 }
 

@@ -1,1 +1,379 @@
-// placeholder: filled by the kernel-library work
+// Generated tests for the reductions (kernels/reduce.h): every op runs on every
+// device (cpu, and cuda when built) in f32, f16, bf16 and f64 over samples that
+// include rank 0, empty tensors and empty slices, odd lengths (warp-per-row,
+// block-per-row and two-pass CUDA paths), middle and multiple dims, keepdim,
+// non-contiguous inputs (copied and copy-free row views) and extreme values
+// (NaN, +-inf, +-60000). The reference is an independent double computation on
+// the same (already rounded) inputs, rounded once to the output dtype, checked
+// with tolerance_for(dtype, OpKind::kReduction).
+//
+// Documented override: sum and mean are checked against
+//   |actual - expected| <= atol + rtol * (|expected| + sum|x| / divisor)
+// because the error of any floating-point sum is proportional to sum|x|, and
+// cancellation (60000 - 60000 + 0.5) can make |sum| arbitrarily smaller than
+// that. Without cancellation (all our random rows) the extra term is small.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <optional>
+#include <sstream>
+
+#include "kernels/reduce.h"
+#include "tests/kernels/test_support.h"
+
+using namespace hg;
+using namespace hg::test;
+
+namespace {
+
+const std::vector<OpId>& reduce_ops() {
+  static const std::vector<OpId> ops{OpId::sum, OpId::mean, OpId::max, OpId::min, OpId::norm,
+                                     OpId::argmax};
+  return ops;
+}
+
+struct ReduceSample {
+  const char* name;
+  Shape shape;
+  std::vector<int64_t> dims;  // empty = all
+  bool keepdim = false;
+  enum Layout { kContiguous, kNoncontiguous, kColumnSlice } layout = kContiguous;
+};
+
+// Shapes chosen to reach each code path: rows < 32 and >= 512 columns (warp vs
+// block per row), > 16384 columns with few rows (CUDA two-pass), a column
+// slice (rows with a stride, no copy) and transposed layouts (copied).
+const std::vector<ReduceSample>& reduce_samples() {
+  static const std::vector<ReduceSample> samples{
+      {"rank0", {}, {}},
+      {"rank0-dim0", {}, {0}, true},
+      {"empty-all", {0, 3}, {}},
+      {"empty-rows", {0, 3}, {1}},
+      {"empty-slice", {0, 3}, {0}, true},
+      {"vector-7", {7}, {}},
+      {"vector-1029", {1029}, {-1}},
+      {"strided-1d", {301}, {0}, false, ReduceSample::kNoncontiguous},
+      {"matrix-rows", {5, 6}, {1}},
+      {"matrix-cols", {5, 6}, {0}},
+      {"matrix-both", {5, 6}, {0, 1}, true},
+      {"transposed-rows", {6, 5}, {1}, false, ReduceSample::kNoncontiguous},
+      {"transposed-cols", {6, 5}, {-2}, true, ReduceSample::kNoncontiguous},
+      {"column-slice", {3, 33}, {1}, false, ReduceSample::kColumnSlice},
+      {"rank3-middle", {2, 3, 9}, {1}},
+      {"rank3-outer-inner", {2, 3, 9}, {2, 0}},
+      {"rank3-last-keep", {2, 3, 9}, {-1}, true},
+      {"rank3-noncontig", {4, 3, 5}, {0, 2}, false, ReduceSample::kNoncontiguous},
+      {"block-rows", {3, 700}, {1}, true},
+      {"two-pass", {20000}, {}},
+  };
+  return samples;
+}
+
+Tensor make_sample(const ReduceSample& s, DType dtype, Domain domain, Device device) {
+  if (s.layout == ReduceSample::kColumnSlice) {
+    Shape wide = s.shape;
+    wide.back() += 7;
+    Tensor full_x = make_input(wide, dtype, domain, 31).to(device);
+    return full_x.slice(-1, 2, 2 + s.shape.back());
+  }
+  Tensor x = make_input(s.shape, dtype, domain, 29).to(device);
+  return s.layout == ReduceSample::kNoncontiguous ? make_noncontiguous(x) : x;
+}
+
+// The double reference of one reduction, plus sum|x| / divisor per output
+// (the scale of the sum-error override above).
+struct Reference {
+  Shape shape;
+  std::vector<double> values;
+  std::vector<double> scale;
+};
+
+Reference reference(OpId op, const std::vector<double>& x, const Shape& shape,
+                    const std::vector<int64_t>& dims, bool keepdim) {
+  const int64_t rank = static_cast<int64_t>(shape.size());
+  std::vector<bool> reduced(rank, dims.empty());
+  for (int64_t d : dims) {
+    if (rank > 0) reduced[d < 0 ? d + rank : d] = true;
+  }
+  Reference ref;
+  int64_t n_out = 1, n_red = 1;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (!reduced[d]) {
+      ref.shape.push_back(shape[d]);
+      n_out *= shape[d];
+    } else {
+      if (keepdim) ref.shape.push_back(1);
+      n_red *= shape[d];
+    }
+  }
+  std::vector<double> sum(n_out, 0.0), sum_abs(n_out, 0.0), sum_sq(n_out, 0.0);
+  std::vector<double> best_max(n_out, -INFINITY), best_min(n_out, INFINITY);
+  std::vector<int64_t> arg(n_out, -1);
+  std::vector<double> arg_value(n_out, 0.0);
+  std::vector<int64_t> index(rank, 0);
+  for (size_t i = 0; i < x.size(); ++i) {
+    int64_t out_i = 0, red_i = 0;
+    for (int64_t d = 0; d < rank; ++d) {
+      if (reduced[d]) {
+        red_i = red_i * shape[d] + index[d];
+      } else {
+        out_i = out_i * shape[d] + index[d];
+      }
+    }
+    const double v = x[i];
+    sum[out_i] += v;
+    sum_abs[out_i] += std::fabs(v);
+    sum_sq[out_i] += v * v;
+    if (std::isnan(v) || std::isnan(best_max[out_i])) {
+      best_max[out_i] = best_min[out_i] = NAN;
+    } else {
+      best_max[out_i] = std::max(best_max[out_i], v);
+      best_min[out_i] = std::min(best_min[out_i], v);
+    }
+    // argmax: the first NaN, else the first maximum (row-major within the slice).
+    const double b = arg_value[out_i];
+    if (arg[out_i] < 0 || (!std::isnan(b) && (std::isnan(v) || v > b))) {
+      arg_value[out_i] = v;
+      arg[out_i] = red_i;
+    }
+    for (int64_t d = rank - 1; d >= 0; --d) {  // odometer
+      if (++index[d] < shape[d]) break;
+      index[d] = 0;
+    }
+  }
+  ref.values.resize(n_out);
+  ref.scale.assign(n_out, 0.0);
+  for (int64_t o = 0; o < n_out; ++o) {
+    switch (op) {
+      case OpId::sum: ref.values[o] = sum[o]; ref.scale[o] = sum_abs[o]; break;
+      case OpId::mean:
+        ref.values[o] = sum[o] / static_cast<double>(n_red);
+        ref.scale[o] = sum_abs[o] / static_cast<double>(n_red);
+        break;
+      case OpId::max: ref.values[o] = best_max[o]; break;
+      case OpId::min: ref.values[o] = best_min[o]; break;
+      case OpId::norm: ref.values[o] = std::sqrt(sum_sq[o]); break;
+      default: ref.values[o] = static_cast<double>(arg[o]); break;
+    }
+  }
+  return ref;
+}
+
+// compare_values with the sum-error override: expected widened by `scale`.
+std::string compare_scaled(const std::vector<double>& actual, const std::vector<double>& expected,
+                           const std::vector<double>& scale, Tolerance tol) {
+  if (actual.size() != expected.size()) return "size mismatch";
+  std::vector<double> within(expected);
+  for (size_t i = 0; i < expected.size(); ++i) {
+    const double e = expected[i], a = actual[i];
+    if (std::isfinite(e) && std::isfinite(a) &&
+        std::fabs(a - e) <= tol.atol + tol.rtol * (std::fabs(e) + scale[i])) {
+      within[i] = a;  // accepted under the override
+    }
+  }
+  return compare_values(actual, within, tol);
+}
+
+Tensor run_op(OpId op, const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+  if (op != OpId::argmax) return ops::reduce(op, x, dims, keepdim);
+  return ops::argmax(x, dims.empty() ? std::nullopt : std::optional<int64_t>(dims[0]), keepdim);
+}
+
+std::string dims_label(const ReduceSample& s) {
+  std::ostringstream os;
+  os << s.name << " " << shape_to_string(s.shape) << " dims " << shape_to_string(Shape(s.dims.begin(), s.dims.end()))
+     << (s.keepdim ? " keepdim" : "");
+  return os.str();
+}
+
+uint64_t bits_hash(const Tensor& t) {  // exact bit pattern of a tensor, for determinism checks
+  const Tensor c = t.cpu().contiguous();
+  const auto* p = static_cast<const unsigned char*>(c.data_ptr());
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < c.nbytes(); ++i) h = (h ^ p[i]) * 1099511628211ull;
+  return h;
+}
+
+}  // namespace
+
+TEST_CASE("reductions match the double reference on every device and dtype", "[kernels][reduce]") {
+  for (OpId op : reduce_ops()) {
+    for (Device device : test_devices()) {
+      for (DType dtype : float_dtypes()) {
+        for (const ReduceSample& sample : reduce_samples()) {
+          if (op == OpId::argmax && sample.dims.size() > 1) continue;  // argmax takes one dim
+          for (Domain domain : {Domain::kAny, Domain::kExtreme}) {
+            const Tensor x = make_sample(sample, dtype, domain, device);
+            INFO(label(device, dtype, std::string(op_name(op)) + " " + dims_label(sample) +
+                                          (domain == Domain::kExtreme ? " extreme" : "")));
+            const Reference ref = reference(op, values_of(x), x.sizes(), sample.dims, sample.keepdim);
+            int64_t slice = 1;
+            for (int64_t d = 0; d < x.dim(); ++d) {
+              bool in = sample.dims.empty();
+              for (int64_t r : sample.dims) in = in || (r < 0 ? r + x.dim() : r) == d;
+              if (in) slice *= x.sizes()[d];
+            }
+            if (slice == 0 && (op == OpId::max || op == OpId::min || op == OpId::argmax)) {
+              CHECK_THROWS_WITH(run_op(op, x, sample.dims, sample.keepdim), Catch::Contains("empty slice"));
+              continue;
+            }
+            const Tensor y = run_op(op, x, sample.dims, sample.keepdim);
+            CHECK(y.device() == device);
+            CHECK(y.sizes() == ref.shape);
+            if (op == OpId::argmax) {
+              CHECK(y.dtype() == kI64);
+              CHECK(values_of(y) == ref.values);
+              continue;
+            }
+            CHECK(y.dtype() == dtype);
+            const Tolerance tol = tolerance_for(dtype, OpKind::kReduction);
+            CHECK(compare_scaled(values_of(y), round_to(ref.values, dtype), ref.scale, tol) == "");
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("reductions: CUDA agrees with the CPU backend", "[kernels][reduce]") {
+  if (test_devices().size() < 2) return;
+  const Device cuda = test_devices()[1];
+  struct Case {
+    Shape shape;
+    std::vector<int64_t> dims;
+  };
+  for (const Case& c : {Case{{37, 45}, {1}}, Case{{8, 1500}, {-1}}, Case{{6, 7, 8}, {0, 2}},
+                        Case{{30000}, {}}}) {
+    for (DType dtype : float_dtypes()) {
+      const Tensor x = make_input(c.shape, dtype, Domain::kAny, 7);
+      for (OpId op : reduce_ops()) {
+        if (op == OpId::argmax && c.dims.size() > 1) continue;
+        INFO(std::string(op_name(op)) + " " + std::string(dtype_name(dtype)) + " " + shape_to_string(c.shape));
+        const Tensor on_cpu = run_op(op, x, c.dims, false);
+        const Tensor on_cuda = run_op(op, x.to(cuda), c.dims, false);
+        if (op == OpId::max || op == OpId::min || op == OpId::argmax) {
+          CHECK(values_of(on_cuda) == values_of(on_cpu));  // order-independent: exact
+        } else {
+          CHECK(compare_values(values_of(on_cuda), values_of(on_cpu),
+                               tolerance_for(dtype, OpKind::kReduction)) == "");
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("reductions accumulate fp16 in fp32", "[kernels][reduce][numerics]") {
+  for (Device device : test_devices()) {
+    INFO(device.str());
+    // An fp16 accumulator stalls at 2,048 (2,048 + 1 rounds back to 2,048).
+    CHECK(ops::sum(ones({4096}, {.dtype = kF16, .device = device})).item<float>() == 4096.0f);
+    CHECK(values_of(ops::sum(ones({2, 4096}, {.dtype = kF16, .device = device}), {1})) ==
+          std::vector<double>{4096.0, 4096.0});
+    // 100,000 > 65,504: the sum itself does not fit in fp16, the mean does.
+    CHECK(ops::mean(ones({100000}, {.dtype = kF16, .device = device})).item<float>() == 1.0f);
+    // +32,000 / -32,000 pairs: an fp16 running sum would be fine here, but a
+    // pairwise fp16 tree adds 32,000 + 32,000 = inf; the rows must be exactly 0.
+    std::vector<double> pairs(8 * 1000);
+    for (size_t i = 0; i < pairs.size(); ++i) pairs[i] = (i % 2 == 0) ? 32000.0 : -32000.0;
+    const Tensor x = from_vector(pairs, {8, 1000}, {.dtype = kF16}).to(device);
+    CHECK(values_of(ops::sum(x, {1})) == std::vector<double>(8, 0.0));
+    CHECK(ops::sum(x).item<float>() == 0.0f);
+    CHECK(values_of(ops::mean(x, {-1}, true)) == std::vector<double>(8, 0.0));
+    // The same in bf16 (fp32 accumulation, so no overflow either).
+    CHECK(values_of(ops::sum(x.to(kBF16), {1})) == std::vector<double>(8, 0.0));
+  }
+}
+
+TEST_CASE("reductions are deterministic run to run", "[kernels][reduce][numerics]") {
+  for (Device device : test_devices()) {
+    INFO(device.str());
+    for (const Shape& shape : {Shape{60000}, Shape{64, 700}}) {
+      const Tensor x = make_input(shape, kF32, Domain::kAny, 11).to(device);
+      for (OpId op : {OpId::sum, OpId::mean, OpId::norm}) {
+        const uint64_t first = bits_hash(ops::reduce(op, x, {-1}));
+        for (int run = 0; run < 2; ++run) CHECK(bits_hash(ops::reduce(op, x, {-1})) == first);
+      }
+      const Tensor h = x.to(kF16);
+      CHECK(bits_hash(ops::sum(h)) == bits_hash(ops::sum(h)));
+    }
+  }
+}
+
+TEST_CASE("reductions propagate NaN and argmax follows torch", "[kernels][reduce]") {
+  for (Device device : test_devices()) {
+    for (DType dtype : float_dtypes()) {
+      INFO(label(device, dtype, "nan"));
+      const Tensor x =
+          from_vector(std::vector<double>{1, 3, 3, -2, 2, NAN, 5, NAN, 0, 0, -1, 0}, {3, 4}, {.dtype = dtype})
+              .to(device);
+      const auto nan_row = [](const std::vector<double>& v) { return std::isnan(v[1]) && !std::isnan(v[0]); };
+      CHECK(nan_row(values_of(ops::sum(x, {1}))));
+      CHECK(nan_row(values_of(ops::max(x, {1}))));
+      CHECK(nan_row(values_of(ops::min(x, {1}))));
+      CHECK(nan_row(values_of(ops::norm(x, {1}))));
+      CHECK(std::isnan(ops::max(x).item<double>()));
+      // First maximum on ties (row 0: index 1), first NaN (row 1: index 1), row 2: index 0.
+      CHECK(values_of(ops::argmax(x, 1)) == std::vector<double>{1, 1, 0});
+      CHECK(ops::argmax(x).item<int64_t>() == 5);  // the first NaN, flattened
+      CHECK(values_of(ops::argmax(x, 0, true)) == std::vector<double>{0, 0, 1, 1});
+      CHECK(ops::argmax(x, 0, true).sizes() == Shape{1, 4});
+      CHECK(ops::argmax(x, std::nullopt, true).sizes() == Shape{1, 1});
+    }
+  }
+}
+
+TEST_CASE("reductions follow the dtype rules", "[kernels][reduce]") {
+  for (Device device : test_devices()) {
+    INFO(device.str());
+    const Tensor ints = from_vector(std::vector<int32_t>{4, -7, 9, 2, 2, 0}, {2, 3}).to(device);
+    CHECK(ops::sum(ints).dtype() == kI64);
+    CHECK(ops::sum(ints).item<int64_t>() == 10);
+    CHECK(values_of(ops::sum(ints, {0})) == std::vector<double>{6, -5, 9});
+    CHECK(ops::max(ints).dtype() == kI32);
+    CHECK(values_of(ops::max(ints, {1})) == std::vector<double>{9, 2});
+    CHECK(values_of(ops::min(ints, {1})) == std::vector<double>{-7, 0});
+    CHECK(values_of(ops::argmax(ints, 1)) == std::vector<double>{2, 0});
+    const Tensor flags = from_vector(std::vector<double>{1, 0, 1, 1}, {4}, {.dtype = kBool}).to(device);
+    CHECK(ops::sum(flags).item<int64_t>() == 3);
+    const Tensor big = full({3}, 3'000'000'000.0, {.dtype = kI64, .device = device});
+    CHECK(ops::sum(big).item<int64_t>() == 9'000'000'000LL);  // i64 accumulation, exact
+    CHECK(ops::mean(full({2}, 1.0, {.dtype = kF64, .device = device})).dtype() == kF64);
+  }
+}
+
+TEST_CASE("empty reductions: sum 0, mean NaN, max/argmax errors", "[kernels][reduce][errors]") {
+  for (Device device : test_devices()) {
+    for (DType dtype : float_dtypes()) {
+      INFO(label(device, dtype, "empty"));
+      const Tensor e = empty({0}, {.dtype = dtype, .device = device});
+      CHECK(ops::sum(e).item<double>() == 0.0);
+      CHECK(ops::norm(e).item<double>() == 0.0);
+      CHECK(std::isnan(ops::mean(e).item<double>()));
+      CHECK_THROWS_WITH(ops::max(e), Catch::Contains("max: cannot reduce over an empty slice (input shape [0]"));
+      CHECK_THROWS_WITH(ops::min(e), Catch::Contains("min: cannot reduce over an empty slice"));
+      CHECK_THROWS_WITH(ops::argmax(e), Catch::Contains("argmax: cannot take the argmax of an empty slice"));
+      const Tensor rows = empty({3, 0}, {.dtype = dtype, .device = device});
+      CHECK_THROWS_WITH(ops::max(rows, {1}), Catch::Contains("[3, 0]"));
+      CHECK(ops::max(rows, {0}).sizes() == Shape{0});  // nothing to reduce over: empty result
+      CHECK(values_of(ops::sum(rows, {1})) == std::vector<double>{0, 0, 0});
+    }
+  }
+}
+
+TEST_CASE("reductions reject bad dims and dtypes with clear errors", "[kernels][reduce][errors]") {
+  const Tensor x = zeros({2, 3});
+  CHECK_THROWS_WITH(ops::sum(x, {2}),
+                    Catch::Contains("sum: dim 2 is out of range for a tensor of shape [2, 3] (valid dims: -2 to 1)"));
+  CHECK_THROWS_WITH(ops::mean(x, {-3}), Catch::Contains("out of range"));
+  CHECK_THROWS_WITH(ops::max(x, {1, -1}),
+                    Catch::Contains("max: dim 1 appears more than once in dims [1, -1] for shape [2, 3]"));
+  CHECK_THROWS_WITH(ops::argmax(x, 5), Catch::Contains("argmax: dim 5 is out of range"));
+  CHECK_THROWS_WITH(ops::sum(scalar_tensor(1.0), {1}), Catch::Contains("out of range"));
+  const Tensor ints = zeros({4}, {.dtype = kI64});
+  CHECK_THROWS_WITH(ops::mean(ints), Catch::Contains("mean of a i64 tensor of shape [4] is not defined"));
+  CHECK_THROWS_WITH(ops::mean(ints), Catch::Contains("x.to(hg::kF32)"));
+  CHECK_THROWS_WITH(ops::norm(ints), Catch::Contains("norm of a i64 tensor"));
+  CHECK_THROWS_WITH(ops::reduce(OpId::add, x), Catch::Contains("not a value reduction"));
+}

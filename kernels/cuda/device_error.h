@@ -1,0 +1,72 @@
+// The device-side error flag: how a CUDA kernel reports bad input (e.g. a
+// cross-entropy target outside [0, C)) without a device assert, which would
+// poison the CUDA context for the rest of the process.
+//
+//   // kernel: report and carry on (write NaN or skip; never trap)
+//   if (t < 0 || t >= classes) report_device_error(error_slot, DeviceErrorCode::kTargetOutOfRange,
+//                                                  OpId::cross_entropy, t, row, classes, ignore_index);
+//   // launcher: DeviceError* error_slot = device_error_slot(device);
+//   // host, at a sync point (Tensor::item, a copy to the CPU, synchronize):
+//   hg::cuda::check_device_errors();  // throws hg::Error naming the op, value and row
+//
+// Note [Device error flag]
+// Each device has one DeviceError record in device memory, allocated on first
+// use (cudaMalloc) and zeroed. A kernel that finds bad input claims the record
+// with atomicCAS on `code` (0 -> its code); only the winner writes the details,
+// so the first error reported wins and later ones are dropped until the record
+// is read. check_device_errors copies the record back on the current stream
+// (a sync point for that stream), clears it, and throws. Kernels on other
+// streams still running are seen by a later check. A process that never runs
+// a reporting kernel never allocates the record and its checks cost nothing.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/op_list.h"
+
+namespace hg::cuda {
+
+enum class DeviceErrorCode : int {
+  kNone = 0,
+  kTargetOutOfRange = 1,  // value = target, index = row, limit = classes, aux = ignore_index
+};
+
+// Lives in device memory; one per device.
+struct DeviceError {
+  int code;        // DeviceErrorCode; 0 = no error. Claimed with atomicCAS.
+  int op;          // OpId of the reporting kernel
+  long long value;  // the offending value
+  long long index;  // where it was found (row, element)
+  long long limit;  // the bound it broke
+  long long aux;    // code-specific detail (see DeviceErrorCode)
+};
+
+#if defined(__CUDACC__) || defined(HG_CUDA_EMU)  // device code; host-only .cpp files skip it
+// Records an error unless one is already recorded (first error wins).
+__device__ __forceinline__ void report_device_error(DeviceError* slot, DeviceErrorCode code, OpId op,
+                                                   long long value, long long index, long long limit,
+                                                   long long aux = 0) {
+  if (atomicCAS(&slot->code, 0, static_cast<int>(code)) == 0) {
+    slot->op = static_cast<int>(op);
+    slot->value = value;
+    slot->index = index;
+    slot->limit = limit;
+    slot->aux = aux;
+  }
+}
+#endif
+
+// The record of `device` (current when negative), allocated and zeroed on
+// first use. Thread-safe.
+DeviceError* device_error_slot(int device = -1);
+
+// Copies the record of `device` (current when negative) back, waiting for the
+// current stream; when a kernel reported an error, clears the record and
+// throws hg::Error with its message, e.g. "cross_entropy: target 12 at row 3 is
+// out of range [0, 10); targets must be class indices or ignore_index (-100)".
+// No-op (and no sync) when the device has never allocated its record.
+void check_device_errors(int device = -1);
+
+}  // namespace hg::cuda

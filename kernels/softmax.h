@@ -1,0 +1,83 @@
+// Softmax, log-softmax and fused cross-entropy over the last dim (floor 1).
+//
+//   Tensor y = hg::ops::softmax(x);                 // any rank >= 1, last dim
+//   Tensor d_x = hg::ops::softmax_backward(d_y, y); // y = the forward output
+//   Tensor loss = hg::ops::cross_entropy(logits /*[N, C]*/, targets /*[N] i64*/);
+//   Tensor d_logits = hg::ops::cross_entropy_backward(d_loss, logits, targets);
+//
+// Precision contract: 16-bit inputs are widened to float, every row runs in
+// float (double for f64) with its max subtracted, so logits of +-1000 in fp16
+// stay finite; outputs are rounded once to the input dtype. The loss of
+// cross_entropy is f32 for f32/f16/bf16 logits and f64 for f64 logits (so
+// gradcheck can run in double). NaN anywhere in a row makes that row NaN.
+//
+// cross_entropy follows PyTorch (reduction='mean'): with p = softmax(logits),
+// eps = label_smoothing and V the rows whose target is not ignore_index,
+//   loss_i = (1 - eps) * -log p[i, t_i] + eps * mean_c(-log p[i, c])
+//   loss   = sum_{i in V} loss_i / |V|        (NaN when V is empty, like torch)
+//   d_logits[i, c] = (p[i, c] - (1 - eps) * [c == t_i] - eps / C) * d_loss / |V|
+//                    (zero rows for ignored targets)
+// A target outside [0, C) other than ignore_index is an error: the CPU backend
+// throws at once; the CUDA backend sets the device-side error flag
+// (kernels/cuda/device_error.h), reported by hg::cuda::check_device_errors at
+// the next sync point. Until then the loss (or that row's gradient) is NaN.
+#pragma once
+
+#include <cstdint>
+
+#include "core/tensor.h"
+#include "kernels/op_list.h"
+
+namespace hg::ops {
+
+// softmax / log_softmax over the last dim, output in x's dtype. Rank 0 is an
+// error (there is no last dim); empty tensors give empty results.
+Tensor softmax(const Tensor& x);
+Tensor log_softmax(const Tensor& x);
+
+// d_x = y * (d_y - sum_last(d_y * y))    (y = softmax(x))
+Tensor softmax_backward(const Tensor& d_y, const Tensor& y);
+// d_x = d_y - exp(y) * sum_last(d_y)     (y = log_softmax(x))
+Tensor log_softmax_backward(const Tensor& d_y, const Tensor& y);
+
+inline constexpr int64_t kDefaultIgnoreIndex = -100;
+
+// logits [N, C] floating, targets [N] i64 (or logits [C] with a rank-0
+// target); returns the rank-0 mean loss (f32, f64 for f64 logits).
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets,
+                     int64_t ignore_index = kDefaultIgnoreIndex, double label_smoothing = 0.0);
+// d_loss is rank 0 (any floating dtype); returns d_logits in logits' dtype.
+Tensor cross_entropy_backward(const Tensor& d_loss, const Tensor& logits, const Tensor& targets,
+                              int64_t ignore_index = kDefaultIgnoreIndex,
+                              double label_smoothing = 0.0);
+
+}  // namespace hg::ops
+
+// The backend kernels (hg::cpu:: in kernels/cpu/, hg::cuda:: in kernels/cuda/).
+// Preconditions, established by kernels/softmax_ops.cpp: every tensor on one
+// device and contiguous; x, y, d_y, d_x share a dtype and are viewed as
+// [rows, cols] with cols = the last dim; logits/d_logits are [N, C] (C >= 1),
+// targets [N] i64; loss and d_loss are rank 0 in the accumulation dtype (f32,
+// or f64 for f64 logits).
+// clang-format off
+#define HG_DECLARE_SOFTMAX_KERNELS                                                          \
+  /* op: softmax or log_softmax */                                                         \
+  void softmax(OpId op, const Tensor& y, const Tensor& x);                                 \
+  /* op: softmax_backward or log_softmax_backward; y is the forward output */              \
+  void softmax_backward(OpId op, const Tensor& d_x, const Tensor& d_y, const Tensor& y);   \
+  void cross_entropy(const Tensor& loss, const Tensor& logits, const Tensor& targets,      \
+                     int64_t ignore_index, double label_smoothing);                        \
+  void cross_entropy_backward(const Tensor& d_logits, const Tensor& d_loss,                \
+                              const Tensor& logits, const Tensor& targets,                 \
+                              int64_t ignore_index, double label_smoothing);
+// clang-format on
+
+namespace hg::cpu {
+HG_DECLARE_SOFTMAX_KERNELS
+}  // namespace hg::cpu
+
+#if defined(HG_WITH_CUDA)
+namespace hg::cuda {
+HG_DECLARE_SOFTMAX_KERNELS
+}  // namespace hg::cuda
+#endif
