@@ -102,6 +102,32 @@ Tensor& Tensor::requires_grad_(bool enabled) {
   return *this;
 }
 
+bool Tensor::is_leaf() const {
+  return impl().autograd_meta == nullptr || impl().autograd_meta->grad_fn == nullptr;
+}
+
+Tensor Tensor::detach() const {
+  auto impl_copy = std::make_shared<TensorImpl>();
+  impl_copy->storage = storage();
+  impl_copy->sizes = sizes();
+  impl_copy->strides = strides();
+  impl_copy->offset = offset();
+  impl_copy->dtype = dtype();
+  return Tensor(std::move(impl_copy));
+}
+
+namespace {
+BackwardHook g_backward_hook = nullptr;
+}
+
+void register_backward_hook(BackwardHook hook) { g_backward_hook = hook; }
+
+void Tensor::backward(const Tensor& grad, bool retain_graph) const {
+  HG_CHECK(g_backward_hook != nullptr, "backward() needs the autograd engine, which registers itself "
+           "when libhalfgrad loads; this build has none");
+  g_backward_hook(*this, grad, retain_graph);
+}
+
 // ---- copies -----------------------------------------------------------------------
 
 Tensor Tensor::contiguous() const {

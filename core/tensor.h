@@ -27,9 +27,15 @@ using Shape = std::vector<int64_t>;
 class Generator;
 class Tensor;
 
-// Extension point for autograd (floor 2): it stores its graph data here.
+namespace autograd {
+class Node;
+}
+
+// Graph bookkeeping for autograd (floor 2). Core only stores it; the types it
+// points to are defined, created and read in autograd/.
 struct AutogradMeta {
-  virtual ~AutogradMeta() = default;
+  std::shared_ptr<autograd::Node> grad_fn;          // the op that made this tensor; null for leaves
+  std::weak_ptr<autograd::Node> grad_accumulator;   // leaves: the node that writes .grad
 };
 
 // Options for factories: hg::zeros({2, 3}, {.dtype = hg::kF16, .device = Device::cuda()}).
@@ -47,7 +53,7 @@ struct TensorImpl {
   DType dtype = kF32;
   bool requires_grad = false;
   std::shared_ptr<TensorImpl> grad;               // accumulated gradient (leaf tensors)
-  std::shared_ptr<AutogradMeta> autograd_meta;    // owned by autograd/
+  std::shared_ptr<AutogradMeta> autograd_meta;    // set by autograd/ for graph outputs and leaves
 };
 
 class Tensor {
@@ -75,6 +81,7 @@ class Tensor {
   bool shares_storage_with(const Tensor& other) const;
   std::string shape_str() const;  // "[2, 3]"
   TensorImpl* impl_ptr() const { return impl_.get(); }
+  const std::shared_ptr<TensorImpl>& impl_shared() const { return impl_; }
 
   // Pointer to the first element (storage data + offset). On CUDA tensors this
   // is a device pointer.
@@ -131,6 +138,14 @@ class Tensor {
   Tensor& requires_grad_(bool enabled = true);
   Tensor grad() const { return Tensor(impl().grad); }
   void set_grad(const Tensor& g) { impl().grad = g.impl_; }
+  // A leaf has no grad_fn: created by the user (or by detach), not by an op.
+  bool is_leaf() const;
+  // A view of the same storage that is cut off from the graph (requires_grad false).
+  Tensor detach() const;
+  // Runs the backward pass from this tensor (autograd/engine.cpp). `grad`
+  // defaults to 1 for a one-element tensor; retain_graph keeps saved tensors
+  // so backward can run through the same graph again.
+  void backward(const Tensor& grad = Tensor(), bool retain_graph = false) const;
 
   friend bool same(const Tensor& a, const Tensor& b) { return a.impl_ == b.impl_; }
 
@@ -184,5 +199,9 @@ std::string shape_to_string(const Shape& shape);
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);
 
 std::ostream& operator<<(std::ostream& os, const Tensor& t);
+
+// Installed by autograd/ at start-up; Tensor::backward forwards to it.
+using BackwardHook = void (*)(const Tensor& root, const Tensor& grad, bool retain_graph);
+void register_backward_hook(BackwardHook hook);
 
 }  // namespace hg

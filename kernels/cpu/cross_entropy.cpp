@@ -43,7 +43,7 @@ void check_targets(OpId op, const int64_t* targets, int64_t n, int64_t classes, 
 }
 
 // Row statistics: m = max, s = sum exp(x - m), and sum (m - x) for smoothing.
-template <typename T, typename A>
+template <typename A>
 struct RowStats {
   A m;
   A s;
@@ -51,8 +51,8 @@ struct RowStats {
 };
 
 template <typename T, typename A>
-RowStats<T, A> row_stats(const T* x, int64_t cols, bool need_gap) {
-  RowStats<T, A> st{-std::numeric_limits<A>::infinity(), A(0), A(0)};
+RowStats<A> row_stats(const T* x, int64_t cols, bool need_gap) {
+  RowStats<A> st{-std::numeric_limits<A>::infinity(), A(0), A(0)};
   for (int64_t c = 0; c < cols; ++c) st.m = nan_max(st.m, static_cast<A>(x[c]));
   for (int64_t c = 0; c < cols; ++c) {
     const A gap = st.m - static_cast<A>(x[c]);
@@ -76,7 +76,7 @@ void cross_entropy_typed(const Tensor& loss, const Tensor& logits, const Tensor&
   for (int64_t r = 0; r < rows; ++r) {
     if (t[r] == ignore_index) continue;
     const T* x_row = x + r * cols;
-    const RowStats<T, A> st = row_stats<T, A>(x_row, cols, eps > A(0));
+    const RowStats<A> st = row_stats<T, A>(x_row, cols, eps > A(0));
     const A log_s = std::log(st.s);
     A l = (A(1) - eps) * ((st.m - static_cast<A>(x_row[t[r]])) + log_s);
     if (eps > A(0)) l += eps * (st.sum_gap / static_cast<A>(cols) + log_s);
@@ -114,7 +114,7 @@ void cross_entropy_backward_typed(const Tensor& d_logits, const Tensor& d_loss, 
       continue;
     }
     const T* x_row = x + r * cols;
-    const RowStats<T, A> st = row_stats<T, A>(x_row, cols, false);
+    const RowStats<A> st = row_stats<T, A>(x_row, cols, false);
     for (int64_t c = 0; c < cols; ++c) {
       const A p = std::exp(static_cast<A>(x_row[c]) - st.m) / st.s;
       const A target = off_target + (c == t[r] ? A(1) - eps : A(0));

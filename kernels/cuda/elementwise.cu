@@ -48,7 +48,6 @@ __device__ __forceinline__ A gelu_tanh_inner(A x) {
     }                                                                 \
   };
 HG_UNARY_FUNCTOR(NegOp, static_cast<A>(-v))
-HG_UNARY_FUNCTOR(AbsOp, v < A(0) ? static_cast<A>(-v) : v)
 HG_UNARY_FUNCTOR(ReluOp, (v > A(0) || v != v) ? v : A(0))
 HG_UNARY_FUNCTOR(ExpOp, dmath::exp(v))
 HG_UNARY_FUNCTOR(LogOp, dmath::log(v))
@@ -60,6 +59,19 @@ HG_UNARY_FUNCTOR(GeluOp, A(0.5) * v * (A(1) + dmath::erf(v * A(kSqrt1_2))))
 HG_UNARY_FUNCTOR(GeluTanhOp, A(0.5) * v * (A(1) + dmath::tanh(gelu_tanh_inner(v))))
 HG_UNARY_FUNCTOR(SiluOp, v * sigmoid_of(v))
 #undef HG_UNARY_FUNCTOR
+
+template <typename T>
+struct AbsOp {
+  __device__ __forceinline__ T operator()(T in) const {
+    using A = acc_t<T>;
+    if constexpr (std::is_unsigned_v<A>) {
+      return in;  // u8: already non-negative (and nvcc warns on `v < 0`)
+    } else {
+      const A v = static_cast<A>(in);
+      return static_cast<T>(v < A(0) ? static_cast<A>(-v) : v);
+    }
+  }
+};
 
 // ---- unary backward: out = g(d_out, saved) --------------------------------------------------
 #define HG_BACKWARD_FUNCTOR(Name, expr)                                      \

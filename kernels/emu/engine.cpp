@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
@@ -14,6 +15,10 @@
 #include <mutex>
 #include <new>
 #include <unordered_map>
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/common_interface_defs.h>
+#endif
 
 #include "core/error.h"
 #include "cuda_runtime.h"
@@ -87,6 +92,21 @@ size_t total_static_tls_bytes() {
   return total;
 }
 
+const char* g_running_kernel = nullptr;  // for the sanitizer report below
+
+#if defined(__SANITIZE_ADDRESS__)
+// AddressSanitizer's report shows the kernel's source line; this adds which
+// CUDA thread it was, since every CUDA thread runs on the same OS thread.
+void report_cuda_thread_on_death() {
+  const DeviceThread* t = detail::g_thread;
+  if (g_running_kernel == nullptr || t == nullptr) return;
+  const DeviceBlock& b = detail::g_block;
+  std::fprintf(stderr, "cuda-emu: the error above happened in kernel %s, block (%u,%u,%u), thread (%u,%u,%u)\n",
+               g_running_kernel, b.block_idx.x, b.block_idx.y, b.block_idx.z, t->thread_idx.x, t->thread_idx.y,
+               t->thread_idx.z);
+}
+#endif
+
 // One OS thread that runs every block of every launch (see Note [Emulated
 // shared memory] for why it must not be the caller's thread).
 class Worker {
@@ -100,6 +120,9 @@ class Worker {
     const int rc = pthread_create(&thread_, &attr, &Worker::main, this);
     pthread_attr_destroy(&attr);
     HG_CHECK(rc == 0, "cuda-emu: cannot start the worker thread (", std::strerror(rc), ")");
+#if defined(__SANITIZE_ADDRESS__)
+    __sanitizer_set_death_callback(&report_cuda_thread_on_death);
+#endif
   }
   bool on_worker() const { return pthread_equal(pthread_self(), thread_) != 0; }
 
@@ -198,6 +221,7 @@ Failure run_grid(const KernelLaunch& l, uint64_t seed, LaunchStats& stats) {
   if (tls == e.tls_blocks.end()) {
     tls = e.tls_blocks.emplace(l.entry, module_tls_block(reinterpret_cast<const void*>(l.entry))).first;
   }
+  g_running_kernel = l.name;
   detail::g_block = DeviceBlock{};
   detail::g_block.block_dim = l.block;
   detail::g_block.grid_dim = l.grid;
@@ -222,6 +246,8 @@ Failure run_grid(const KernelLaunch& l, uint64_t seed, LaunchStats& stats) {
           failure = run_block(l, *e.stacks, block_seed, stats.fiber_switches);
         } catch (...) {
           ::operator delete(smem, std::align_val_t{16});
+          detail::g_block = DeviceBlock{};
+          g_running_kernel = nullptr;
           throw;
         }
         ::operator delete(smem, std::align_val_t{16});
@@ -232,6 +258,7 @@ Failure run_grid(const KernelLaunch& l, uint64_t seed, LaunchStats& stats) {
   }
   const uint3 failed_block = detail::g_block.block_idx;
   detail::g_block = DeviceBlock{};
+  g_running_kernel = nullptr;
   if (failure.error != cudaSuccess && failure.message.find("block (") == std::string::npos) {
     failure.message = hg::detail::str_cat("in block (", failed_block.x, ",", failed_block.y, ",",
                                          failed_block.z, "): ", failure.message);
@@ -256,6 +283,11 @@ LaunchResult launch(const KernelLaunch& l) {
     max_smem = it == e.max_dynamic_smem.end() ? kSharedMemPerBlock : it->second;
   }
   Failure failure = validate(l, max_smem);
+  if (failure.error == cudaSuccess && cudaStreamQuery(l.stream) != cudaSuccess) {
+    (void)cudaGetLastError();  // the query's error; the launch reports its own below
+    failure = Failure{cudaErrorInvalidResourceHandle,
+                      "the stream is not a live stream (destroyed, or not from cudaStreamCreate)"};
+  }
   LaunchStats stats;
   if (failure.error == cudaSuccess) {
     if (e.worker != nullptr && e.worker->on_worker()) {

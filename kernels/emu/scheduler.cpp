@@ -518,6 +518,7 @@ Failure run_block(const KernelLaunch& launch, StackPool& stacks, uint64_t block_
     HG_CHECK(t.state == ThreadState::kExited, "cuda-emu: a thread of kernel ", launch.name,
              " keeps running after its block failed (does kernel code catch(...) around a barrier?)");
   }
+  if (run.failure.error != cudaSuccess) stacks.clear_sanitizer_state();
   fiber_switches += run.switches;
   g_run = nullptr;
   return run.failure;

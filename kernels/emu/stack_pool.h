@@ -23,6 +23,8 @@ class StackPool {
   boost::context::stack_context allocate();
   void deallocate(boost::context::stack_context& stack) noexcept;
   size_t stack_bytes() const { return usable_bytes_; }
+  // Under AddressSanitizer: forget stack poisoning left in the free stacks.
+  void clear_sanitizer_state();
 
  private:
   size_t usable_bytes_;

@@ -88,6 +88,17 @@ __global__ void warp_waits_for_barrier_kernel(int* out) {
   if (threadIdx.x >= 32) out[threadIdx.x] = 2;
 }
 
+__global__ void warp_deadlock_kernel(int* out) {
+  const unsigned lane = threadIdx.x % 32;
+  if (lane < 16) out[threadIdx.x] = __shfl_sync(0xffffffffu, 1, 20);  // lanes 16.. never come
+  __syncthreads();
+}
+
+__global__ void throwing_kernel(int* out) {
+  HG_CHECK(threadIdx.x != 3, "device code may throw hg::Error in the emulator");
+  out[threadIdx.x] = 1;
+}
+
 #if !defined(NDEBUG)
 __global__ void assert_kernel(const int* values) {
   assert(values[threadIdx.x] >= 0);
@@ -171,6 +182,27 @@ TEST_CASE("emu: misused warp intrinsics are reported", "[emu][bugs]") {
   REQUIRE_NOTHROW(HG_LAUNCH(warp_waits_for_barrier_kernel, dim3(1), dim3(64), 0, nullptr, out.get()));
 }
 
+TEST_CASE("emu: a warp op waiting for lanes stuck at a block barrier is a deadlock", "[emu][bugs]") {
+  DeviceBuffer<int> out(32);
+  const std::string message =
+      launch_error([&] { HG_LAUNCH(warp_deadlock_kernel, dim3(1), dim3(32), 0, nullptr, out.get()); });
+  CHECK_THAT(message, Contains("deadlock"));
+  CHECK_THAT(message, Contains("__shfl_sync()"));
+  CHECK_THAT(message, Contains("__syncthreads()"));
+}
+
+TEST_CASE("emu: an exception thrown by device code fails the launch", "[emu][bugs]") {
+  DeviceBuffer<int> out(32);
+  const std::string message =
+      launch_error([&] { HG_LAUNCH(throwing_kernel, dim3(2), dim3(32), 0, nullptr, out.get()); });
+  CHECK_THAT(message, Contains("thread (3,0,0) of block (0,0,0) threw"));
+  CHECK_THAT(message, Contains("device code may throw"));
+  // The emulator is usable afterwards.
+  std::vector<int> zeros(32, 0);
+  out.upload(zeros);
+  REQUIRE_NOTHROW(HG_LAUNCH(store_kernel, dim3(1), dim3(32), 0, nullptr, reinterpret_cast<float*>(out.get()), 32));
+}
+
 TEST_CASE("emu: a failed device assert fails the launch with cudaErrorAssert", "[emu][bugs]") {
 #if defined(NDEBUG)
   SUCCEED("assert() is compiled out under NDEBUG, on the device as well");
@@ -213,6 +245,14 @@ TEST_CASE("emu: launch shapes a Hopper GPU refuses are refused", "[emu][launch]"
   CHECK(launch_code(dim3(1, 1, 65536), dim3(32), 0) == cudaErrorInvalidConfiguration);
   CHECK(launch_code(dim3(1), dim3(32), 48 * 1024) == cudaSuccess);
   CHECK(launch_code(dim3(1), dim3(32), 48 * 1024 + 1) == cudaErrorInvalidValue);
+  cudaStream_t stream = nullptr;
+  REQUIRE(cudaStreamCreate(&stream) == cudaSuccess);
+  CHECK(hg::emu::launch_kernel("store_kernel", store_kernel, dim3(1), dim3(32), 0, stream, out.get(), 32).error ==
+        cudaSuccess);
+  REQUIRE(cudaStreamDestroy(stream) == cudaSuccess);
+  CHECK(hg::emu::launch_kernel("store_kernel", store_kernel, dim3(1), dim3(32), 0, stream, out.get(), 32).error ==
+        cudaErrorInvalidResourceHandle);
+  CHECK(cudaGetLastError() == cudaErrorInvalidResourceHandle);
 
   const std::string message = launch_error(
       [&] { HG_LAUNCH(store_kernel, dim3(1), dim3(64, 32), 0, nullptr, out.get(), 4096); });

@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <numeric>
+#include <thread>
 #include <vector>
 
 #include "tests/emu/emu_test_util.h"
@@ -260,4 +261,23 @@ TEST_CASE("emu: an empty grid is a no-op in HG_LAUNCH", "[emu]") {
   REQUIRE_NOTHROW(HG_LAUNCH(reduce_kernel, dim3(0), dim3(kBlock), 0, nullptr, out.get(), total.get(),
                             static_cast<const float*>(nullptr), 0));
   REQUIRE(cudaGetLastError() == cudaSuccess);
+}
+
+TEST_CASE("emu: launches from several host threads are serialised safely", "[emu]") {
+  std::vector<float> host(5000, 1.0f);
+  DeviceBuffer<float> in(host);
+  std::vector<std::thread> threads;
+  std::vector<float> results(4, 0.0f);
+  for (int k = 0; k < 4; ++k) {
+    threads.emplace_back([&, k] {
+      DeviceBuffer<float> out(20), total(1);
+      total.fill_zero();
+      for (int rep = 0; rep < 5; ++rep) {
+        HG_LAUNCH(reduce_kernel, dim3(20), dim3(kBlock), 0, nullptr, out.get(), total.get(), in.get(), 5000);
+      }
+      results[k] = total.download()[0];
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (float r : results) REQUIRE(r == 25000.0f);
 }

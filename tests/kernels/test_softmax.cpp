@@ -96,6 +96,7 @@ struct ShapeSample {
   const char* name;
   Shape shape;
   bool noncontiguous;
+  Domain domain = Domain::kAny;
 };
 
 const std::vector<ShapeSample>& softmax_shapes() {
@@ -104,6 +105,8 @@ const std::vector<ShapeSample>& softmax_shapes() {
       {"rows33", {3, 33}, false},     {"rows1000", {2, 1000}, false},
       {"rows2049", {2, 2049}, false}, {"rank3", {2, 3, 7}, false},
       {"noncontiguous", {5, 33}, true}, {"empty-batch", {0, 7}, false},
+      // rows mixing 0, +-1, +-60000, 65504, +-1000, +-inf and NaN
+      {"extreme", {5, 7}, false, Domain::kExtreme},
   };
   return samples;
 }
@@ -121,7 +124,7 @@ TEST_CASE("softmax and log_softmax match the double reference", "[kernels][softm
     for (DType dtype : float_dtypes()) {
       for (const ShapeSample& sample : softmax_shapes()) {
         for (bool log : {false, true}) {
-          Tensor x = make_input(sample.shape, dtype, Domain::kAny, 11).to(device);
+          Tensor x = make_input(sample.shape, dtype, sample.domain, 11).to(device);
           if (sample.noncontiguous) x = make_noncontiguous(x);
           const Tensor y = log ? ops::log_softmax(x) : ops::softmax(x);
           INFO(label(device, dtype, std::string(log ? "log_softmax " : "softmax ") + sample.name));

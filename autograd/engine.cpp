@@ -1,0 +1,96 @@
+// Note [Engine order]
+// 1. Walk the graph from the root's node (iteratively) and count, for every
+//    node, how many edges point at it.
+// 2. Run nodes from a max-heap on sequence_nr (a node created later runs
+//    first, which is a valid topological order since inputs exist before the
+//    ops that use them). A node runs when every edge into it has delivered,
+//    with the sum of the gradients it received.
+// 3. Each node's outputs are added into its children's buffers; children
+//    whose count drops to zero join the heap.
+#include "autograd/engine.h"
+
+#include <queue>
+#include <unordered_map>
+#include <vector>
+
+#include "autograd/grad_mode.h"
+#include "autograd/node.h"
+#include "kernels/ops.h"
+
+namespace hg::autograd {
+
+namespace {
+
+struct NewerFirst {
+  bool operator()(const Node* a, const Node* b) const { return a->sequence_nr < b->sequence_nr; }
+};
+
+}  // namespace
+
+void backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
+  HG_CHECK(root.defined(), "backward: called on an undefined tensor");
+  HG_CHECK(root.requires_grad(), "backward: the tensor does not require grad and has no grad_fn; ",
+           "mark the inputs with requires_grad_() before computing it");
+  Tensor seed = grad;
+  if (!seed.defined()) {
+    HG_CHECK(root.numel() == 1, "backward: grad can be created implicitly only for one-element ",
+             "outputs, but this tensor has shape ", root.shape_str(),
+             "; pass backward(grad) with a gradient of the same shape");
+    seed = ones(root.sizes(), {.dtype = root.dtype(), .device = root.device()});
+  }
+  HG_CHECK(seed.sizes() == root.sizes(), "backward: grad has shape ", seed.shape_str(),
+           " but the tensor has shape ", root.shape_str());
+
+  NoGradGuard no_grad;  // the backward pass itself records nothing
+  const std::shared_ptr<Node> root_node = edge_to(root).node;
+
+  // 1. dependency counts
+  std::unordered_map<Node*, int> dependencies;
+  std::vector<Node*> stack{root_node.get()};
+  std::unordered_map<Node*, bool> seen{{root_node.get(), true}};
+  while (!stack.empty()) {
+    Node* node = stack.back();
+    stack.pop_back();
+    for (const Edge& e : node->next_edges) {
+      if (!e.node) continue;
+      ++dependencies[e.node.get()];
+      if (!seen[e.node.get()]) {
+        seen[e.node.get()] = true;
+        stack.push_back(e.node.get());
+      }
+    }
+  }
+
+  // 2-3. run in order
+  std::unordered_map<Node*, Tensor> buffers{{root_node.get(), seed}};
+  std::priority_queue<Node*, std::vector<Node*>, NewerFirst> ready;
+  ready.push(root_node.get());
+  while (!ready.empty()) {
+    Node* node = ready.top();
+    ready.pop();
+    Tensor grad_in = std::move(buffers[node]);
+    buffers.erase(node);
+    Grads grads_out;
+    if (grad_in.defined()) grads_out = node->apply(grad_in);
+    if (!retain_graph) node->release_saved();
+    for (size_t i = 0; i < node->next_edges.size(); ++i) {
+      Node* child = node->next_edges[i].node.get();
+      if (child == nullptr) continue;
+      if (i < grads_out.size() && grads_out[i].defined()) {
+        Tensor& buffer = buffers[child];
+        buffer = buffer.defined() ? ops::add(buffer, grads_out[i]) : grads_out[i];
+      }
+      if (--dependencies[child] == 0) ready.push(child);
+    }
+  }
+}
+
+namespace {
+// Tensor::backward (core) forwards here.
+const bool kHookInstalled = [] {
+  register_backward_hook(&backward);
+  return true;
+}();
+}  // namespace
+
+}  // namespace hg::autograd

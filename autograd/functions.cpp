@@ -1,0 +1,402 @@
+// Differentiable elementwise, reduction, GEMM and softmax ops. Each forward is
+// followed by its backward; closures capture only what they use.
+#include "autograd/functions.h"
+
+#include "autograd/node.h"
+#include "kernels/gemm.h"
+#include "kernels/ops.h"
+#include "kernels/reduce.h"
+#include "kernels/softmax.h"
+
+namespace hg {
+
+using autograd::any_requires_grad;
+using autograd::FunctionNode;
+using autograd::Grads;
+using autograd::record;
+using autograd::SavedTensor;
+
+namespace {
+
+
+// out = op(x); backward = g -> op_backward(g, saved) where saved is x or y.
+Tensor unary_with_backward(OpId op, OpId backward_op, const Tensor& x, bool save_output) {
+  Tensor y = ops::unary(op, x);
+  if (any_requires_grad({&x})) {
+    record(op_name(op).data(), y, {&x}, {SavedTensor(save_output ? y : x)},
+           [backward_op](const Tensor& g, const FunctionNode& self) -> Grads {
+             return {ops::unary_backward(backward_op, g, self.saved(0))};
+           });
+  }
+  return y;
+}
+
+}  // namespace
+
+// ---- elementwise --------------------------------------------------------------------------
+
+Tensor neg(const Tensor& x) {
+  Tensor y = ops::neg(x);
+  if (any_requires_grad({&x})) {
+    record("neg", y, {&x}, {}, [](const Tensor& g, const FunctionNode&) -> Grads { return {ops::neg(g)}; });
+  }
+  return y;
+}
+
+Tensor exp(const Tensor& x) {
+  Tensor y = ops::exp(x);
+  if (any_requires_grad({&x})) {
+    record("exp", y, {&x}, {SavedTensor(y)}, [](const Tensor& g, const FunctionNode& self) -> Grads {
+      return {ops::mul(g, self.saved(0))};  // d exp = exp
+    });
+  }
+  return y;
+}
+
+Tensor log(const Tensor& x) {
+  Tensor y = ops::log(x);
+  if (any_requires_grad({&x})) {
+    record("log", y, {&x}, {SavedTensor(x)}, [](const Tensor& g, const FunctionNode& self) -> Grads {
+      return {ops::div(g, self.saved(0))};
+    });
+  }
+  return y;
+}
+
+Tensor sqrt(const Tensor& x) {
+  Tensor y = ops::sqrt(x);
+  if (any_requires_grad({&x})) {
+    record("sqrt", y, {&x}, {SavedTensor(y)}, [](const Tensor& g, const FunctionNode& self) -> Grads {
+      return {ops::div(ops::binary_scalar(OpId::mul, g, 0.5), self.saved(0))};  // g / (2 sqrt(x))
+    });
+  }
+  return y;
+}
+
+Tensor rsqrt(const Tensor& x) {
+  Tensor y = ops::rsqrt(x);
+  if (any_requires_grad({&x})) {
+    record("rsqrt", y, {&x}, {SavedTensor(y)}, [](const Tensor& g, const FunctionNode& self) -> Grads {
+      const Tensor y_saved = self.saved(0);  // d x^-1/2 = -1/2 x^-3/2 = -1/2 y^3
+      return {ops::mul(ops::binary_scalar(OpId::mul, g, -0.5), ops::binary_scalar(OpId::pow, y_saved, 3.0))};
+    });
+  }
+  return y;
+}
+
+Tensor abs(const Tensor& x) {
+  Tensor y = ops::abs(x);
+  if (any_requires_grad({&x})) {
+    record("abs", y, {&x}, {SavedTensor(x)}, [](const Tensor& g, const FunctionNode& self) -> Grads {
+      const Tensor xs = self.saved(0);  // sign(x), 0 at 0 like torch
+      const Tensor sign = ops::sub(ops::binary_scalar(OpId::gt, xs, 0.0).to(g.dtype()),
+                                   ops::binary_scalar(OpId::lt, xs, 0.0).to(g.dtype()));
+      return {ops::mul(g, sign)};
+    });
+  }
+  return y;
+}
+
+Tensor tanh(const Tensor& x) { return unary_with_backward(OpId::tanh, OpId::tanh_backward, x, true); }
+Tensor sigmoid(const Tensor& x) { return unary_with_backward(OpId::sigmoid, OpId::sigmoid_backward, x, true); }
+Tensor relu(const Tensor& x) { return unary_with_backward(OpId::relu, OpId::relu_backward, x, false); }
+Tensor silu(const Tensor& x) { return unary_with_backward(OpId::silu, OpId::silu_backward, x, false); }
+Tensor gelu(const Tensor& x, bool tanh_approximation) {
+  return tanh_approximation ? unary_with_backward(OpId::gelu_tanh, OpId::gelu_tanh_backward, x, false)
+                            : unary_with_backward(OpId::gelu, OpId::gelu_backward, x, false);
+}
+
+Tensor pow(const Tensor& x, double exponent) {
+  Tensor y = ops::pow(x, exponent);
+  if (any_requires_grad({&x})) {
+    record("pow", y, {&x}, {SavedTensor(x)}, [exponent](const Tensor& g, const FunctionNode& self) -> Grads {
+      if (exponent == 0.0) return {zeros_like(g)};
+      const Tensor d = ops::binary_scalar(OpId::mul, ops::pow(self.saved(0), exponent - 1.0), exponent);
+      return {ops::mul(g, d)};
+    });
+  }
+  return y;
+}
+
+Tensor add(const Tensor& a, const Tensor& b) {
+  Tensor y = ops::add(a, b);
+  if (any_requires_grad({&a, &b})) {
+    record("add", y, {&a, &b}, {},
+           [sa = a.sizes(), sb = b.sizes(), da = a.dtype(), db = b.dtype()](const Tensor& g, const FunctionNode&) -> Grads {
+             return {sum_to(g, sa).to(da), sum_to(g, sb).to(db)};
+           });
+  }
+  return y;
+}
+
+Tensor sub(const Tensor& a, const Tensor& b) {
+  Tensor y = ops::sub(a, b);
+  if (any_requires_grad({&a, &b})) {
+    record("sub", y, {&a, &b}, {},
+           [sa = a.sizes(), sb = b.sizes(), da = a.dtype(), db = b.dtype()](const Tensor& g, const FunctionNode&) -> Grads {
+             return {sum_to(g, sa).to(da), sum_to(ops::neg(g), sb).to(db)};
+           });
+  }
+  return y;
+}
+
+Tensor mul(const Tensor& a, const Tensor& b) {
+  Tensor y = ops::mul(a, b);
+  if (any_requires_grad({&a, &b})) {
+    // d(a*b)/da = b and /db = a: save each only if the other side needs it.
+    const bool need_a = b.requires_grad(), need_b = a.requires_grad();
+    record("mul", y, {&a, &b}, {SavedTensor(need_a ? a : Tensor()), SavedTensor(need_b ? b : Tensor())},
+           [sa = a.sizes(), sb = b.sizes(), da = a.dtype(), db = b.dtype(), need_a, need_b](
+               const Tensor& g, const FunctionNode& self) -> Grads {
+             Grads out(2);
+             if (need_b) out[0] = sum_to(ops::mul(g, self.saved(1)), sa).to(da);
+             if (need_a) out[1] = sum_to(ops::mul(g, self.saved(0)), sb).to(db);
+             return out;
+           });
+  }
+  return y;
+}
+
+Tensor div(const Tensor& a, const Tensor& b) {
+  Tensor y = ops::div(a, b);
+  if (any_requires_grad({&a, &b})) {
+    record("div", y, {&a, &b}, {SavedTensor(b), SavedTensor(b.requires_grad() ? y : Tensor())},
+           [sa = a.sizes(), sb = b.sizes(), da = a.dtype(), db = b.dtype(), need_a = a.requires_grad(),
+            need_b = b.requires_grad()](const Tensor& g, const FunctionNode& self) -> Grads {
+             Grads out(2);
+             const Tensor bs = self.saved(0);
+             const Tensor g_over_b = ops::div(g, bs);
+             if (need_a) out[0] = sum_to(g_over_b, sa).to(da);
+             if (need_b) out[1] = sum_to(ops::neg(ops::mul(g_over_b, self.saved(1))), sb).to(db);  // -g a / b^2
+             return out;
+           });
+  }
+  return y;
+}
+
+namespace {
+// Gradient of max/min(a, b): the winner gets g, a tie splits it in half.
+Tensor extremum(OpId op, OpId wins, const char* name, const Tensor& a, const Tensor& b) {
+  Tensor y = ops::binary(op, a, b);
+  if (any_requires_grad({&a, &b})) {
+    record(name, y, {&a, &b}, {SavedTensor(a), SavedTensor(b)},
+           [wins, sa = a.sizes(), sb = b.sizes(), da = a.dtype(), db = b.dtype()](
+               const Tensor& g, const FunctionNode& self) -> Grads {
+             const Tensor as = self.saved(0), bs = self.saved(1);
+             const Tensor a_share = ops::add(ops::binary(wins, as, bs).to(g.dtype()),
+                                             ops::binary_scalar(OpId::mul, ops::binary(OpId::eq, as, bs).to(g.dtype()), 0.5));
+             const Tensor ga = ops::mul(g, a_share);
+             const Tensor gb = ops::sub(g, ga);
+             return {sum_to(ga, sa).to(da), sum_to(gb, sb).to(db)};
+           });
+  }
+  return y;
+}
+}  // namespace
+
+Tensor maximum(const Tensor& a, const Tensor& b) { return extremum(OpId::maximum, OpId::gt, "maximum", a, b); }
+Tensor minimum(const Tensor& a, const Tensor& b) { return extremum(OpId::minimum, OpId::lt, "minimum", a, b); }
+
+Tensor add(const Tensor& a, double b) {
+  Tensor y = ops::binary_scalar(OpId::add, a, b);
+  if (any_requires_grad({&a})) {
+    record("add_scalar", y, {&a}, {}, [da = a.dtype()](const Tensor& g, const FunctionNode&) -> Grads { return {g.to(da)}; });
+  }
+  return y;
+}
+
+Tensor mul(const Tensor& a, double b) {
+  Tensor y = ops::binary_scalar(OpId::mul, a, b);
+  if (any_requires_grad({&a})) {
+    record("mul_scalar", y, {&a}, {}, [b, da = a.dtype()](const Tensor& g, const FunctionNode&) -> Grads {
+      return {ops::binary_scalar(OpId::mul, g, b).to(da)};
+    });
+  }
+  return y;
+}
+
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  Tensor y = ops::where(cond, a, b);
+  if (any_requires_grad({&a, &b})) {
+    record("where", y, {&a, &b}, {SavedTensor(cond)},
+           [sa = a.sizes(), sb = b.sizes(), da = a.dtype(), db = b.dtype()](const Tensor& g, const FunctionNode& self) -> Grads {
+             const Tensor c = self.saved(0);
+             const Tensor zero = zeros({}, {.dtype = g.dtype(), .device = g.device()});
+             return {sum_to(ops::where(c, g, zero), sa).to(da), sum_to(ops::where(c, zero, g), sb).to(db)};
+           });
+  }
+  return y;
+}
+
+// ---- reductions ----------------------------------------------------------------------------
+
+namespace {
+
+// The reduced dims of x (all when `dims` is empty), wrapped and sorted.
+std::vector<int64_t> reduced_dims(const Tensor& x, const std::vector<int64_t>& dims) {
+  std::vector<int64_t> out;
+  if (dims.empty()) {
+    for (int64_t d = 0; d < x.dim(); ++d) out.push_back(d);
+  } else {
+    for (int64_t d : dims) out.push_back(wrap_dim(d, x.dim(), "reduction"));
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// Reshapes a reduced gradient (keepdim or not) so it broadcasts against x.
+Tensor unreduce(const Tensor& g, const Shape& x_shape, const std::vector<int64_t>& dims, bool keepdim) {
+  Tensor shaped = g;
+  if (!keepdim) {
+    for (int64_t d : dims) shaped = shaped.unsqueeze(d);
+  }
+  return shaped.expand(x_shape);
+}
+
+int64_t count_of(const Shape& shape, const std::vector<int64_t>& dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= shape[static_cast<size_t>(d)];
+  return n;
+}
+
+}  // namespace
+
+Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+  Tensor y = ops::sum(x, dims, keepdim);
+  if (any_requires_grad({&x})) {
+    record("sum", y, {&x}, {}, [shape = x.sizes(), rd = reduced_dims(x, dims), keepdim](const Tensor& g, const FunctionNode&) -> Grads {
+      return {unreduce(g, shape, rd, keepdim).contiguous()};
+    });
+  }
+  return y;
+}
+
+Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+  Tensor y = ops::mean(x, dims, keepdim);
+  if (any_requires_grad({&x})) {
+    const std::vector<int64_t> rd = reduced_dims(x, dims);
+    const double scale = 1.0 / static_cast<double>(std::max<int64_t>(count_of(x.sizes(), rd), 1));
+    record("mean", y, {&x}, {}, [shape = x.sizes(), rd, keepdim, scale](const Tensor& g, const FunctionNode&) -> Grads {
+      return {ops::binary_scalar(OpId::mul, unreduce(g, shape, rd, keepdim), scale)};
+    });
+  }
+  return y;
+}
+
+namespace {
+Tensor extreme_reduce(OpId op, const char* name, const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+  Tensor y = ops::reduce(op, x, dims, keepdim);
+  if (any_requires_grad({&x})) {
+    record(name, y, {&x}, {SavedTensor(x), SavedTensor(y)},
+           [rd = reduced_dims(x, dims), keepdim](const Tensor& g, const FunctionNode& self) -> Grads {
+             const Tensor xs = self.saved(0);
+             const Tensor ys = unreduce(self.saved(1), xs.sizes(), rd, keepdim);
+             // Every element equal to the extremum shares the gradient evenly.
+             const Tensor mask = ops::binary(OpId::eq, xs, ys).to(g.dtype());
+             const Tensor count = ops::sum(mask, rd, true);
+             return {ops::mul(ops::div(unreduce(g, xs.sizes(), rd, keepdim), unreduce(count, xs.sizes(), rd, true)), mask)};
+           });
+  }
+  return y;
+}
+}  // namespace
+
+Tensor max(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+  return extreme_reduce(OpId::max, "max", x, dims, keepdim);
+}
+Tensor min(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+  return extreme_reduce(OpId::min, "min", x, dims, keepdim);
+}
+
+Tensor norm(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+  Tensor y = ops::norm(x, dims, keepdim);
+  if (any_requires_grad({&x})) {
+    record("norm", y, {&x}, {SavedTensor(x), SavedTensor(y)},
+           [rd = reduced_dims(x, dims), keepdim](const Tensor& g, const FunctionNode& self) -> Grads {
+             const Tensor xs = self.saved(0);
+             // d||x|| = x / ||x|| (0 where the norm is 0, as in torch's subgradient)
+             const Tensor n = unreduce(self.saved(1), xs.sizes(), rd, keepdim);
+             const Tensor safe = ops::where(ops::binary_scalar(OpId::eq, n, 0.0),
+                                            ones({}, {.dtype = n.dtype(), .device = n.device()}), n);
+             return {ops::mul(unreduce(g, xs.sizes(), rd, keepdim), ops::div(xs, safe))};
+           });
+  }
+  return y;
+}
+
+// ---- GEMM ------------------------------------------------------------------------------------
+
+namespace {
+// out = op(a) op(b) (+ bias): gradients with the transposes folded into flags.
+Tensor matmul_impl(const char* name, const Tensor& a, const Tensor& b, bool ta, bool tb, const Tensor& bias) {
+  Tensor y = ops::matmul(a, b, ta, tb, bias);
+  if (any_requires_grad({&a, &b, &bias})) {
+    record(name, y, {&a, &b, bias.defined() ? &bias : nullptr},
+           {SavedTensor(b.requires_grad() ? a : Tensor()), SavedTensor(a.requires_grad() ? b : Tensor())},
+           [ta, tb, sa = a.sizes(), sb = b.sizes(), need_a = a.requires_grad(), need_b = b.requires_grad(),
+            need_bias = bias.defined() && bias.requires_grad(), bias_shape = bias.defined() ? bias.sizes() : Shape{},
+            bias_dtype = bias.defined() ? bias.dtype() : kF32](const Tensor& g, const FunctionNode& self) -> Grads {
+             Grads out(3);
+             if (need_a) {
+               const Tensor bs = self.saved(1);
+               out[0] = sum_to(ta ? ops::matmul(bs, g, tb, true) : ops::matmul(g, bs, false, !tb), sa);
+             }
+             if (need_b) {
+               const Tensor as = self.saved(0);
+               out[1] = sum_to(tb ? ops::matmul(g, as, true, ta) : ops::matmul(as, g, !ta, false), sb);
+             }
+             if (need_bias) out[2] = sum_to(g, bias_shape).to(bias_dtype);
+             return out;
+           });
+  }
+  return y;
+}
+}  // namespace
+
+Tensor matmul(const Tensor& a, const Tensor& b) { return matmul_impl("matmul", a, b, false, false, Tensor()); }
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  HG_CHECK(weight.dim() == 2, "linear: weight must be [out_features, in_features], got ", weight.shape_str());
+  if (x.dim() == 2 || x.dim() == 3) return matmul_impl("linear", x, weight, false, true, bias);
+  // Any leading shape: flatten to 2-D and back.
+  HG_CHECK(x.dim() >= 1, "linear: input must have at least 1 dim");
+  Shape out_shape = x.sizes();
+  out_shape.back() = weight.size(0);
+  const Tensor flat = reshape(x, {-1, x.size(-1)});
+  return reshape(matmul_impl("linear", flat, weight, false, true, bias), out_shape);
+}
+
+// ---- softmax family -------------------------------------------------------------------------
+
+Tensor softmax(const Tensor& x) {
+  Tensor y = ops::softmax(x);
+  if (any_requires_grad({&x})) {
+    record("softmax", y, {&x}, {SavedTensor(y)}, [](const Tensor& g, const FunctionNode& self) -> Grads {
+      return {ops::softmax_backward(g, self.saved(0))};
+    });
+  }
+  return y;
+}
+
+Tensor log_softmax(const Tensor& x) {
+  Tensor y = ops::log_softmax(x);
+  if (any_requires_grad({&x})) {
+    record("log_softmax", y, {&x}, {SavedTensor(y)}, [](const Tensor& g, const FunctionNode& self) -> Grads {
+      return {ops::log_softmax_backward(g, self.saved(0))};
+    });
+  }
+  return y;
+}
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index, double label_smoothing) {
+  Tensor loss = ops::cross_entropy(logits, targets, ignore_index, label_smoothing);
+  if (any_requires_grad({&logits})) {
+    record("cross_entropy", loss, {&logits}, {SavedTensor(logits), SavedTensor(targets)},
+           [ignore_index, label_smoothing](const Tensor& g, const FunctionNode& self) -> Grads {
+             return {ops::cross_entropy_backward(g, self.saved(0), self.saved(1), ignore_index, label_smoothing)};
+           });
+  }
+  return loss;
+}
+
+}  // namespace hg

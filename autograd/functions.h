@@ -1,0 +1,96 @@
+// The differentiable op API: hg::exp(x), hg::matmul(a, b), a + b, ...
+//
+// Each function computes its result with the kernel API (kernels/ops.h and
+// friends) and, when grad mode is on and an input requires grad, records a
+// node whose backward is written next to the forward in functions*.cpp and
+// captures only what it needs. Broadcasting is undone in the backward by
+// summing over the broadcast dims (sum_to). Comparisons, argmax and other
+// integer-valued ops are not differentiable and are used from hg::ops.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace hg {
+
+// ---- elementwise ------------------------------------------------------------------------
+Tensor neg(const Tensor& x);
+Tensor exp(const Tensor& x);
+Tensor log(const Tensor& x);
+Tensor sqrt(const Tensor& x);
+Tensor rsqrt(const Tensor& x);
+Tensor abs(const Tensor& x);
+Tensor tanh(const Tensor& x);
+Tensor sigmoid(const Tensor& x);
+Tensor relu(const Tensor& x);
+Tensor gelu(const Tensor& x, bool tanh_approximation = false);
+Tensor silu(const Tensor& x);
+Tensor pow(const Tensor& x, double exponent);
+
+Tensor add(const Tensor& a, const Tensor& b);
+Tensor sub(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);
+Tensor maximum(const Tensor& a, const Tensor& b);  // ties split the gradient evenly
+Tensor minimum(const Tensor& a, const Tensor& b);
+Tensor add(const Tensor& a, double b);
+Tensor mul(const Tensor& a, double b);
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+
+// ---- reductions (fp32 accumulation) -------------------------------------------------------
+Tensor sum(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+Tensor mean(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+// Gradient flows to every element equal to the max (split evenly on ties).
+Tensor max(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+Tensor min(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+Tensor norm(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+
+// ---- GEMM -----------------------------------------------------------------------------------
+Tensor matmul(const Tensor& a, const Tensor& b);
+// x @ weight^T + bias, weight [out, in] (like torch.nn.functional.linear).
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
+
+// ---- softmax family (last dim) --------------------------------------------------------------
+Tensor softmax(const Tensor& x);
+Tensor log_softmax(const Tensor& x);
+// Mean over non-ignored rows; f32 scalar; logits [N, C], targets [N] i64.
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index = -100,
+                     double label_smoothing = 0.0);
+
+// ---- differentiable views and conversions ---------------------------------------------------
+Tensor view(const Tensor& x, Shape shape);
+Tensor reshape(const Tensor& x, Shape shape);
+Tensor flatten(const Tensor& x, int64_t start_dim = 0, int64_t end_dim = -1);
+Tensor transpose(const Tensor& x, int64_t dim0, int64_t dim1);
+Tensor permute(const Tensor& x, const Shape& dims);
+Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64_t step = 1);
+Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length);
+Tensor select(const Tensor& x, int64_t dim, int64_t index);
+Tensor expand(const Tensor& x, Shape shape);
+Tensor squeeze(const Tensor& x, std::optional<int64_t> dim = std::nullopt);
+Tensor unsqueeze(const Tensor& x, int64_t dim);
+Tensor contiguous(const Tensor& x);
+Tensor to(const Tensor& x, DType dtype);
+Tensor to(const Tensor& x, Device device);
+
+// Sums `grad` over the dims that broadcasting expanded to reach it from `shape`.
+Tensor sum_to(const Tensor& grad, const Shape& shape);
+
+// ---- operators --------------------------------------------------------------------------------
+inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
+inline Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
+inline Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
+inline Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
+inline Tensor operator-(const Tensor& x) { return neg(x); }
+inline Tensor operator+(const Tensor& a, double b) { return add(a, b); }
+inline Tensor operator+(double a, const Tensor& b) { return add(b, a); }
+inline Tensor operator-(const Tensor& a, double b) { return add(a, -b); }
+inline Tensor operator-(double a, const Tensor& b) { return add(neg(b), a); }
+inline Tensor operator*(const Tensor& a, double b) { return mul(a, b); }
+inline Tensor operator*(double a, const Tensor& b) { return mul(b, a); }
+inline Tensor operator/(const Tensor& a, double b) { return mul(a, 1.0 / b); }
+
+}  // namespace hg
