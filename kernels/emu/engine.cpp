@@ -5,6 +5,7 @@
 #include <link.h>
 #include <pthread.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -163,7 +164,7 @@ class Worker {
 
 struct Engine {
   std::mutex launch_mutex;  // one launch at a time: blocks share the worker's __shared__ storage
-  Worker* worker = nullptr;
+  std::atomic<Worker*> worker{nullptr};  // created by the first launch
   StackPool* stacks = nullptr;  // worker only
   std::unordered_map<KernelEntry, TlsBlock> tls_blocks;  // worker only
 
@@ -215,7 +216,10 @@ Failure validate(const KernelLaunch& l, size_t max_dynamic_smem) {
 Failure run_grid(const KernelLaunch& l, uint64_t seed, LaunchStats& stats) {
   Engine& e = engine();
   if (e.stacks == nullptr) {
-    e.stacks = new StackPool(env_u64("HG_EMU_STACK_KB", kDefaultStackKiB) * 1024);
+    const uint64_t stack_kib = env_u64("HG_EMU_STACK_KB", kDefaultStackKiB);
+    HG_CHECK(stack_kib >= 16 && stack_kib <= 65536, "HG_EMU_STACK_KB=", stack_kib,
+             " is out of range; use 16 to 65536 (KiB per CUDA thread)");
+    e.stacks = new StackPool(stack_kib * 1024);
   }
   auto tls = e.tls_blocks.find(l.entry);
   if (tls == e.tls_blocks.end()) {
@@ -290,13 +294,17 @@ LaunchResult launch(const KernelLaunch& l) {
   }
   LaunchStats stats;
   if (failure.error == cudaSuccess) {
-    if (e.worker != nullptr && e.worker->on_worker()) {
+    Worker* worker = e.worker.load();
+    if (worker != nullptr && worker->on_worker()) {
       HG_FAIL("cuda-emu: kernel ", l.name, " launched from device code (dynamic parallelism is not emulated)");
     }
     std::lock_guard lock(e.launch_mutex);
-    if (e.worker == nullptr) e.worker = new Worker;
+    if (worker == nullptr) {
+      worker = e.worker.load();
+      if (worker == nullptr) e.worker.store(worker = new Worker);
+    }
     const std::function<void()> job = [&] { failure = run_grid(l, seed, stats); };
-    e.worker->run(job);
+    worker->run(job);
   }
   {
     std::lock_guard lock(e.state_mutex);

@@ -98,7 +98,7 @@ uint64_t splitmix64(uint64_t& state) {
 
 std::string format_dim(uint3 d) { return hg::detail::str_cat("(", d.x, ",", d.y, ",", d.z, ")"); }
 std::string format_where(const std::source_location& where) {
-  return hg::detail::str_cat(where.file_name(), ":", where.line());
+  return hg::detail::str_cat(where.file_name(), ":", where.line(), ":", where.column());
 }
 std::string describe_thread(const FiberThread& t) {
   return hg::detail::str_cat("thread ", format_dim(t.dev.thread_idx), " of block ",
@@ -346,7 +346,7 @@ bool release_block_barrier() {
     }
   }
   if (!waiting) {
-    if (in_warp_op) {  // lanes wait for a lane that has exited? No: exited lanes are excused.
+    if (in_warp_op) {  // nothing runnable, nothing resolvable, nobody at the block barrier
       fail(cudaErrorLaunchFailure,
            hg::detail::str_cat("deadlock: ", describe_thread(*in_warp_op), " waits in ",
                            warp_op_name(in_warp_op->warp_op), " at ", format_where(in_warp_op->where),
@@ -376,6 +376,7 @@ bool release_block_barrier() {
   for (const FiberThread& t : threads) {
     const bool same_site = t.barrier_op == waiting->barrier_op &&
                            t.where.line() == waiting->where.line() &&
+                           t.where.column() == waiting->where.column() &&
                            std::strcmp(t.where.file_name(), waiting->where.file_name()) == 0;
     if (!same_site) {
       fail(cudaErrorLaunchFailure,

@@ -123,6 +123,10 @@ inline unsigned char* dynamic_shared_memory() { return detail::g_block.dynamic_s
 inline constexpr int warpSize = hg::emu::kWarpSize;
 
 // ---- assert: a failed device assert fails the launch (cudaErrorAssert) ---------------
+// Replaces <cassert>'s macro. <assert.h> redefines assert each time it is
+// included, so include <cassert> before <cuda_runtime.h> in kernel files; a
+// later include brings back the host assert, which aborts the test process
+// instead of failing the launch.
 #undef assert
 #if defined(NDEBUG)
 #define assert(expr) static_cast<void>(0)
