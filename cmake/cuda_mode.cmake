@@ -19,8 +19,12 @@ function(hg_configure_cuda target visibility)
     target_include_directories(${target} ${visibility} ${PROJECT_SOURCE_DIR}/kernels/emu/include)
     target_link_libraries(${target} ${visibility} Boost::context)
     if(cu_srcs)
+      # -fno-strict-aliasing: kernels view the same bytes as uint4, float4, half
+      # and hg::half (128-bit packed loads), which nvcc compiles as intended but
+      # g++ may miscompile under strict aliasing.
       set_source_files_properties(${cu_srcs} TARGET_DIRECTORY ${target}
-                                  PROPERTIES LANGUAGE CXX COMPILE_OPTIONS "-xc++;-Wno-unknown-pragmas")
+                                  PROPERTIES LANGUAGE CXX
+                                  COMPILE_OPTIONS "-xc++;-Wno-unknown-pragmas;-fno-strict-aliasing")
     endif()
   else()  # gpu
     target_link_libraries(${target} ${visibility} CUDA::cudart CUDA::cublas CUDA::cublasLt)

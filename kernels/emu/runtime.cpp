@@ -153,6 +153,8 @@ bool is_device_range(const void* ptr, size_t nbytes) {
   return is_device_range_locked(s, ptr, nbytes);
 }
 
+bool is_valid_stream(cudaStream_t stream) { return detail::is_valid_stream(stream); }
+
 namespace detail {
 
 cudaError_t fail(cudaError_t error) {

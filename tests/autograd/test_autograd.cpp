@@ -67,10 +67,10 @@ std::vector<GradCase> grad_cases() {
   c.push_back({"softmax", {{3, 7}}, [](V x) { return hg::softmax(x[0]); }});
   c.push_back({"log_softmax", {{2, 3, 7}}, [](V x) { return hg::log_softmax(x[0]); }});
   c.push_back({"cross_entropy", {{4, 6}}, [](V x) {
-                 return hg::cross_entropy(x[0], from_vector(std::vector<int64_t>{0, 5, 2, 2}));
+                 return hg::cross_entropy(x[0], from_vector(std::vector<int64_t>{0, 5, 2, 2}).to(x[0].device()));
                }});
   c.push_back({"cross_entropy ignore + smoothing", {{4, 6}}, [](V x) {
-                 return hg::cross_entropy(x[0], from_vector(std::vector<int64_t>{1, -100, 3, 0}), -100, 0.1);
+                 return hg::cross_entropy(x[0], from_vector(std::vector<int64_t>{1, -100, 3, 0}).to(x[0].device()), -100, 0.1);
                }});
   c.push_back({"view", {{3, 4}}, [](V x) { return hg::exp(hg::view(x[0], {2, 6})); }});
   c.push_back({"reshape of transpose", {{3, 4}}, [](V x) { return hg::reshape(hg::transpose(x[0], 0, 1), {12}) * 2.0; }});

@@ -73,4 +73,8 @@ namespace hg::emu {
 int device_of_pointer(const void* ptr);
 // True when [ptr, ptr + nbytes) lies inside one live device allocation.
 bool is_device_range(const void* ptr, size_t nbytes);
+// True for the default-stream handles (0, cudaStreamLegacy,
+// cudaStreamPerThread) and for created streams not yet destroyed; a launch on
+// anything else is cudaErrorInvalidResourceHandle on a real GPU.
+bool is_valid_stream(cudaStream_t stream);
 }  // namespace hg::emu
