@@ -102,6 +102,18 @@ Tensor& Tensor::requires_grad_(bool enabled) {
   return *this;
 }
 
+void Tensor::set_data(const Tensor& other) const {
+  HG_CHECK(other.defined(), "set_data: the new data is an undefined tensor");
+  TensorImpl& self = impl();
+  const bool moved = self.dtype != other.dtype() || self.storage->device() != other.device();
+  self.storage = other.storage();
+  self.sizes = other.sizes();
+  self.strides = other.strides();
+  self.offset = other.offset();
+  self.dtype = other.dtype();
+  if (moved) self.grad.reset();
+}
+
 bool Tensor::is_leaf() const {
   return impl().autograd_meta == nullptr || impl().autograd_meta->grad_fn == nullptr;
 }

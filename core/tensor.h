@@ -138,6 +138,11 @@ class Tensor {
   Tensor& requires_grad_(bool enabled = true);
   Tensor grad() const { return Tensor(impl().grad); }
   void set_grad(const Tensor& g) { impl().grad = g.impl_; }
+  // Makes this handle (and every handle sharing its TensorImpl) refer to
+  // other's data: storage, sizes, strides, offset and dtype. Used by
+  // Module::to() so that layers keep their parameter handles. The gradient is
+  // dropped when the dtype or device changes.
+  void set_data(const Tensor& other) const;
   // A leaf has no grad_fn: created by the user (or by detach), not by an op.
   bool is_leaf() const;
   // A view of the same storage that is cut off from the graph (requires_grad false).

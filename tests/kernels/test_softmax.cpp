@@ -374,7 +374,8 @@ TEST_CASE("out-of-range targets on CUDA set the device error flag", "[kernels][s
   // then item() returns the NaN loss and the explicit check below reports it.
   bool item_threw = false;
   try {
-    CHECK(std::isnan(loss.item<float>()));
+    const float value = loss.item<float>();  // outside CHECK: Catch would swallow the throw
+    CHECK(std::isnan(value));
   } catch (const hg::Error& e) {
     item_threw = true;
     CHECK_THAT(std::string(e.what()), Contains("cross_entropy: target 12 at row 3 is out of range [0, 10)"));

@@ -1,0 +1,28 @@
+// hg::nn::functional — stateless layer functions (torch.nn.functional).
+#pragma once
+
+#include "autograd/functions.h"
+
+namespace hg {
+class Generator;
+}
+
+namespace hg::nn::functional {
+
+inline Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b = Tensor()) { return hg::linear(x, w, b); }
+inline Tensor relu(const Tensor& x) { return hg::relu(x); }
+inline Tensor gelu(const Tensor& x, bool tanh_approximation = false) { return hg::gelu(x, tanh_approximation); }
+inline Tensor silu(const Tensor& x) { return hg::silu(x); }
+inline Tensor softmax(const Tensor& x) { return hg::softmax(x); }
+inline Tensor log_softmax(const Tensor& x) { return hg::log_softmax(x); }
+inline Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index = -100,
+                            double label_smoothing = 0.0) {
+  return hg::cross_entropy(logits, targets, ignore_index, label_smoothing);
+}
+// mean((input - target)^2), computed in fp32 for 16-bit inputs.
+Tensor mse_loss(const Tensor& input, const Tensor& target);
+// Zeroes each element with probability p and scales the rest by 1/(1-p) when
+// training; the mask comes from Philox, so it is the same on CPU and CUDA.
+Tensor dropout(const Tensor& x, double p, bool training, Generator* gen = nullptr);
+
+}  // namespace hg::nn::functional

@@ -1,0 +1,79 @@
+// hg::nn::Module — the base of every layer, like torch::nn::Module.
+//
+//   struct Mlp : hg::nn::Module {
+//     std::shared_ptr<hg::nn::Linear> fc1, fc2;
+//     Mlp() {
+//       fc1 = register_module("fc1", std::make_shared<hg::nn::Linear>(784, 256));
+//       fc2 = register_module("fc2", std::make_shared<hg::nn::Linear>(256, 10));
+//     }
+//     hg::Tensor forward(const hg::Tensor& x) override { return fc2->forward(hg::relu(fc1->forward(x))); }
+//   };
+//
+// Parameters and buffers are kept in registration order under dotted names
+// ("fc1.weight"). to(Device)/to(DType) convert them in place (Tensor::set_data),
+// so handles a layer holds stay valid; to(DType) converts floating tensors only.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace hg::nn {
+
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+
+class Module {
+ public:
+  virtual ~Module() = default;
+
+  // Single-input forward; layers override it (Sequential chains it).
+  virtual Tensor forward(const Tensor& x);
+  // Type name for printing and errors ("Linear").
+  virtual std::string type_name() const { return "Module"; }
+
+  Tensor register_parameter(const std::string& name, Tensor t, bool requires_grad = true);
+  Tensor register_buffer(const std::string& name, Tensor t);
+  template <typename M>
+  std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> module) {
+    add_child(name, module);
+    return module;
+  }
+
+  std::vector<Tensor> parameters(bool recurse = true) const;
+  NamedTensors named_parameters(bool recurse = true) const;
+  std::vector<Tensor> buffers(bool recurse = true) const;
+  NamedTensors named_buffers(bool recurse = true) const;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_children() const { return children_; }
+
+  void train(bool on = true);
+  void eval() { train(false); }
+  bool is_training() const { return training_; }
+
+  void to(Device device);
+  void to(DType dtype);  // floating parameters and buffers only
+  // Sets every parameter's .grad to none (or to zeros in place).
+  void zero_grad(bool set_to_none = true);
+
+  // Parameters then buffers, dotted names, in registration order.
+  NamedTensors state_dict() const;
+  // Copies values in place. strict: names must match exactly; shapes and
+  // dtypes always must. Errors list every missing, unexpected or mismatched key.
+  void load_state_dict(const NamedTensors& state, bool strict = true);
+
+ private:
+  void add_child(const std::string& name, std::shared_ptr<Module> module);
+  void check_new_name(const std::string& name) const;
+  void collect(NamedTensors& out, const std::string& prefix, bool params, bool recurse) const;
+
+  NamedTensors parameters_;
+  NamedTensors buffers_;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+  bool training_ = true;
+};
+
+std::ostream& operator<<(std::ostream& os, const Module& m);
+
+}  // namespace hg::nn

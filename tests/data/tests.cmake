@@ -1,0 +1,6 @@
+hg_add_test(test_data LABEL data SOURCES
+  ${CMAKE_CURRENT_LIST_DIR}/test_data.cpp
+)
+# The IDX tests gzip their fixtures with zlib directly.
+find_package(ZLIB REQUIRED)
+target_link_libraries(test_data PRIVATE ZLIB::ZLIB)

@@ -1,0 +1,5 @@
+hg_add_test(test_nn LABEL nn SOURCES
+  ${CMAKE_CURRENT_LIST_DIR}/test_serialize.cpp
+)
+target_compile_definitions(test_nn PRIVATE
+  HG_NN_FIXTURE_DIR="${CMAKE_CURRENT_LIST_DIR}/fixtures")
