@@ -34,7 +34,8 @@ constexpr DTypeName kDTypeNames[] = {
     {kF64, "F64"}, {kF32, "F32"}, {kF16, "F16"}, {kBF16, "BF16"},
     {kI64, "I64"}, {kI32, "I32"}, {kU8, "U8"},   {kBool, "BOOL"},
 };
-static_assert(std::size(kDTypeNames) == kNumDTypes, "every halfgrad dtype needs a safetensors name");
+static_assert(std::size(kDTypeNames) == kNumDTypes,
+              "every halfgrad dtype needs a safetensors name");
 
 std::string errno_text() { return std::strerror(errno); }
 
@@ -153,7 +154,8 @@ void save_safetensors(const std::string& path,
   // Everything that can be checked is checked before the temp file exists.
   std::set<std::string_view> seen;
   for (const auto& [name, tensor] : tensors) {
-    HG_CHECK(!name.empty(), "save_safetensors: a tensor has an empty name; give every tensor a name");
+    HG_CHECK(!name.empty(),
+             "save_safetensors: a tensor has an empty name; give every tensor a name");
     HG_CHECK(name != kMetadataKey, "save_safetensors: '", kMetadataKey,
              "' is reserved for the metadata; rename that tensor");
     HG_CHECK(seen.insert(name).second, "save_safetensors: the name '", name,
@@ -189,8 +191,9 @@ void save_safetensors(const std::string& path,
   // Pad with spaces (valid JSON whitespace) so the buffer starts 8-byte aligned,
   // as the reference writer does; readers can then map tensors in place.
   header_text.append((8 - header_text.size() % 8) % 8, ' ');
-  HG_CHECK(header_text.size() <= kSafetensorsMaxHeaderBytes, "save_safetensors: the header would be ",
-           header_text.size(), " bytes, over the ", kSafetensorsMaxHeaderBytes,
+  HG_CHECK(header_text.size() <= kSafetensorsMaxHeaderBytes,
+           "save_safetensors: the header would be ", header_text.size(), " bytes, over the ",
+           kSafetensorsMaxHeaderBytes,
            "-byte limit readers enforce; split the tensors over several files");
   const uint64_t header_length = header_text.size();
 
@@ -223,8 +226,8 @@ void save_safetensors(const std::string& path,
   // cannot sync folders (EINVAL); the file is already complete there.
   const std::string folder = parent_folder(path);
   FileDescriptor dir(::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  HG_CHECK(dir.valid(), "save_safetensors: wrote '", path, "' but cannot open its folder '",
-           folder, "' to sync it: ", errno_text());
+  HG_CHECK(dir.valid(), "save_safetensors: wrote '", path, "' but cannot open its folder '", folder,
+           "' to sync it: ", errno_text());
   HG_CHECK(::fsync(dir.get()) == 0 || errno == EINVAL, "save_safetensors: wrote '", path,
            "' but fsync of its folder failed: ", errno_text());
 }
@@ -242,8 +245,8 @@ const Tensor& SafetensorsFile::at(std::string_view name) const {
   }
   std::string names;
   for (const auto& entry : tensors) names += (names.empty() ? "" : ", ") + entry.first;
-  HG_FAIL("safetensors file has no tensor named '", name, "'; it holds: ",
-          names.empty() ? "(none)" : names);
+  HG_FAIL("safetensors file has no tensor named '", name,
+          "'; it holds: ", names.empty() ? "(none)" : names);
 }
 
 namespace {
@@ -277,11 +280,12 @@ std::string json_type(const Json& value) {
 void read_exact(int fd, void* data, size_t nbytes, uint64_t file_offset, const std::string& path) {
   char* p = static_cast<char*>(data);
   while (nbytes > 0) {
-    const ssize_t got = ::pread(fd, p, std::min<size_t>(nbytes, size_t{1} << 30),
-                                static_cast<off_t>(file_offset));
+    const ssize_t got =
+        ::pread(fd, p, std::min<size_t>(nbytes, size_t{1} << 30), static_cast<off_t>(file_offset));
     if (got < 0 && errno == EINTR) continue;
-    HG_CHECK(got > 0, "safetensors file '", path, "': reading failed at byte ", file_offset, ": ",
-             got == 0 ? "unexpected end of file (was it truncated while being read?)" : errno_text());
+    HG_CHECK(
+        got > 0, "safetensors file '", path, "': reading failed at byte ", file_offset, ": ",
+        got == 0 ? "unexpected end of file (was it truncated while being read?)" : errno_text());
     p += got;
     nbytes -= static_cast<size_t>(got);
     file_offset += static_cast<uint64_t>(got);
@@ -307,7 +311,8 @@ SafetensorsFile load_safetensors(const std::string& path) {
   uint64_t header_length = 0;
   read_exact(fd.get(), &header_length, sizeof(header_length), 0, path);
   HG_ST_CHECK(header_length <= kSafetensorsMaxHeaderBytes, "header length ", header_length,
-              " exceeds the limit of ", kSafetensorsMaxHeaderBytes, " bytes (corrupt length field?)");
+              " exceeds the limit of ", kSafetensorsMaxHeaderBytes,
+              " bytes (corrupt length field?)");
   HG_ST_CHECK(header_length <= file_size - 8, "header length ", header_length,
               " runs past the end of the file (", file_size - 8,
               " bytes follow the length field); the file is truncated or corrupt");
@@ -318,13 +323,13 @@ SafetensorsFile load_safetensors(const std::string& path) {
 
   // Rule: UTF-8, JSON, an object, no duplicate keys.
   const std::optional<size_t> bad_byte = find_invalid_utf8(header_text);
-  HG_ST_CHECK(!bad_byte, "the header is not valid UTF-8 (bad byte at header offset ", *bad_byte, ")");
+  HG_ST_CHECK(!bad_byte, "the header is not valid UTF-8 (bad byte at header offset ", *bad_byte,
+              ")");
   // nlohmann keeps one value for a repeated key, so a parser callback watches
   // the keys of every object being parsed.
   std::vector<std::set<std::string>> open_objects;
   std::optional<std::string> duplicate;
-  const Json::parser_callback_t track_keys = [&](int, Json::parse_event_t event,
-                                                 Json& parsed) {
+  const Json::parser_callback_t track_keys = [&](int, Json::parse_event_t event, Json& parsed) {
     using Event = Json::parse_event_t;
     if (event == Event::object_start) open_objects.emplace_back();
     if (event == Event::object_end && !open_objects.empty()) open_objects.pop_back();
@@ -350,8 +355,8 @@ SafetensorsFile load_safetensors(const std::string& path) {
   for (const auto& [name, value] : header.items()) {
     if (name == kMetadataKey) {
       // Rule: __metadata__ is an object of strings.
-      HG_ST_CHECK(value.is_object(), "'", kMetadataKey, "' must be an object of strings, but it is a ",
-                  value.type_name());
+      HG_ST_CHECK(value.is_object(), "'", kMetadataKey,
+                  "' must be an object of strings, but it is a ", value.type_name());
       for (const auto& [key, text] : value.items()) {
         HG_ST_CHECK(text.is_string(), "'", kMetadataKey, "' must hold only string values, but '",
                     key, "' is a ", text.type_name());
@@ -365,8 +370,11 @@ SafetensorsFile load_safetensors(const std::string& path) {
     for (const char* key : {"dtype", "shape", "data_offsets"}) {
       HG_ST_CHECK(value.contains(key), "entry '", name, "' is missing the key '", key, "'");
     }
-    HG_ST_CHECK(value.size() == 3, "entry '", name,
-                "' has an unexpected key; only dtype, shape and data_offsets are allowed");
+    for (const auto& [key, ignored] : value.items()) {
+      HG_ST_CHECK(key == "dtype" || key == "shape" || key == "data_offsets", "entry '", name,
+                  "' has an unexpected key '", key,
+                  "'; only dtype, shape and data_offsets are allowed");
+    }
 
     // Rule: a known dtype.
     const Json& dtype_json = value["dtype"];
@@ -379,12 +387,14 @@ SafetensorsFile load_safetensors(const std::string& path) {
     // Rule: the shape is a list of non-negative integers.
     const Json& shape_json = value["shape"];
     HG_ST_CHECK(shape_json.is_array(), "entry '", name,
-                "': shape must be a list of non-negative integers, but it is a ", shape_json.type_name());
+                "': shape must be a list of non-negative integers, but it is a ",
+                shape_json.type_name());
     Entry entry{name, *dtype, {}, 0, 0};
     entry.shape.reserve(shape_json.size());
     for (const Json& dim : shape_json) {
       const std::optional<uint64_t> size = as_count(dim, std::numeric_limits<int64_t>::max());
-      HG_ST_CHECK(size, "entry '", name, "': shape must be a list of non-negative integers, but it holds a ",
+      HG_ST_CHECK(size, "entry '", name,
+                  "': shape must be a list of non-negative integers, but it holds a ",
                   json_type(dim), " (", dim.dump(), ")");
       entry.shape.push_back(static_cast<int64_t>(*size));
     }
@@ -396,21 +406,23 @@ SafetensorsFile load_safetensors(const std::string& path) {
         two ? as_count(offsets[0], std::numeric_limits<uint64_t>::max()) : std::nullopt;
     const std::optional<uint64_t> end =
         two ? as_count(offsets[1], std::numeric_limits<uint64_t>::max()) : std::nullopt;
-    HG_ST_CHECK(begin && end && *begin <= *end, "entry '", name,
-                "': data_offsets must be two non-negative integers [begin, end] with begin <= end, got ",
-                offsets.dump());
+    HG_ST_CHECK(
+        begin && end && *begin <= *end, "entry '", name,
+        "': data_offsets must be two non-negative integers [begin, end] with begin <= end, got ",
+        offsets.dump());
     entry.begin = *begin;
     entry.end = *end;
 
     // Rule: shape x dtype size equals the byte span, computed without overflow.
     uint64_t nbytes = dtype_size(entry.dtype);
     for (int64_t dim : entry.shape) {
-      HG_ST_CHECK(!__builtin_mul_overflow(nbytes, static_cast<uint64_t>(dim), &nbytes), "entry '", name,
-                  "': shape ", shape_to_string(entry.shape), " overflows a 64-bit byte count");
+      HG_ST_CHECK(!__builtin_mul_overflow(nbytes, static_cast<uint64_t>(dim), &nbytes), "entry '",
+                  name, "': shape ", shape_to_string(entry.shape),
+                  " overflows a 64-bit byte count");
     }
     HG_ST_CHECK(nbytes == entry.end - entry.begin, "entry '", name, "': shape ",
-                shape_to_string(entry.shape), " of ", dtype_json.get<std::string>(), " needs ", nbytes,
-                " bytes but data_offsets span ", entry.end - entry.begin);
+                shape_to_string(entry.shape), " of ", dtype_json.get<std::string>(), " needs ",
+                nbytes, " bytes but data_offsets span ", entry.end - entry.begin);
 
     // Rule: the span lies inside the buffer.
     HG_ST_CHECK(entry.end <= buffer_size, "entry '", name, "': data_offsets [", entry.begin, ", ",
@@ -442,7 +454,8 @@ SafetensorsFile load_safetensors(const std::string& path) {
   const uint64_t buffer_start = 8 + header_length;
   for (const Entry& e : entries) {
     Tensor t = empty(e.shape, {.dtype = e.dtype});
-    if (t.nbytes() > 0) read_exact(fd.get(), t.data_ptr(), t.nbytes(), buffer_start + e.begin, path);
+    if (t.nbytes() > 0)
+      read_exact(fd.get(), t.data_ptr(), t.nbytes(), buffer_start + e.begin, path);
     if (e.dtype == kBool) {
       // Rule: a bool byte is 0 or 1; any other value is undefined behaviour in C++.
       const auto* bytes = static_cast<const uint8_t*>(t.data_ptr());

@@ -4,7 +4,8 @@
 //   [8 bytes]  u64 N, the header length
 //   [N bytes]  UTF-8 JSON object, padded with spaces so the buffer starts 8-aligned:
 //              {"__metadata__": {"step": "100"},
-//               "fc1.weight": {"dtype": "F16", "shape": [128, 784], "data_offsets": [0, 200704]}, ...}
+//               "fc1.weight": {"dtype": "F16", "shape": [128, 784], "data_offsets": [0, 200704]},
+//               ...}
 //   [rest]     the byte buffer; data_offsets are [begin, end) relative to its start
 // dtype names: F64 F32 F16 BF16 I64 I32 U8 BOOL (halfgrad's eight dtypes).
 //

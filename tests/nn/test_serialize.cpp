@@ -1,11 +1,12 @@
 // safetensors checkpoints: bit-exact round trips of every dtype, one hand-crafted
 // corrupt file per validation rule, atomic saves, and a file written by PyTorch.
-#include <catch2/catch.hpp>
-
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <catch2/catch.hpp>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -46,13 +47,15 @@ std::string read_bytes(const fs::path& path) {
 }
 
 void write_bytes(const fs::path& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  std::ofstream(path, std::ios::binary)
+      .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
 
 // The raw bytes of a tensor in row-major order.
 std::string tensor_bytes(const Tensor& t) {
   Tensor c = t.cpu().contiguous();
-  return c.nbytes() == 0 ? std::string() : std::string(static_cast<const char*>(c.data_ptr()), c.nbytes());
+  return c.nbytes() == 0 ? std::string()
+                         : std::string(static_cast<const char*>(c.data_ptr()), c.nbytes());
 }
 
 // A CPU tensor holding exactly these bytes (lets tests pick f16/bf16 bit patterns).
@@ -69,7 +72,8 @@ std::string craft(const std::string& header, const std::string& buffer = "",
                   std::optional<uint64_t> length = std::nullopt) {
   const uint64_t n = length.value_or(header.size());
   std::string bytes(8, '\0');
-  for (int i = 0; i < 8; ++i) bytes[static_cast<size_t>(i)] = static_cast<char>((n >> (8 * i)) & 0xFF);
+  for (int i = 0; i < 8; ++i)
+    bytes[static_cast<size_t>(i)] = static_cast<char>((n >> (8 * i)) & 0xFF);
   return bytes + header + buffer;
 }
 
@@ -101,7 +105,8 @@ struct FileSizeCap {
   void (*old_handler)(int) = nullptr;
   explicit FileSizeCap(rlim_t max_bytes) {
     REQUIRE(::getrlimit(RLIMIT_FSIZE, &old_limit) == 0);
-    old_handler = ::signal(SIGXFSZ, SIG_IGN);  // write() then fails with EFBIG instead of killing us
+    old_handler =
+        ::signal(SIGXFSZ, SIG_IGN);  // write() then fails with EFBIG instead of killing us
     rlimit capped = old_limit;
     capped.rlim_cur = max_bytes;
     REQUIRE(::setrlimit(RLIMIT_FSIZE, &capped) == 0);
@@ -116,8 +121,9 @@ using Named = std::vector<std::pair<std::string, Tensor>>;
 
 // One tensor of every dtype, with awkward values, ranks and layouts.
 Named every_dtype() {
-  const std::vector<uint16_t> half_bits = {0x0000, 0x8000, 0x3c00, 0x7c00,   // 0, -0, 1, inf
-                                           0xfc00, 0x7e01, 0x0001, 0x7bff};  // -inf, NaN payload, subnormal, max
+  const std::vector<uint16_t> half_bits = {
+      0x0000, 0x8000, 0x3c00, 0x7c00,   // 0, -0, 1, inf
+      0xfc00, 0x7e01, 0x0001, 0x7bff};  // -inf, NaN payload, subnormal, max
   const std::vector<uint16_t> bf16_bits = {0x0000, 0x8000, 0x3f80, 0x7f80,
                                            0xff80, 0x7fc1, 0x0001, 0x7f7f};
   return {
@@ -174,7 +180,8 @@ TEST_CASE("round trip of every dtype keeps bits, shapes, order and metadata", "[
   CHECK(loaded.at("f32_scalar").dim() == 0);
   CHECK(loaded.contains("u8"));
   CHECK_FALSE(loaded.contains("missing"));
-  CHECK_THROWS_WITH(loaded.at("missing"), Contains("no tensor named 'missing'") && Contains("f16_bits"));
+  CHECK_THROWS_WITH(loaded.at("missing"),
+                    Contains("no tensor named 'missing'") && Contains("f16_bits"));
 
   // Saving over an existing file replaces it; no metadata means no __metadata__ key.
   nn::save_safetensors(path.string(), {{"only", ones({2})}});
@@ -189,7 +196,8 @@ TEST_CASE("round trip of every dtype keeps bits, shapes, order and metadata", "[
   }
 }
 
-TEST_CASE("a file written by PyTorch's safetensors loads with the right values", "[nn][serialize]") {
+TEST_CASE("a file written by PyTorch's safetensors loads with the right values",
+          "[nn][serialize]") {
   const nn::SafetensorsFile f =
       nn::load_safetensors(std::string(HG_NN_FIXTURE_DIR) + "/torch_written.safetensors");
   CHECK(f.metadata == std::map<std::string, std::string>{{"format", "pt"}, {"source", "torch"}});
@@ -240,7 +248,7 @@ TEST_CASE("each validation rule rejects a file that breaks it", "[nn][serialize]
   }
   SECTION("header not UTF-8") {
     expect_rejected(craft("{\"\xff\":{}}"), "not valid UTF-8");
-    expect_rejected(craft("{\"\xc0\xaf\":{}}"), "not valid UTF-8");  // overlong '/'
+    expect_rejected(craft("{\"\xc0\xaf\":{}}"), "not valid UTF-8");      // overlong '/'
     expect_rejected(craft("{\"\xed\xa0\x80\":{}}"), "not valid UTF-8");  // surrogate
   }
   SECTION("header not JSON") { expect_rejected(craft("{\"a\": "), "not valid JSON"); }
@@ -255,7 +263,7 @@ TEST_CASE("each validation rule rejects a file that breaks it", "[nn][serialize]
   SECTION("entry with an extra key") {
     expect_rejected(
         craft("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8],\"x\":1}}", eight),
-        "unexpected key");
+        "has an unexpected key 'x'");
   }
   SECTION("unknown dtype") {
     expect_rejected(craft("{" + entry("a", "I8", "[8]", "[0,8]") + "}", eight), "unknown dtype");
@@ -268,7 +276,8 @@ TEST_CASE("each validation rule rejects a file that breaks it", "[nn][serialize]
     expect_rejected(craft("{" + entry("a", "F32", "[-2]", "[0,8]") + "}", eight), rule);
     expect_rejected(craft("{" + entry("a", "F32", "[2.0]", "[0,8]") + "}", eight), rule);
     expect_rejected(craft("{" + entry("a", "F32", "[\"2\"]", "[0,8]") + "}", eight), rule);
-    expect_rejected(craft("{" + entry("a", "F32", "[9223372036854775808]", "[0,8]") + "}", eight), rule);
+    expect_rejected(craft("{" + entry("a", "F32", "[9223372036854775808]", "[0,8]") + "}", eight),
+                    rule);
   }
   SECTION("data_offsets not two integers with begin <= end") {
     const std::string rule = "data_offsets must be two non-negative integers";
@@ -294,9 +303,10 @@ TEST_CASE("each validation rule rejects a file that breaks it", "[nn][serialize]
     expect_rejected(craft("{" + entry("a", "F32", "[2]", "[4,12]") + "}", eight),
                     "run past the data buffer, which is 8 bytes");
     // An end near 2^64 must not wrap any sum around.
-    expect_rejected(craft("{" + entry("a", "U8", "[8]", "[18446744073709551607,18446744073709551615]") +
-                          "}", eight),
-                    "run past the data buffer");
+    expect_rejected(
+        craft("{" + entry("a", "U8", "[8]", "[18446744073709551607,18446744073709551615]") + "}",
+              eight),
+        "run past the data buffer");
   }
   SECTION("overlapping tensors") {
     expect_rejected(craft("{" + ok_a + "," + entry("b", "F32", "[1]", "[4,8]") + "}", eight),
@@ -307,12 +317,14 @@ TEST_CASE("each validation rule rejects a file that breaks it", "[nn][serialize]
   }
   SECTION("gap between tensors") {
     expect_rejected(craft("{" + entry("a", "F32", "[1]", "[0,4]") + "," +
-                          entry("b", "U8", "[2]", "[6,8]") + "}", eight),
+                              entry("b", "U8", "[2]", "[6,8]") + "}",
+                          eight),
                     "bytes [4, 6) of the data buffer belong to no tensor (a gap before 'b')");
   }
   SECTION("trailing bytes after the last tensor") {
-    expect_rejected(craft("{" + entry("a", "F32", "[1]", "[0,4]") + "}", eight),
-                    "bytes [4, 8) at the end of the data buffer belong to no tensor (trailing bytes)");
+    expect_rejected(
+        craft("{" + entry("a", "F32", "[1]", "[0,4]") + "}", eight),
+        "bytes [4, 8) at the end of the data buffer belong to no tensor (trailing bytes)");
     expect_rejected(craft("{}", "x"), "trailing bytes");
   }
   SECTION("duplicate names") {
@@ -328,7 +340,8 @@ TEST_CASE("each validation rule rejects a file that breaks it", "[nn][serialize]
                     "'__metadata__' must hold only string values, but 'step' is a number");
   }
   SECTION("BOOL bytes other than 0 and 1") {
-    expect_rejected(craft("{" + entry("m", "BOOL", "[8]", "[0,8]") + "}", std::string("\x01\x00\x02\x00\x00\x00\x00\x00", 8)),
+    expect_rejected(craft("{" + entry("m", "BOOL", "[8]", "[0,8]") + "}",
+                          std::string("\x01\x00\x02\x00\x00\x00\x00\x00", 8)),
                     "holds the byte 2 at element 2; only 0 and 1 are valid");
   }
   SECTION("missing file") {
@@ -343,13 +356,16 @@ TEST_CASE("save_safetensors rejects bad names before touching the disk", "[nn][s
   CHECK_THROWS_WITH(nn::save_safetensors(path, {{"", ones({1})}}), Contains("empty name"));
   CHECK_THROWS_WITH(nn::save_safetensors(path, {{"a", ones({1})}, {"a", ones({2})}}),
                     Contains("'a' is used by two tensors"));
-  CHECK_THROWS_WITH(nn::save_safetensors(path, {{"__metadata__", ones({1})}}), Contains("reserved"));
+  CHECK_THROWS_WITH(nn::save_safetensors(path, {{"__metadata__", ones({1})}}),
+                    Contains("reserved"));
   CHECK_THROWS_WITH(nn::save_safetensors(path, {{"a", Tensor()}}), Contains("'a' is undefined"));
-  CHECK_THROWS_WITH(nn::save_safetensors(path, {{"a\xff", ones({1})}}), Contains("not valid UTF-8"));
+  CHECK_THROWS_WITH(nn::save_safetensors(path, {{"a\xff", ones({1})}}),
+                    Contains("not valid UTF-8"));
   CHECK(dir.entries().empty());
 }
 
-TEST_CASE("a save that fails midway leaves the old checkpoint and no temp file", "[nn][serialize]") {
+TEST_CASE("a save that fails midway leaves the old checkpoint and no temp file",
+          "[nn][serialize]") {
   TempDir dir;
   const fs::path path = dir.path / "ckpt.safetensors";
   nn::save_safetensors(path.string(), {{"w", ones({4})}}, {{"version", "old"}});
@@ -358,9 +374,9 @@ TEST_CASE("a save that fails midway leaves the old checkpoint and no temp file",
     // The 1 MiB tensor crosses a 64 KiB file size cap: write() fails with EFBIG
     // after the temp file already holds the header and part of the data.
     FileSizeCap cap(64 * 1024);
-    CHECK_THROWS_WITH(nn::save_safetensors(path.string(), {{"w", zeros({256 * 1024})}},
-                                           {{"version", "new"}}),
-                      Contains("writing") && Contains(".tmp."));
+    CHECK_THROWS_WITH(
+        nn::save_safetensors(path.string(), {{"w", zeros({256 * 1024})}}, {{"version", "new"}}),
+        Contains("writing") && Contains(".tmp."));
   }
   CHECK(read_bytes(path) == before);
   CHECK(dir.entries() == std::set<std::string>{"ckpt.safetensors"});
@@ -379,7 +395,78 @@ TEST_CASE("a save whose rename fails removes its temp file", "[nn][serialize]") 
   CHECK(read_bytes(target / "keep") == "old");
 
   // A missing folder fails before any file exists.
-  CHECK_THROWS_WITH(nn::save_safetensors((dir.path / "no" / "x.safetensors").string(), {{"w", ones({1})}}),
-                    Contains("cannot create the temp file"));
+  CHECK_THROWS_WITH(
+      nn::save_safetensors((dir.path / "no" / "x.safetensors").string(), {{"w", ones({1})}}),
+      Contains("cannot create the temp file"));
   CHECK(dir.entries() == std::set<std::string>{"ckpt.safetensors"});
+}
+
+TEST_CASE("docs/checkpoints.md example", "[nn][serialize]") {
+  TempDir dir;
+  const std::string path = (dir.path / "model.safetensors").string();
+  hg::Tensor w = hg::randn({128, 784}, {.dtype = hg::kF16});
+  hg::Tensor b = hg::zeros({128});
+  hg::nn::save_safetensors(path, {{"fc1.weight", w}, {"fc1.bias", b}}, {{"step", "1000"}});
+
+  hg::nn::SafetensorsFile f = hg::nn::load_safetensors(path);
+  hg::Tensor w2 = f.at("fc1.weight");
+  std::string step = f.metadata.at("step");
+  CHECK(tensor_bytes(w2) == tensor_bytes(w));
+  CHECK(w2.dtype() == hg::kF16);
+  CHECK(step == "1000");
+}
+
+TEST_CASE("every truncation of a valid file is an hg::Error, never a crash", "[nn][serialize]") {
+  TempDir dir;
+  const fs::path path = dir.path / "full.safetensors";
+  nn::save_safetensors(path.string(), every_dtype(), kMetadata);
+  const std::string full = read_bytes(path);
+  const fs::path cut = dir.path / "cut.safetensors";
+  for (size_t size = 0; size < full.size(); ++size) {
+    write_bytes(cut, full.substr(0, size));
+    INFO("truncated to " << size << " of " << full.size() << " bytes");
+    CHECK_THROWS_AS(nn::load_safetensors(cut.string()), Error);
+  }
+}
+
+TEST_CASE("a save killed at a random moment leaves a complete checkpoint", "[nn][serialize]") {
+  TempDir dir;
+  const fs::path path = dir.path / "ckpt.safetensors";
+  nn::save_safetensors(path.string(), {{"w", zeros({4})}}, {{"version", "old"}});
+  // Each version fills w with its own number, so a torn file would show mixed values.
+  const Tensor ones_w = full({256 * 1024}, 1.0);
+  const Tensor twos_w = full({256 * 1024}, 2.0);
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    // Saves forever, alternating versions, until the parent kills it.
+    for (int i = 0;; ++i) {
+      try {
+        nn::save_safetensors(path.string(), {{"w", i % 2 ? twos_w : ones_w}},
+                             {{"version", std::to_string(1 + i % 2)}});
+      } catch (...) {
+        ::_exit(3);
+      }
+    }
+  }
+  ::usleep(30'000);
+  REQUIRE(::kill(child, SIGKILL) == 0);
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  CHECK((WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL));
+
+  const nn::SafetensorsFile f = nn::load_safetensors(path.string());
+  const std::string version = f.metadata.at("version");
+  INFO("version " << version);
+  const std::vector<float> w = f.at("w").to_vector<float>();
+  if (version == "old") {
+    CHECK(w == std::vector<float>(4, 0.0f));
+  } else {
+    CHECK(w == std::vector<float>(256 * 1024, version == "1" ? 1.0f : 2.0f));
+  }
+  // Only the killed save's own temp file may be left next to the checkpoint.
+  for (const std::string& name : dir.entries()) {
+    if (name == "ckpt.safetensors") continue;
+    CHECK_THAT(name, Contains("ckpt.safetensors.tmp." + std::to_string(child) + "."));
+  }
 }
