@@ -6,7 +6,8 @@
 // dtype rules: binary ops compute in the promoted dtype of their inputs
 // (floating beats integer, wider beats narrower, f16 with bf16 gives f32);
 // comparisons return bool; reductions accumulate in fp32 (f64 for f64) and
-// return the input dtype (argmax returns i64); cross_entropy returns f32.
+// return the input dtype (argmax returns i64); cross_entropy returns f32 (f64 for f64 logits,
+// so that gradcheck in f64 is meaningful).
 #pragma once
 
 #include <cstdint>

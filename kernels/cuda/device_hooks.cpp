@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "kernels/cuda/caching_allocator.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/device_error.h"
 #include "kernels/cuda/runtime.h"
 
 namespace hg::cuda {
@@ -47,9 +48,15 @@ class CudaHooks final : public DeviceHooks {
     const Stream stream = current_stream(device);
     HG_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, kind, stream.handle()));
     stream.synchronize();
+    // A device-to-host copy is a sync point: report errors kernels flagged
+    // (Note [Device error flag] in kernels/cuda/device_error.h).
+    if (src_device.is_cuda() && !dst_device.is_cuda()) check_device_errors(device);
   }
 
-  void synchronize(Device device) override { hg::cuda::synchronize(device.index); }
+  void synchronize(Device device) override {
+    hg::cuda::synchronize(device.index);
+    check_device_errors(device.index);
+  }
 };
 
 CudaHooks& cuda_hooks() {
