@@ -1,5 +1,6 @@
 // Argument checks, dtype promotion, output allocation and device dispatch for
 // the elementwise part of the kernel API (kernels/ops.h).
+#include "kernels/dispatch.h"
 #include "kernels/ops.h"
 
 #include "kernels/backend.h"
@@ -8,13 +9,6 @@ namespace hg::ops {
 
 namespace {
 
-// Calls cpu::fn or cuda::fn depending on the device of `out`.
-#if defined(HG_WITH_CUDA)
-#define HG_BACKEND_CALL(device, fn, ...) \
-  ((device).is_cpu() ? ::hg::cpu::fn(__VA_ARGS__) : ::hg::cuda::fn(__VA_ARGS__))
-#else
-#define HG_BACKEND_CALL(device, fn, ...) ::hg::cpu::fn(__VA_ARGS__)
-#endif
 
 void check_defined(const Tensor& t, OpId op, const char* what) {
   HG_CHECK(t.defined(), op_name(op), ": ", what, " is an undefined tensor");

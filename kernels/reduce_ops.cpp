@@ -13,19 +13,13 @@
 #include <limits>
 #include <string>
 
+#include "kernels/dispatch.h"
 #include "kernels/reduce.h"
 
 namespace hg::ops {
 
 namespace {
 
-// Calls cpu::fn or cuda::fn depending on the device.
-#if defined(HG_WITH_CUDA)
-#define HG_REDUCE_CALL(device, fn, ...) \
-  ((device).is_cpu() ? ::hg::cpu::fn(__VA_ARGS__) : ::hg::cuda::fn(__VA_ARGS__))
-#else
-#define HG_REDUCE_CALL(device, fn, ...) ::hg::cpu::fn(__VA_ARGS__)
-#endif
 
 std::string dims_to_string(const std::vector<int64_t>& dims) {
   return shape_to_string(Shape(dims.begin(), dims.end()));
@@ -145,7 +139,7 @@ Tensor reduce(OpId op, const Tensor& x, const std::vector<int64_t>& dims, bool k
   if (out_dtype != x.dtype()) plan.permuted = plan.permuted.to(out_dtype);
   const Tensor rows = rows_view(plan);
   const Tensor out_rows = out.as_strided({plan.rows}, {1}, out.offset());
-  HG_REDUCE_CALL(x.device(), reduce_rows, op, out_rows, rows);
+  HG_BACKEND_CALL(x.device(), reduce_rows, op, out_rows, rows);
   return out;
 }
 
@@ -161,7 +155,7 @@ Tensor argmax(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
   if (plan.rows == 0) return out;
   const Tensor rows = rows_view(plan);
   const Tensor out_rows = out.as_strided({plan.rows}, {1}, out.offset());
-  HG_REDUCE_CALL(x.device(), argmax_rows, out_rows, rows);
+  HG_BACKEND_CALL(x.device(), argmax_rows, out_rows, rows);
   return out;
 }
 

@@ -1,6 +1,7 @@
 // Argument checks, dtype rules, output allocation and device dispatch for the
 // softmax family and fused cross-entropy (kernels/softmax.h). The backends get
 // contiguous tensors (see the preconditions there).
+#include "kernels/dispatch.h"
 #include "kernels/softmax.h"
 
 #include "kernels/ops.h"
@@ -9,12 +10,6 @@ namespace hg::ops {
 
 namespace {
 
-#if defined(HG_WITH_CUDA)
-#define HG_BACKEND_CALL(device, fn, ...) \
-  ((device).is_cpu() ? ::hg::cpu::fn(__VA_ARGS__) : ::hg::cuda::fn(__VA_ARGS__))
-#else
-#define HG_BACKEND_CALL(device, fn, ...) ::hg::cpu::fn(__VA_ARGS__)
-#endif
 
 void check_floating_input(OpId op, const Tensor& t, const char* what) {
   HG_CHECK(t.defined(), op_name(op), ": ", what, " is an undefined tensor");

@@ -19,6 +19,7 @@
 #include "kernels/cuda/device_error.h"
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/row_reduce.cuh"
 #include "kernels/cuda/runtime.h"
 #include "kernels/softmax.h"
 
@@ -26,19 +27,8 @@ namespace hg::cuda {
 
 namespace {
 
-constexpr int kWarpSize = 32;
-constexpr int kWarpRowMax = 1024;
-constexpr int kWarpRowsPerBlock = 4;
-constexpr int kMaxWarpsPerBlock = 32;
-constexpr int64_t kMaxGridRows = 1 << 20;
 constexpr int kReduceThreads = 256;  // the single block of the row-sum kernels
 
-template <typename A>
-__device__ __forceinline__ A nan_max(A a, A b) {
-  if (a != a) return a;
-  if (b != b) return b;
-  return a > b ? a : b;
-}
 
 // Two sums reduced together: s = sum exp(x - m), gap = sum (m - x).
 template <typename A>
@@ -48,54 +38,10 @@ struct SumPair {
 };
 
 template <typename A>
-__device__ __forceinline__ A shuffle_xor(A v, int lane_mask) {
-  return __shfl_xor_sync(0xffffffffu, v, lane_mask);
-}
-template <typename A>
 __device__ __forceinline__ SumPair<A> shuffle_xor(SumPair<A> v, int lane_mask) {
   return {__shfl_xor_sync(0xffffffffu, v.s, lane_mask), __shfl_xor_sync(0xffffffffu, v.gap, lane_mask)};
 }
 
-// Reduces over the threads of one row, result in every one of them (same
-// scheme as row_allreduce in softmax.cu: xor butterfly, then warp partials in
-// shared memory folded in warp order for block rows).
-template <bool kBlockPerRow, typename V, typename Merge>
-__device__ __forceinline__ V row_allreduce(V value, Merge merge_fn, V* partials) {
-#pragma unroll
-  for (int lane_mask = kWarpSize / 2; lane_mask > 0; lane_mask /= 2) {
-    value = merge_fn(value, shuffle_xor(value, lane_mask));
-  }
-  if constexpr (kBlockPerRow) {
-    const int warp_id = threadIdx.x / kWarpSize, lane_id = threadIdx.x % kWarpSize;
-    const int num_warps = blockDim.x / kWarpSize;
-    if (lane_id == 0) partials[warp_id] = value;
-    __syncthreads();
-    value = partials[0];
-    for (int w = 1; w < num_warps; ++w) value = merge_fn(value, partials[w]);
-    __syncthreads();
-  }
-  return value;
-}
-
-struct RowSplit {
-  int64_t first_row;
-  int64_t row_step;
-  int lane;     // index of this thread among the row's threads
-  int threads;  // threads per row
-};
-
-template <bool kBlockPerRow>
-__device__ __forceinline__ RowSplit row_split() {
-  if constexpr (kBlockPerRow) {
-    return {static_cast<int64_t>(blockIdx.x), static_cast<int64_t>(gridDim.x),
-            static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x)};
-  } else {
-    const int warps = blockDim.x / kWarpSize;
-    return {static_cast<int64_t>(blockIdx.x) * warps + threadIdx.x / kWarpSize,
-            static_cast<int64_t>(gridDim.x) * warps, static_cast<int>(threadIdx.x % kWarpSize),
-            kWarpSize};
-  }
-}
 
 // Row statistics shared by forward and backward: m = max_c x_c (NaN-propagating),
 // s = sum_c exp(x_c - m), and (need_gap) gap = sum_c (m - x_c).

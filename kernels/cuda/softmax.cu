@@ -19,6 +19,7 @@
 
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/row_reduce.cuh"
 #include "kernels/cuda/runtime.h"
 #include "kernels/softmax.h"
 
@@ -26,11 +27,6 @@ namespace hg::cuda {
 
 namespace {
 
-constexpr int kWarpSize = 32;
-constexpr int kWarpRowMax = 1024;       // longest row handled by one warp
-constexpr int kWarpRowsPerBlock = 4;    // warp-per-row blocks: 128 threads
-constexpr int kMaxWarpsPerBlock = 32;   // 1024 threads
-constexpr int64_t kMaxGridRows = 1 << 20;  // grid cap; kernels loop over the rest
 
 // A running (max, sum of exp(x - max)) pair: the online-softmax state.
 template <typename A>
@@ -39,12 +35,6 @@ struct MaxSum {
   A s;  // sum of exp(x - m) over the elements seen
 };
 
-template <typename A>
-__device__ __forceinline__ A nan_max(A a, A b) {
-  if (a != a) return a;
-  if (b != b) return b;
-  return a > b ? a : b;
-}
 
 // Adds one element. exp(-inf - -inf) is NaN, so -inf elements add 0 explicitly
 // (an all -inf row then ends with s = 0 and a NaN result, as in PyTorch); a
@@ -78,56 +68,10 @@ __device__ __forceinline__ A merge_sum(A a, A b) {
 }
 
 template <typename A>
-__device__ __forceinline__ A shuffle_xor(A v, int lane_mask) {
-  return __shfl_xor_sync(0xffffffffu, v, lane_mask);
-}
-template <typename A>
 __device__ __forceinline__ MaxSum<A> shuffle_xor(MaxSum<A> v, int lane_mask) {
   return {__shfl_xor_sync(0xffffffffu, v.m, lane_mask), __shfl_xor_sync(0xffffffffu, v.s, lane_mask)};
 }
 
-// Reduces `value` over the threads of one row; every one of them gets the
-// result. Warp rows: an xor butterfly (a+b == b+a bit for bit, so all lanes
-// agree). Block rows: then lane 0 of each warp posts to `partials` (shared,
-// >= blockDim.x / 32 entries), and every thread folds them in warp order.
-template <bool kBlockPerRow, typename V, typename Merge>
-__device__ __forceinline__ V row_allreduce(V value, Merge merge_fn, V* partials) {
-#pragma unroll
-  for (int lane_mask = kWarpSize / 2; lane_mask > 0; lane_mask /= 2) {
-    value = merge_fn(value, shuffle_xor(value, lane_mask));
-  }
-  if constexpr (kBlockPerRow) {
-    const int warp_id = threadIdx.x / kWarpSize, lane_id = threadIdx.x % kWarpSize;
-    const int num_warps = blockDim.x / kWarpSize;
-    if (lane_id == 0) partials[warp_id] = value;
-    __syncthreads();
-    value = partials[0];
-    for (int w = 1; w < num_warps; ++w) value = merge_fn(value, partials[w]);
-    __syncthreads();  // partials may be reused by the next reduction
-  }
-  return value;
-}
-
-// Which row this thread starts on, its index within the row, the row stride.
-struct RowSplit {
-  int64_t first_row;
-  int64_t row_step;
-  int lane;     // index of this thread among the row's threads
-  int threads;  // threads per row
-};
-
-template <bool kBlockPerRow>
-__device__ __forceinline__ RowSplit row_split() {
-  if constexpr (kBlockPerRow) {
-    return {static_cast<int64_t>(blockIdx.x), static_cast<int64_t>(gridDim.x),
-            static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x)};
-  } else {
-    const int warps = blockDim.x / kWarpSize;
-    return {static_cast<int64_t>(blockIdx.x) * warps + threadIdx.x / kWarpSize,
-            static_cast<int64_t>(gridDim.x) * warps, static_cast<int>(threadIdx.x % kWarpSize),
-            kWarpSize};
-  }
-}
 
 // softmax_forward_kernel<T, kLog, kBlockPerRow>
 //   formula    m = max_c x_c, s = sum_c exp(x_c - m) (online: one pass)
