@@ -5,10 +5,12 @@ list(APPEND HG_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/../softmax_ops.cpp
   ${CMAKE_CURRENT_LIST_DIR}/../gemm_ops.cpp
   ${CMAKE_CURRENT_LIST_DIR}/../random_ops.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/../optimizer_ops.cpp
   ${CMAKE_CURRENT_LIST_DIR}/elementwise.cpp
   ${CMAKE_CURRENT_LIST_DIR}/reduce.cpp
   ${CMAKE_CURRENT_LIST_DIR}/softmax.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cross_entropy.cpp
   ${CMAKE_CURRENT_LIST_DIR}/gemm.cpp
   ${CMAKE_CURRENT_LIST_DIR}/random.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/optimizer.cpp
 )

@@ -1,0 +1,101 @@
+// Fused optimizer steps (SGD, Adam, AdamW) over many parameters at once, with
+// fp32 master weights for 16-bit parameters and an on-device skip switch.
+//
+// Note [Fused optimizer step]
+// For every parameter slot: g = grad * inv_scale (in fp32); the update runs on
+// the fp32 master (or on the f32 parameter itself) and the moments (fp32), and
+// a 16-bit parameter is rewritten as the master rounded once — all in one
+// pass over the elements. The step counter, inv_scale and found_inf live in
+// device memory (f32 [1] tensors): when *found_inf != 0 nothing is written and
+// the counter does not advance, so a scaler can skip steps with no host sync.
+// On CUDA one launch covers all slots of one (param dtype, grad dtype) pair:
+// a table of 2048-element chunks, one block per chunk (multi-tensor apply).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "core/macros.h"
+#include "core/tensor.h"
+
+namespace hg {
+
+enum class OptimizerKind : uint8_t { kSgd, kAdam, kAdamW };
+
+struct OptimizerHyper {
+  OptimizerKind kind = OptimizerKind::kSgd;
+  float lr = 0.01f;
+  float weight_decay = 0.0f;
+  float momentum = 0.0f;   // SGD
+  float dampening = 0.0f;  // SGD
+  bool nesterov = false;   // SGD
+  float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;  // Adam, AdamW
+};
+
+// One parameter and its optimizer state, all on one device.
+struct OptimizerSlot {
+  Tensor param;   // f32, f16 or bf16, contiguous
+  Tensor grad;    // same shape, any floating dtype, contiguous
+  Tensor master;  // f32 copy of a 16-bit param; undefined for f32 params
+  Tensor state1;  // f32: SGD momentum buffer / Adam exp_avg (undefined if unused)
+  Tensor state2;  // f32: Adam exp_avg_sq (undefined if unused)
+};
+
+// The per-step scalars every element needs.
+struct StepScalars {
+  OptimizerHyper h;
+  float inv_scale = 1.0f;
+  float step = 1.0f;  // the step being applied (1 for the first)
+};
+
+// The update of one element: returns the new master value; updates m and v.
+HG_HOST_DEVICE inline float optimizer_update(const StepScalars& s, float p, float g, float& m, float& v) {
+  const OptimizerHyper& h = s.h;
+  g *= s.inv_scale;
+  switch (h.kind) {
+    case OptimizerKind::kSgd: {
+      if (h.weight_decay != 0.0f) g += h.weight_decay * p;
+      if (h.momentum != 0.0f) {
+        m = s.step <= 1.0f ? g : h.momentum * m + (1.0f - h.dampening) * g;
+        g = h.nesterov ? g + h.momentum * m : m;
+      }
+      return p - h.lr * g;
+    }
+    case OptimizerKind::kAdam:
+    case OptimizerKind::kAdamW: {
+      if (h.kind == OptimizerKind::kAdamW) {
+        p *= 1.0f - h.lr * h.weight_decay;  // decoupled decay
+      } else if (h.weight_decay != 0.0f) {
+        g += h.weight_decay * p;
+      }
+      m = h.beta1 * m + (1.0f - h.beta1) * g;
+      v = h.beta2 * v + (1.0f - h.beta2) * g * g;
+      const float bc1 = 1.0f - powf(h.beta1, s.step);
+      const float bc2 = 1.0f - powf(h.beta2, s.step);
+      return p - h.lr * (m / bc1) / (sqrtf(v / bc2) + h.eps);
+    }
+  }
+  return p;
+}
+
+namespace ops {
+// Applies one step to every slot (Note [Fused optimizer step]). step, and the
+// optional inv_scale and found_inf, are f32 [1] tensors on the slots' device.
+void fused_optimizer_step(const std::vector<OptimizerSlot>& slots, const OptimizerHyper& hyper,
+                          const Tensor& step, const Tensor& inv_scale = Tensor(),
+                          const Tensor& found_inf = Tensor());
+}  // namespace ops
+
+namespace cpu {
+void fused_optimizer_step(const std::vector<OptimizerSlot>& slots, const OptimizerHyper& hyper,
+                          const Tensor& step, const Tensor& inv_scale, const Tensor& found_inf);
+}
+#if defined(HG_WITH_CUDA)
+namespace cuda {
+void fused_optimizer_step(const std::vector<OptimizerSlot>& slots, const OptimizerHyper& hyper,
+                          const Tensor& step, const Tensor& inv_scale, const Tensor& found_inf);
+}
+#endif
+
+}  // namespace hg

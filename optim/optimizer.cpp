@@ -1,0 +1,167 @@
+#include "optim/optimizer.h"
+
+#include <map>
+
+#include "autograd/grad_mode.h"
+
+namespace hg::optim {
+
+Optimizer::Optimizer(std::vector<Tensor> params, OptimizerHyper defaults) : defaults_(defaults) {
+  HG_CHECK(defaults.lr >= 0.0f, "optimizer: learning rate must be >= 0, got ", defaults.lr);
+  add_param_group(std::move(params));
+}
+
+void Optimizer::add_param_group(std::vector<Tensor> params) { add_param_group(std::move(params), defaults_); }
+
+void Optimizer::add_param_group(std::vector<Tensor> params, OptimizerHyper hyper) {
+  HG_CHECK(!params.empty(), "optimizer: a parameter group needs at least one parameter");
+  for (const Tensor& p : params) {
+    HG_CHECK(p.defined() && p.requires_grad() && p.is_leaf(),
+             "optimizer: parameters must be defined leaf tensors with requires_grad (use model->parameters())");
+    HG_CHECK(p.dtype() == kF32 || is_16bit_float(p.dtype()), "optimizer: parameters must be f32, f16 or bf16, got ",
+             p.dtype(), "; f16/bf16 get fp32 master copies automatically");
+    HG_CHECK(p.device() == params[0].device(), "optimizer: a parameter group spans ", params[0].device(), " and ",
+             p.device(), "; move the model to one device first");
+  }
+  groups_.push_back({std::move(params), hyper});
+  state_.emplace_back();
+  steps_.emplace_back();
+}
+
+void Optimizer::zero_grad(bool set_to_none) {
+  for (const ParamGroup& g : groups_) {
+    for (const Tensor& p : g.params) {
+      if (set_to_none) {
+        p.impl_ptr()->grad.reset();
+      } else if (p.grad().defined()) {
+        p.grad().zero_();
+      }
+    }
+  }
+}
+
+void Optimizer::set_lr(double lr) {
+  HG_CHECK(lr >= 0.0, "optimizer: learning rate must be >= 0, got ", lr);
+  for (ParamGroup& g : groups_) g.hyper.lr = static_cast<float>(lr);
+}
+
+void Optimizer::ensure_state(size_t g) {
+  const ParamGroup& group = groups_[g];
+  const Device device = group.params[0].device();
+  if (!steps_[g].defined()) steps_[g] = zeros({1}, {.device = device});
+  if (!state_[g].empty()) return;
+  const bool adam = group.hyper.kind != OptimizerKind::kSgd;
+  for (const Tensor& p : group.params) {
+    ParamState s;
+    if (is_16bit_float(p.dtype())) s.master = p.detach().to(kF32).contiguous().clone();
+    if (adam || group.hyper.momentum != 0.0f) s.state1 = zeros(p.sizes(), {.device = device});
+    if (adam) s.state2 = zeros(p.sizes(), {.device = device});
+    state_[g].push_back(std::move(s));
+  }
+}
+
+void Optimizer::step(const Tensor& inv_scale, const Tensor& found_inf) {
+  NoGradGuard no_grad;
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    ensure_state(g);
+    std::vector<OptimizerSlot> slots;
+    for (size_t i = 0; i < groups_[g].params.size(); ++i) {
+      const Tensor& p = groups_[g].params[i];
+      if (!p.grad().defined()) continue;  // like PyTorch: no gradient, no update
+      HG_CHECK(p.is_contiguous(), "optimizer: parameter ", i, " of group ", g, " is not contiguous");
+      const ParamState& s = state_[g][i];
+      slots.push_back({p.detach(), p.grad().contiguous(), s.master, s.state1, s.state2});
+    }
+    if (slots.empty()) continue;
+    ops::fused_optimizer_step(slots, groups_[g].hyper, steps_[g], inv_scale, found_inf);
+  }
+}
+
+int64_t Optimizer::steps_applied(size_t group) const {
+  HG_CHECK(group < groups_.size(), "optimizer: no parameter group ", group);
+  return steps_[group].defined() ? static_cast<int64_t>(steps_[group].item<float>()) : 0;
+}
+
+NamedTensors Optimizer::state_dict() const {
+  NamedTensors out;
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    if (!steps_[g].defined()) continue;
+    out.emplace_back("step." + std::to_string(g), steps_[g]);
+    for (size_t i = 0; i < state_[g].size(); ++i) {
+      const std::string key = std::to_string(g) + "." + std::to_string(i);
+      const ParamState& s = state_[g][i];
+      if (s.master.defined()) out.emplace_back("master." + key, s.master);
+      if (s.state1.defined()) out.emplace_back("state1." + key, s.state1);
+      if (s.state2.defined()) out.emplace_back("state2." + key, s.state2);
+    }
+  }
+  return out;
+}
+
+void Optimizer::load_state_dict(const NamedTensors& state) {
+  std::map<std::string, Tensor> given(state.begin(), state.end());
+  NoGradGuard no_grad;
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    if (!given.count("step." + std::to_string(g))) continue;
+    ensure_state(g);
+    auto load = [&](const std::string& name, Tensor& target) {
+      auto it = given.find(name);
+      if (!target.defined()) {
+        HG_CHECK(it == given.end(), "optimizer load_state_dict: unexpected entry '", name, "'");
+        return;
+      }
+      HG_CHECK(it != given.end(), "optimizer load_state_dict: missing entry '", name,
+               "'; the checkpoint was written by a different optimizer or model");
+      HG_CHECK(it->second.sizes() == target.sizes(), "optimizer load_state_dict: '", name, "' has shape ",
+               it->second.shape_str(), " but the optimizer expects ", target.shape_str());
+      target.copy_(it->second);
+    };
+    load("step." + std::to_string(g), steps_[g]);
+    for (size_t i = 0; i < state_[g].size(); ++i) {
+      const std::string key = std::to_string(g) + "." + std::to_string(i);
+      load("master." + key, state_[g][i].master);
+      load("state1." + key, state_[g][i].state1);
+      load("state2." + key, state_[g][i].state2);
+    }
+  }
+}
+
+namespace {
+OptimizerHyper sgd_hyper(const SGDOptions& o) {
+  HG_CHECK(o.momentum >= 0.0 && o.weight_decay >= 0.0, "SGD: momentum and weight_decay must be >= 0");
+  HG_CHECK(!o.nesterov || (o.momentum > 0.0 && o.dampening == 0.0),
+           "SGD: nesterov needs momentum > 0 and dampening = 0");
+  OptimizerHyper h;
+  h.kind = OptimizerKind::kSgd;
+  h.lr = static_cast<float>(o.lr);
+  h.momentum = static_cast<float>(o.momentum);
+  h.dampening = static_cast<float>(o.dampening);
+  h.weight_decay = static_cast<float>(o.weight_decay);
+  h.nesterov = o.nesterov;
+  return h;
+}
+
+OptimizerHyper adam_hyper(OptimizerKind kind, double lr, double b1, double b2, double eps, double wd) {
+  HG_CHECK(b1 >= 0.0 && b1 < 1.0 && b2 >= 0.0 && b2 < 1.0, "Adam: betas must be in [0, 1), got ", b1, ", ", b2);
+  HG_CHECK(eps >= 0.0 && wd >= 0.0, "Adam: eps and weight_decay must be >= 0");
+  OptimizerHyper h;
+  h.kind = kind;
+  h.lr = static_cast<float>(lr);
+  h.beta1 = static_cast<float>(b1);
+  h.beta2 = static_cast<float>(b2);
+  h.eps = static_cast<float>(eps);
+  h.weight_decay = static_cast<float>(wd);
+  return h;
+}
+}  // namespace
+
+SGD::SGD(std::vector<Tensor> params, SGDOptions o) : Optimizer(std::move(params), sgd_hyper(o)) {}
+
+Adam::Adam(std::vector<Tensor> params, AdamOptions o)
+    : Optimizer(std::move(params), adam_hyper(OptimizerKind::kAdam, o.lr, o.beta1, o.beta2, o.eps, o.weight_decay)) {}
+
+AdamW::AdamW(std::vector<Tensor> params, AdamWOptions o)
+    : Optimizer(std::move(params),
+                adam_hyper(OptimizerKind::kAdamW, o.lr, o.beta1, o.beta2, o.eps, o.weight_decay)) {}
+
+}  // namespace hg::optim

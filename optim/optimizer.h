@@ -1,0 +1,106 @@
+// Optimizers: SGD (momentum, nesterov, weight decay), Adam, AdamW — with fp32
+// master weights for f16/bf16 parameters (Note [Fused optimizer step] in
+// kernels/optimizer.h): one fused pass per step updates masters, moments and
+// the rounded 16-bit parameters; on CUDA one multi-tensor launch per dtype
+// pair. step() takes the GradScaler's inv_scale and found_inf device tensors
+// and then skips itself on the device, with no host sync.
+//
+//   hg::optim::AdamW opt(model->parameters(), {.lr = 1e-3});
+//   opt.zero_grad();  loss.backward();  opt.step();
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/tensor.h"
+#include "kernels/optimizer.h"
+
+namespace hg::optim {
+
+struct SGDOptions {
+  double lr = 0.01;
+  double momentum = 0.0;
+  double dampening = 0.0;
+  double weight_decay = 0.0;
+  bool nesterov = false;
+};
+
+struct AdamOptions {
+  double lr = 1e-3;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0.0;  // L2, added to the gradient
+};
+
+struct AdamWOptions {
+  double lr = 1e-3;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 1e-2;  // decoupled
+};
+
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+
+class Optimizer {
+ public:
+  struct ParamGroup {
+    std::vector<Tensor> params;
+    OptimizerHyper hyper;  // per-group options (lr, decay, betas, ...)
+  };
+
+  virtual ~Optimizer() = default;
+
+  // A group with its own options (defaults: the optimizer's).
+  void add_param_group(std::vector<Tensor> params);
+  void add_param_group(std::vector<Tensor> params, OptimizerHyper hyper);
+  std::vector<ParamGroup>& param_groups() { return groups_; }
+
+  // Sets every parameter's gradient to none (or zero in place).
+  void zero_grad(bool set_to_none = true);
+  // One step over all parameters that have a gradient. inv_scale multiplies
+  // gradients; found_inf != 0 skips the step on the device (both f32 [1]).
+  void step(const Tensor& inv_scale = Tensor(), const Tensor& found_inf = Tensor());
+
+  double lr() const { return groups_.empty() ? defaults_.lr : groups_[0].hyper.lr; }
+  void set_lr(double lr);  // every group
+  // Applied steps of group g (reads the device counter: a sync on CUDA).
+  int64_t steps_applied(size_t group = 0) const;
+
+  // "step.<g>", "master.<g>.<i>", "state1.<g>.<i>", "state2.<g>.<i>".
+  NamedTensors state_dict() const;
+  void load_state_dict(const NamedTensors& state);
+
+ protected:
+  Optimizer(std::vector<Tensor> params, OptimizerHyper defaults);
+
+ private:
+  struct ParamState {
+    Tensor master, state1, state2;
+  };
+  void ensure_state(size_t g);
+
+  OptimizerHyper defaults_;
+  std::vector<ParamGroup> groups_;
+  std::vector<std::vector<ParamState>> state_;  // [group][param]
+  std::vector<Tensor> steps_;                   // [group], f32 [1] on the group's device
+};
+
+class SGD : public Optimizer {
+ public:
+  explicit SGD(std::vector<Tensor> params, SGDOptions options = {});
+};
+
+class Adam : public Optimizer {
+ public:
+  explicit Adam(std::vector<Tensor> params, AdamOptions options = {});
+};
+
+class AdamW : public Optimizer {
+ public:
+  explicit AdamW(std::vector<Tensor> params, AdamWOptions options = {});
+};
+
+}  // namespace hg::optim
