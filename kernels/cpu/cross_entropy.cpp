@@ -23,16 +23,6 @@ namespace hg::cpu {
 
 namespace {
 
-template <typename T>
-using acc_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
-
-template <typename A>
-A nan_max(A a, A b) {
-  if (a != a) return a;
-  if (b != b) return b;
-  return a > b ? a : b;
-}
-
 void check_targets(OpId op, const int64_t* targets, int64_t n, int64_t classes, int64_t ignore_index) {
   for (int64_t i = 0; i < n; ++i) {
     const int64_t t = targets[i];
@@ -53,7 +43,7 @@ struct RowStats {
 template <typename T, typename A>
 RowStats<A> row_stats(const T* x, int64_t cols, bool need_gap) {
   RowStats<A> st{-std::numeric_limits<A>::infinity(), A(0), A(0)};
-  for (int64_t c = 0; c < cols; ++c) st.m = nan_max(st.m, static_cast<A>(x[c]));
+  for (int64_t c = 0; c < cols; ++c) st.m = max_nan(st.m, static_cast<A>(x[c]));
   for (int64_t c = 0; c < cols; ++c) {
     const A gap = st.m - static_cast<A>(x[c]);
     st.s += std::exp(-gap);

@@ -16,11 +16,6 @@ namespace hg::cpu {
 
 namespace {
 
-// acc_t: the type the math runs in.
-template <typename T>
-using acc_t = std::conditional_t<std::is_same_v<T, double>, double,
-                                 std::conditional_t<std::is_integral_v<T>, T, float>>;
-
 constexpr double kSqrt1_2 = 0.70710678118654752440;
 constexpr double kInvSqrt2Pi = 0.39894228040143267794;  // 1/sqrt(2*pi)
 constexpr double kSqrt2OverPi = 0.79788456080286535588;
@@ -111,19 +106,6 @@ void unary_backward_typed(OpId op, const Tensor& out, const Tensor& d_out, const
       });
     default: HG_FAIL("cpu::unary_backward: ", op_name(op), " is not a unary backward op");
   }
-}
-
-template <typename A>
-A max_nan(A a, A b) {
-  if (a != a) return a;
-  if (b != b) return b;
-  return a > b ? a : b;
-}
-template <typename A>
-A min_nan(A a, A b) {
-  if (a != a) return a;
-  if (b != b) return b;
-  return a < b ? a : b;
 }
 
 // Calls k(fn, is_comparison) with the math of a binary op in type A.

@@ -32,13 +32,13 @@ constexpr int64_t kSumBlock = 128;
 // What a row accumulates in: float for f32/f16/bf16, double for f64, i64 for
 // integers and bool.
 template <typename T>
-using acc_t = std::conditional_t<std::is_same_v<T, double>, double,
-                                 std::conditional_t<std::is_integral_v<T>, int64_t, float>>;
+using row_acc_t = std::conditional_t<std::is_same_v<T, double>, double,
+                                     std::conditional_t<std::is_integral_v<T>, int64_t, float>>;
 
 // sum over i in [0, n) of load(x[i]), blocked pairwise (see Order above).
 template <typename T, typename Load>
-acc_t<T> pairwise_sum(const T* x, int64_t n, Load load) {
-  using A = acc_t<T>;
+row_acc_t<T> pairwise_sum(const T* x, int64_t n, Load load) {
+  using A = row_acc_t<T>;
   if (n <= kSumBlock) {
     A acc = A(0);
     for (int64_t i = 0; i < n; ++i) acc += load(x[i]);
@@ -48,16 +48,6 @@ acc_t<T> pairwise_sum(const T* x, int64_t n, Load load) {
   const int64_t blocks = (n + kSumBlock - 1) / kSumBlock;
   const int64_t half = (blocks / 2) * kSumBlock;
   return pairwise_sum<T>(x, half, load) + pairwise_sum<T>(x + half, n - half, load);
-}
-
-// NaN-propagating max/min; for integers the NaN tests fold away.
-template <typename A>
-A max_nan(A a, A b) {
-  return (a != a || a > b) ? a : b;
-}
-template <typename A>
-A min_nan(A a, A b) {
-  return (a != a || a < b) ? a : b;
 }
 
 // Runs row_fn(r, row_pointer) for every row, in parallel when it pays.
@@ -73,7 +63,7 @@ void for_each_row(const Tensor& x, RowFn row_fn) {
 
 template <typename T>
 void reduce_rows_typed(OpId op, const Tensor& out, const Tensor& x) {
-  using A = acc_t<T>;
+  using A = row_acc_t<T>;
   const int64_t cols = x.sizes()[1];
   T* o = static_cast<T*>(out.data_ptr());
   const auto widen = [](T v) { return static_cast<A>(v); };
@@ -141,7 +131,7 @@ void argmax_rows(const Tensor& out, const Tensor& x) {
   const int64_t cols = x.sizes()[1];
   dispatch_dtype(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    using A = acc_t<T>;
+    using A = row_acc_t<T>;
     for_each_row<T>(x, [&](int64_t r, const T* row) {
       // Strict > keeps the first of equal maxima; the first NaN wins and stops the scan.
       int64_t best_index = 0;

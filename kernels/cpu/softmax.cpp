@@ -16,17 +16,6 @@ namespace hg::cpu {
 
 namespace {
 
-template <typename T>
-using acc_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
-
-// max that propagates NaN (std::max and fmax drop it).
-template <typename A>
-A nan_max(A a, A b) {
-  if (a != a) return a;
-  if (b != b) return b;
-  return a > b ? a : b;
-}
-
 // y = softmax(x) or log_softmax(x), row by row:
 //   m = max_c x_c,  s = sum_c exp(x_c - m)
 //   softmax: y_c = exp(x_c - m) / s      log_softmax: y_c = (x_c - m) - log(s)
@@ -38,7 +27,7 @@ void softmax_rows(bool log, const T* x, T* y, int64_t rows, int64_t cols) {
     const T* x_row = x + r * cols;
     T* y_row = y + r * cols;
     A m = -std::numeric_limits<A>::infinity();
-    for (int64_t c = 0; c < cols; ++c) m = nan_max(m, static_cast<A>(x_row[c]));
+    for (int64_t c = 0; c < cols; ++c) m = max_nan(m, static_cast<A>(x_row[c]));
     A s = 0;
     for (int64_t c = 0; c < cols; ++c) s += std::exp(static_cast<A>(x_row[c]) - m);
     if (log) {

@@ -51,9 +51,9 @@ __device__ __forceinline__ void row_stats(const T* x_row, int64_t cols, const Ro
                                           A& m, A& s, A& gap) {
   A local_max = A(-INFINITY);
   for (int64_t c = split.lane; c < cols; c += split.threads) {
-    local_max = nan_max(local_max, static_cast<A>(x_row[c]));
+    local_max = max_nan(local_max, static_cast<A>(x_row[c]));
   }
-  m = row_allreduce<kBlockPerRow>(local_max, [](A a, A b) { return nan_max(a, b); }, max_partials);
+  m = row_allreduce<kBlockPerRow>(local_max, [](A a, A b) { return max_nan(a, b); }, max_partials);
   SumPair<A> sums{A(0), A(0)};
   for (int64_t c = split.lane; c < cols; c += split.threads) {
     const A g = m - static_cast<A>(x_row[c]);
@@ -208,22 +208,6 @@ __global__ void cross_entropy_backward_rows_kernel(const T* __restrict__ logits,
       d_row[c] = static_cast<T>((p - target) * g);
     }
   }
-}
-
-struct RowLaunch {
-  bool block_per_row;
-  dim3 grid;
-  dim3 block;
-};
-
-RowLaunch row_launch(int64_t rows, int64_t cols) {
-  if (cols <= kWarpRowMax) {
-    const int64_t blocks = (rows + kWarpRowsPerBlock - 1) / kWarpRowsPerBlock;
-    return {false, dim3(static_cast<unsigned>(std::min(blocks, kMaxGridRows))),
-            dim3(kWarpRowsPerBlock * kWarpSize)};
-  }
-  const int threads = cols <= 4096 ? 256 : (cols <= 16384 ? 512 : 1024);
-  return {true, dim3(static_cast<unsigned>(std::min(rows, kMaxGridRows))), dim3(threads)};
 }
 
 }  // namespace

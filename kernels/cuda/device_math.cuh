@@ -18,6 +18,20 @@ template <typename T>
 using acc_t = std::conditional_t<std::is_same_v<T, double>, double,
                                  std::conditional_t<std::is_integral_v<T>, T, float>>;
 
+// max/min that propagate NaN (fmaxf/fminf drop it).
+template <typename A>
+__device__ __forceinline__ A max_nan(A a, A b) {
+  if (a != a) return a;
+  if (b != b) return b;
+  return a > b ? a : b;
+}
+template <typename A>
+__device__ __forceinline__ A min_nan(A a, A b) {
+  if (a != a) return a;
+  if (b != b) return b;
+  return a < b ? a : b;
+}
+
 namespace dmath {
 // clang-format off
 __device__ __forceinline__ float exp(float x) { return ::expf(x); }

@@ -106,18 +106,6 @@ struct GeluTanhBackwardOp {
 };
 
 // ---- binary: out = a op b (or a op scalar) --------------------------------------------------
-template <typename A>
-__device__ __forceinline__ A max_nan(A a, A b) {
-  if (a != a) return a;
-  if (b != b) return b;
-  return a > b ? a : b;
-}
-template <typename A>
-__device__ __forceinline__ A min_nan(A a, A b) {
-  if (a != a) return a;
-  if (b != b) return b;
-  return a < b ? a : b;
-}
 
 // The binary math, selected at run time inside the functor would cost a switch
 // per element; instead each op is its own functor type.

@@ -13,7 +13,10 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
+
+#include "kernels/cuda/device_math.cuh"
 
 namespace hg::cuda {
 
@@ -22,13 +25,6 @@ inline constexpr int kWarpRowMax = 1024;         // longest row handled by one w
 inline constexpr int kWarpRowsPerBlock = 4;      // warp-per-row blocks: 128 threads
 inline constexpr int kMaxWarpsPerBlock = 32;     // 1024 threads
 inline constexpr int64_t kMaxGridRows = 1 << 20;  // grid cap; kernels loop over the rest
-
-template <typename A>
-__device__ __forceinline__ A nan_max(A a, A b) {
-  if (a != a) return a;
-  if (b != b) return b;
-  return a > b ? a : b;
-}
 
 // Scalar lanes exchange; reductions over structs add their own overload next
 // to the struct (found by argument-dependent lookup).
@@ -74,6 +70,24 @@ __device__ __forceinline__ RowSplit row_split() {
             static_cast<int64_t>(gridDim.x) * warps, static_cast<int>(threadIdx.x % kWarpSize),
             kWarpSize};
   }
+}
+
+// The launch shape for rows of `cols` elements: warp rows (kWarpRowsPerBlock
+// per block) up to kWarpRowMax, else one block per row, 256-1024 threads.
+struct RowLaunch {
+  bool block_per_row;
+  dim3 grid;
+  dim3 block;
+};
+
+inline RowLaunch row_launch(int64_t rows, int64_t cols) {
+  if (cols <= kWarpRowMax) {
+    const int64_t blocks = (rows + kWarpRowsPerBlock - 1) / kWarpRowsPerBlock;
+    return {false, dim3(static_cast<unsigned>(std::min(blocks, kMaxGridRows))),
+            dim3(kWarpRowsPerBlock * kWarpSize)};
+  }
+  const int threads = cols <= 4096 ? 256 : (cols <= 16384 ? 512 : 1024);
+  return {true, dim3(static_cast<unsigned>(std::min(rows, kMaxGridRows))), dim3(threads)};
 }
 
 }  // namespace hg::cuda

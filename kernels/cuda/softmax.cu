@@ -55,7 +55,7 @@ __device__ __forceinline__ MaxSum<A> online_add(MaxSum<A> st, A x) {
 
 template <typename A>
 __device__ __forceinline__ MaxSum<A> merge(MaxSum<A> a, MaxSum<A> b) {
-  const A m = nan_max(a.m, b.m);
+  const A m = max_nan(a.m, b.m);
   if (m == A(-INFINITY)) return {m, A(0)};  // both empty or all -inf
   const A sa = a.m == A(-INFINITY) ? A(0) : a.s * dmath::exp(a.m - m);
   const A sb = b.m == A(-INFINITY) ? A(0) : b.s * dmath::exp(b.m - m);
@@ -129,22 +129,6 @@ __global__ void softmax_backward_kernel(const T* __restrict__ d_y, const T* __re
   }
 }
 
-// The launch shape for rows of `cols` elements.
-struct RowLaunch {
-  bool block_per_row;
-  dim3 grid;
-  dim3 block;
-};
-
-RowLaunch row_launch(int64_t rows, int64_t cols) {
-  if (cols <= kWarpRowMax) {
-    const int64_t blocks = (rows + kWarpRowsPerBlock - 1) / kWarpRowsPerBlock;
-    return {false, dim3(static_cast<unsigned>(std::min(blocks, kMaxGridRows))),
-            dim3(kWarpRowsPerBlock * kWarpSize)};
-  }
-  const int threads = cols <= 4096 ? 256 : (cols <= 16384 ? 512 : 1024);
-  return {true, dim3(static_cast<unsigned>(std::min(rows, kMaxGridRows))), dim3(threads)};
-}
 
 template <typename T, bool kLog>
 void launch_forward(const T* x, T* y, int64_t rows, int64_t cols, cudaStream_t stream) {
