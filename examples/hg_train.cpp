@@ -1,19 +1,29 @@
 // hg-train — the main job: trains an MLP on Fashion-MNIST and reports
-// per-epoch train loss, test loss, test accuracy and throughput.
+// per-epoch train loss, test loss, test accuracy and throughput; writes
+// metrics.jsonl, curves.svg and a training checkpoint into --out, and
+// continues bit-exactly from that checkpoint with --resume.
 //
-//   hg-train                                   # defaults: 784-256-128-10 MLP, AdamW, 8 epochs
+//   hg-train                                   # defaults: 784-256-128-10 MLP, AdamW + warmup/cosine, 8 epochs
 //   hg-train --precision fp16-master --device cuda --epochs 5
 //   hg-train --limit 2000 --epochs 1           # a smoke run
+//   hg-train --max-steps 500 && hg-train --resume   # stop early, continue later
 //
 // Precision modes: fp32 (everything f32) and fp16-master / bf16-master (the
 // model is converted to 16 bits, the optimizer keeps fp32 master weights and
 // moments; the loss is computed from 16-bit logits with fp32 math inside
 // cross_entropy). AMP modes arrive with the AMP issue.
+//
+// The loop keeps the running loss on the device (one add per step) and reads
+// it only for the progress line, the epoch summary and checkpoints, so a GPU
+// is not synchronised every step.
 #include <CLI/CLI.hpp>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
+#include <memory>
 #include <unistd.h>
 
 #include "autograd/functions.h"
@@ -21,8 +31,12 @@
 #include "core/generator.h"
 #include "data/dataloader.h"
 #include "data/fashion_mnist.h"
+#include "examples/train_report.h"
 #include "kernels/reduce.h"
 #include "nn/layers.h"
+#include "optim/checkpoint.h"
+#include "optim/clip_grad.h"
+#include "optim/lr_scheduler.h"
 #include "optim/optimizer.h"
 
 #if defined(HG_WITH_CUDA)
@@ -31,18 +45,43 @@
 
 namespace {
 
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
 struct Options {
   std::string model = "mlp";
   std::string device = "auto";
   std::string precision = "fp32";
   int epochs = 8;
   int64_t batch_size = 128;
-  double lr = 1e-3;
+  double lr = 2e-3;
+  std::string schedule = "cosine";
+  int64_t warmup_steps = 200;
+  double clip_grad = 0.0;
   uint64_t seed = 0;
   int64_t limit = 0;
   int64_t test_limit = 0;
   std::string data = hg::data::FashionMnist::kDefaultRoot;
+  std::string out = "runs/hg-train";
+  bool resume = false;
+  int64_t checkpoint_every = 0;
+  int64_t max_steps = 0;
 };
+
+// The options a resumed run must share with the run that wrote the checkpoint
+// (anything that changes the arithmetic); stored as checkpoint extras.
+std::map<std::string, std::string> run_config(const Options& o) {
+  return {{"config.model", o.model},
+          {"config.precision", o.precision},
+          {"config.epochs", std::to_string(o.epochs)},
+          {"config.batch_size", std::to_string(o.batch_size)},
+          {"config.lr", hg::optim::exact_double_string(o.lr)},
+          {"config.schedule", o.schedule},
+          {"config.warmup_steps", std::to_string(o.warmup_steps)},
+          {"config.clip_grad", hg::optim::exact_double_string(o.clip_grad)},
+          {"config.seed", std::to_string(o.seed)},
+          {"config.limit", std::to_string(o.limit)}};
+}
 
 hg::Device pick_device(const std::string& name) {
   if (name == "auto") {
@@ -60,6 +99,22 @@ std::shared_ptr<hg::nn::Sequential> make_mlp(hg::Generator* gen) {
       std::make_shared<Linear>(784, 256, true, gen), std::make_shared<ReLU>(),
       std::make_shared<Linear>(256, 128, true, gen), std::make_shared<ReLU>(),
       std::make_shared<Linear>(128, 10, true, gen)});
+}
+
+std::unique_ptr<hg::optim::LRScheduler> make_schedule(const Options& o, hg::optim::Optimizer& opt,
+                                                      int64_t steps_per_epoch) {
+  const int64_t total = steps_per_epoch * o.epochs;
+  if (o.schedule == "cosine") {
+    return std::make_unique<hg::optim::WarmupCosineLR>(
+        opt, hg::optim::WarmupCosineOptions{.warmup_steps = std::min(o.warmup_steps, total),
+                                            .total_steps = std::max<int64_t>(total, 1),
+                                            .min_lr_ratio = 0.0});
+  }
+  if (o.schedule == "step") {  // halve the rate after every epoch
+    return std::make_unique<hg::optim::StepLR>(
+        opt, hg::optim::StepLROptions{.step_size = std::max<int64_t>(steps_per_epoch, 1), .gamma = 0.5});
+  }
+  return nullptr;  // constant
 }
 
 struct EvalResult {
@@ -85,6 +140,12 @@ EvalResult evaluate(hg::nn::Module& model, hg::data::DataLoader& loader) {
           static_cast<double>(correct) / static_cast<double>(std::max<int64_t>(seen, 1))};
 }
 
+// "[#########.........]": a bar of `width` cells, `done` of `total` filled.
+std::string bar(int64_t done, int64_t total, int width = 24) {
+  const int filled = total > 0 ? static_cast<int>(width * done / total) : width;
+  return "[" + std::string(filled, '#') + std::string(width - filled, '.') + "]";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -96,11 +157,25 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"fp32", "fp16-master", "bf16-master"}));
   app.add_option("--epochs", o.epochs, "epochs")->check(CLI::PositiveNumber);
   app.add_option("--batch-size", o.batch_size, "batch size")->check(CLI::PositiveNumber);
-  app.add_option("--lr", o.lr, "AdamW learning rate")->check(CLI::PositiveNumber);
+  app.add_option("--lr", o.lr, "AdamW peak learning rate")->check(CLI::PositiveNumber);
+  app.add_option("--schedule", o.schedule, "learning-rate schedule: cosine (linear warmup, cosine decay to 0) | "
+                                           "step (halve every epoch) | constant")
+      ->check(CLI::IsMember({"cosine", "step", "constant"}));
+  app.add_option("--warmup-steps", o.warmup_steps, "linear warmup steps of the cosine schedule")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--clip-grad", o.clip_grad, "clip the global gradient norm to this value (0 = off)")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--seed", o.seed, "seed for init and shuffling");
   app.add_option("--limit", o.limit, "use only the first N training samples (0 = all)");
   app.add_option("--test-limit", o.test_limit, "evaluate on only the first N test samples (0 = all)");
   app.add_option("--data", o.data, "folder with the Fashion-MNIST .gz files");
+  app.add_option("--out", o.out, "folder for checkpoint.safetensors, metrics.jsonl and curves.svg");
+  app.add_flag("--resume", o.resume, "continue from <out>/checkpoint.safetensors (bit-exact)");
+  app.add_option("--checkpoint-every", o.checkpoint_every,
+                 "also write the checkpoint every N steps (0 = after each epoch only)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--max-steps", o.max_steps, "stop after this many steps in total, with a checkpoint (0 = no limit)")
+      ->check(CLI::NonNegativeNumber);
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -122,39 +197,148 @@ int main(int argc, char** argv) {
     hg::data::DataLoader test(test_set.images(), test_set.labels(),
                               {.batch_size = 1000, .mean = 0.2860, .std = 0.3530, .limit = o.test_limit,
                                .device = device, .dtype = dtype});
-    std::printf("hg-train: %s on %s, precision %s, %lld training samples, %d epoch(s), batch %lld, AdamW lr %g\n",
+    HG_CHECK(train.num_batches() > 0, "--limit ", o.limit, " leaves no full batch of ", o.batch_size,
+             "; use a larger --limit or a smaller --batch-size");
+    auto schedule = make_schedule(o, opt, train.num_batches());
+
+    std::error_code ec;
+    fs::create_directories(o.out, ec);
+    HG_CHECK(!ec, "cannot create the --out folder '", o.out, "': ", ec.message());
+    const std::string ckpt_path = (fs::path(o.out) / "checkpoint.safetensors").string();
+    const std::string metrics_path = (fs::path(o.out) / "metrics.jsonl").string();
+    const std::string curves_path = (fs::path(o.out) / "curves.svg").string();
+    const std::string title = "hg-train " + o.model + " " + o.precision + " on " + device.str();
+
+    // The running state of the current epoch: loss sum (on the device) and counts.
+    hg::Tensor loss_sum = hg::zeros({}, {.device = device});
+    int64_t batches = 0, samples = 0, global_step = 0;
+    std::vector<hg::train::EpochRecord> records;
+
+    if (o.resume) {
+      HG_CHECK(fs::exists(ckpt_path), "--resume: no checkpoint at '", ckpt_path,
+               "'; run once without --resume (same --out) first");
+      const hg::optim::TrainingProgress p = hg::optim::load_training_checkpoint(ckpt_path, *model, opt);
+      for (const auto& [key, value] : run_config(o)) {
+        auto it = p.extra.find(key);
+        HG_CHECK(it != p.extra.end() && it->second == value, "--resume: the checkpoint was written with ",
+                 key.substr(7), " = ", it == p.extra.end() ? std::string("(none)") : it->second, ", this run has ",
+                 value, "; use the same options to continue the run");
+      }
+      train.set_epoch(p.epoch);
+      train.skip(p.batch);
+      gen.set_state(p.generator);
+      if (schedule) schedule->set_last_step(p.scheduler_step);
+      global_step = p.global_step;
+      loss_sum.fill_(hg::optim::parse_exact_double(p.extra.at("epoch_loss_sum")));
+      batches = std::stoll(p.extra.at("epoch_batches"));
+      samples = std::stoll(p.extra.at("epoch_samples"));
+      for (const auto& r : hg::train::read_metrics(metrics_path)) {
+        if (r.epoch <= static_cast<int>(p.epoch)) records.push_back(r);
+      }
+      std::printf("hg-train: resuming from %s at epoch %llu, batch %lld (step %lld)\n", ckpt_path.c_str(),
+                  static_cast<unsigned long long>(p.epoch + 1), static_cast<long long>(p.batch),
+                  static_cast<long long>(global_step));
+    }
+
+    auto save = [&] {
+      hg::optim::TrainingProgress p{.epoch = train.epoch(),
+                                    .batch = train.position(),
+                                    .global_step = global_step,
+                                    .scheduler_step = schedule ? schedule->last_step() : 0,
+                                    .generator = gen.get_state(),
+                                    .extra = run_config(o)};
+      p.extra["epoch_loss_sum"] = hg::optim::exact_double_string(loss_sum.item<double>());
+      p.extra["epoch_batches"] = std::to_string(batches);
+      p.extra["epoch_samples"] = std::to_string(samples);
+      hg::optim::save_training_checkpoint(ckpt_path, *model, opt, p);
+    };
+
+    std::printf("hg-train: %s on %s, precision %s, %lld training samples, %d epoch(s), batch %lld, AdamW lr %g (%s)\n",
                 o.model.c_str(), device.str().c_str(), o.precision.c_str(),
-                static_cast<long long>(train.num_samples()), o.epochs, static_cast<long long>(o.batch_size), o.lr);
+                static_cast<long long>(train.num_samples()), o.epochs, static_cast<long long>(o.batch_size), o.lr,
+                o.schedule.c_str());
     const bool tty = ::isatty(STDOUT_FILENO) != 0;
-    const auto start = std::chrono::steady_clock::now();
-    for (int epoch = 1; epoch <= o.epochs; ++epoch) {
-      const auto epoch_start = std::chrono::steady_clock::now();
-      double loss_sum = 0.0;
-      int64_t batches = 0, samples = 0;
+    const std::vector<hg::Tensor> params = model->parameters();
+    const auto start = Clock::now();
+    bool stopped = false;
+    while (!stopped && static_cast<int>(train.epoch()) < o.epochs) {
+      const int epoch = static_cast<int>(train.epoch()) + 1;
+      const auto epoch_start = Clock::now();
+      const int64_t batches_before = batches;  // > 0 after a mid-epoch resume
+      int64_t samples_timed = 0;
+      auto rate = [&] {
+        const double secs = std::chrono::duration<double>(Clock::now() - epoch_start).count();
+        return secs > 0 ? static_cast<double>(samples_timed) / secs : 0.0;
+      };
+      const int64_t report_every = tty ? 10 : std::max<int64_t>(train.num_batches() / 4, 1);
       for (auto [x, y] : train) {
         opt.zero_grad();
         const hg::Tensor loss = hg::cross_entropy(model->forward(x), y);
         loss.backward();
+        if (o.clip_grad > 0) hg::optim::clip_grad_norm_(params, o.clip_grad);
         opt.step();
-        loss_sum += loss.item<double>();
+        if (schedule) schedule->step();
+        {
+          hg::NoGradGuard no_grad;
+          loss_sum = loss_sum + loss.detach();
+        }
         ++batches;
+        ++global_step;
         samples += y.numel();
-        if (tty && batches % 20 == 0) {
-          const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - epoch_start).count();
-          std::printf("\r  epoch %d  batch %lld/%lld  loss %.4f  %.0f samples/s   ", epoch,
-                      static_cast<long long>(batches), static_cast<long long>(train.num_batches()),
-                      loss_sum / static_cast<double>(batches), static_cast<double>(samples) / secs);
-          std::fflush(stdout);
+        samples_timed += y.numel();
+        if (batches % report_every == 0 || batches == train.num_batches()) {
+          const double mean = loss_sum.item<double>() / static_cast<double>(batches);
+          if (tty) {
+            std::printf("\r  epoch %d/%d %s %lld/%lld  loss %.4f  lr %.2e  %.0f samples/s   ", epoch, o.epochs,
+                        bar(batches, train.num_batches()).c_str(), static_cast<long long>(batches),
+                        static_cast<long long>(train.num_batches()), mean, opt.lr(), rate());
+            std::fflush(stdout);
+          } else if (batches != train.num_batches()) {
+            std::printf("  epoch %d/%d  batch %lld/%lld  loss %.4f  lr %.2e  %.0f samples/s\n", epoch, o.epochs,
+                        static_cast<long long>(batches), static_cast<long long>(train.num_batches()), mean,
+                        opt.lr(), rate());
+            std::fflush(stdout);
+          }
+        }
+        if (o.checkpoint_every > 0 && global_step % o.checkpoint_every == 0) save();
+        if (o.max_steps > 0 && global_step >= o.max_steps) {
+          stopped = true;
+          break;
         }
       }
-      const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - epoch_start).count();
+      if (stopped) {
+        save();
+        std::printf("%sstopped after step %lld (--max-steps); continue with --resume --out %s\n", tty ? "\n" : "",
+                    static_cast<long long>(global_step), o.out.c_str());
+        break;
+      }
+      // The pass ended: the loader has moved on to the next epoch.
+      const double secs = std::chrono::duration<double>(Clock::now() - epoch_start).count();
+      const double train_loss = loss_sum.item<double>() / static_cast<double>(std::max<int64_t>(batches, 1));
       const EvalResult eval = evaluate(*model, test);
-      std::printf("%sepoch %d: train loss %.4f  test loss %.4f  test accuracy %.2f%%  (%.1f s, %.0f samples/s)\n",
-                  tty ? "\r" : "", epoch, loss_sum / static_cast<double>(std::max<int64_t>(batches, 1)), eval.loss,
-                  100.0 * eval.accuracy, secs, static_cast<double>(samples) / secs);
+      records.push_back({.epoch = epoch,
+                         .step = global_step,
+                         .lr = opt.lr(),
+                         .train_loss = train_loss,
+                         .test_loss = eval.loss,
+                         .test_accuracy = eval.accuracy,
+                         .seconds = secs,
+                         .samples_per_second = rate()});
+      std::printf("%sepoch %d: train loss %.4f  test loss %.4f  test accuracy %.2f%%  (%.1f s, %.0f samples/s%s)\n",
+                  tty ? "\r" : "", epoch, train_loss, eval.loss, 100.0 * eval.accuracy, secs, rate(),
+                  batches_before > 0 ? ", resumed mid-epoch" : "");
+      std::fflush(stdout);
+      loss_sum.fill_(0.0);
+      batches = samples = 0;
+      save();
+      hg::train::write_metrics(metrics_path, records);
+      hg::train::write_curves(curves_path, records, title);
     }
-    const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    std::printf("done in %.1f s\n", total);
+    const double total = std::chrono::duration<double>(Clock::now() - start).count();
+    if (!stopped) {
+      std::printf("done in %.1f s; %s holds checkpoint.safetensors, metrics.jsonl and curves.svg\n", total,
+                  o.out.c_str());
+    }
   } catch (const hg::Error& e) {
     std::fprintf(stderr, "hg-train: %s\n", e.what());
     return 1;

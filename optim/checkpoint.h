@@ -45,7 +45,7 @@ struct TrainingProgress {
   int64_t global_step = 0;      // optimizer steps attempted so far
   int64_t scheduler_step = 0;   // LRScheduler::last_step() (0 without a schedule)
   GeneratorState generator{};   // the run's Generator (dropout masks, init)
-  std::map<std::string, std::string> extra;  // anything else the program needs back
+  std::map<std::string, std::string> extra = {};  // anything else the program needs back
   friend bool operator==(const TrainingProgress&, const TrainingProgress&) = default;
 };
 
