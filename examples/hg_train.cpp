@@ -105,10 +105,15 @@ std::unique_ptr<hg::optim::LRScheduler> make_schedule(const Options& o, hg::opti
                                                       int64_t steps_per_epoch) {
   const int64_t total = steps_per_epoch * o.epochs;
   if (o.schedule == "cosine") {
+    // A short run (--limit) gets at most half of its steps as warmup.
+    const int64_t warmup = std::min(o.warmup_steps, total / 2);
+    if (warmup < o.warmup_steps) {
+      std::printf("hg-train: %lld steps in all, so the warmup is %lld steps instead of %lld\n",
+                  static_cast<long long>(total), static_cast<long long>(warmup),
+                  static_cast<long long>(o.warmup_steps));
+    }
     return std::make_unique<hg::optim::WarmupCosineLR>(
-        opt, hg::optim::WarmupCosineOptions{.warmup_steps = std::min(o.warmup_steps, total),
-                                            .total_steps = std::max<int64_t>(total, 1),
-                                            .min_lr_ratio = 0.0});
+        opt, hg::optim::WarmupCosineOptions{.warmup_steps = warmup, .total_steps = total, .min_lr_ratio = 0.0});
   }
   if (o.schedule == "step") {  // halve the rate after every epoch
     return std::make_unique<hg::optim::StepLR>(

@@ -54,7 +54,7 @@ struct Series {
 // One panel: axes at (x0, y0) of size (w, h), epochs on x, the series on y.
 void panel(std::ostringstream& svg, double x0, double y0, double w, double h, const std::string& title,
            const std::string& y_label, const std::vector<int>& epochs, const std::vector<Series>& series,
-           double y_scale) {
+           double y_scale, bool legend_at_bottom) {
   double lo = INFINITY, hi = -INFINITY;
   for (const Series& s : series) {
     for (double v : s.y) {
@@ -102,7 +102,9 @@ void panel(std::ostringstream& svg, double x0, double y0, double w, double h, co
             << s.color << "\"/>\n";
       }
     }
-    const double ly = y0 + 14 + 16 * static_cast<double>(k);
+    // The legend sits in the corner the curves leave free (losses fall, accuracy rises).
+    const double ly = legend_at_bottom ? y0 + h - 10 - 16 * static_cast<double>(series.size() - 1 - k)
+                                       : y0 + 14 + 16 * static_cast<double>(k);
     svg << "<line x1=\"" << x0 + w - 110 << "\" x2=\"" << x0 + w - 90 << "\" y1=\"" << ly - 4 << "\" y2=\"" << ly - 4
         << "\" stroke=\"" << s.color << "\" stroke-width=\"2\"/>\n";
     svg << "<text x=\"" << x0 + w - 84 << "\" y=\"" << ly << "\" font-size=\"11\">" << s.name << "</text>\n";
@@ -182,8 +184,8 @@ std::string curves_svg(const std::vector<EpochRecord>& records, const std::strin
   svg << "<rect width=\"900\" height=\"380\" fill=\"white\"/>\n";
   svg << "<text x=\"450\" y=\"22\" text-anchor=\"middle\" font-size=\"15\" font-weight=\"bold\">" << escape_xml(title)
       << "</text>\n";
-  panel(svg, 70, 60, 340, 260, "loss", "cross-entropy", epochs, {train, test}, 1.0);
-  panel(svg, 530, 60, 340, 260, "test accuracy", "accuracy (%)", epochs, {acc}, 100.0);
+  panel(svg, 70, 60, 340, 260, "loss", "cross-entropy", epochs, {train, test}, 1.0, false);
+  panel(svg, 530, 60, 340, 260, "test accuracy", "accuracy (%)", epochs, {acc}, 100.0, true);
   svg << "</svg>\n";
   return svg.str();
 }
