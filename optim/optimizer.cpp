@@ -45,6 +45,17 @@ void Optimizer::set_lr(double lr) {
   for (ParamGroup& g : groups_) g.hyper.lr = static_cast<float>(lr);
 }
 
+double Optimizer::lr(size_t group) const {
+  HG_CHECK(group < groups_.size(), "optimizer: no parameter group ", group, " (it has ", groups_.size(), ")");
+  return groups_[group].hyper.lr;
+}
+
+void Optimizer::set_lr(size_t group, double lr) {
+  HG_CHECK(group < groups_.size(), "optimizer: no parameter group ", group, " (it has ", groups_.size(), ")");
+  HG_CHECK(lr >= 0.0, "optimizer: learning rate must be >= 0, got ", lr);
+  groups_[group].hyper.lr = static_cast<float>(lr);
+}
+
 void Optimizer::ensure_state(size_t g) {
   const ParamGroup& group = groups_[g];
   const Device device = group.params[0].device();

@@ -65,7 +65,9 @@ class Optimizer {
   void step(const Tensor& inv_scale = Tensor(), const Tensor& found_inf = Tensor());
 
   double lr() const { return groups_.empty() ? defaults_.lr : groups_[0].hyper.lr; }
-  void set_lr(double lr);  // every group
+  double lr(size_t group) const;
+  void set_lr(double lr);                // every group
+  void set_lr(size_t group, double lr);  // one group (LR schedulers)
   // Applied steps of group g (reads the device counter: a sync on CUDA).
   int64_t steps_applied(size_t group = 0) const;
 

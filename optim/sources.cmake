@@ -1,4 +1,7 @@
 # optim/ — floor 4.
 list(APPEND HG_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/optimizer.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/lr_scheduler.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/clip_grad.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/checkpoint.cpp
 )

@@ -6,6 +6,7 @@ list(APPEND HG_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/../gemm_ops.cpp
   ${CMAKE_CURRENT_LIST_DIR}/../random_ops.cpp
   ${CMAKE_CURRENT_LIST_DIR}/../optimizer_ops.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/../grad_norm_ops.cpp
   ${CMAKE_CURRENT_LIST_DIR}/elementwise.cpp
   ${CMAKE_CURRENT_LIST_DIR}/reduce.cpp
   ${CMAKE_CURRENT_LIST_DIR}/softmax.cpp
@@ -13,4 +14,5 @@ list(APPEND HG_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/gemm.cpp
   ${CMAKE_CURRENT_LIST_DIR}/random.cpp
   ${CMAKE_CURRENT_LIST_DIR}/optimizer.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/grad_norm.cpp
 )

@@ -8,4 +8,5 @@ list(APPEND HG_CUDA_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/gemm.cu
   ${CMAKE_CURRENT_LIST_DIR}/random.cu
   ${CMAKE_CURRENT_LIST_DIR}/optimizer.cu
+  ${CMAKE_CURRENT_LIST_DIR}/grad_norm.cu
 )

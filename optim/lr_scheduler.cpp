@@ -1,0 +1,82 @@
+#include "optim/lr_scheduler.h"
+
+#include <cmath>
+#include <numbers>
+
+namespace hg::optim {
+
+LRScheduler::LRScheduler(Optimizer& opt) : opt_(opt) {
+  const size_t groups = opt.param_groups().size();
+  for (size_t g = 0; g < groups; ++g) base_lrs_.push_back(opt.lr(g));
+}
+
+LRScheduler::~LRScheduler() = default;
+
+void LRScheduler::step() {
+  ++last_step_;
+  apply_lr();
+}
+
+void LRScheduler::set_last_step(int64_t n) {
+  HG_CHECK(n >= 0, "lr scheduler: set_last_step needs a step count >= 0, got ", n);
+  last_step_ = n;
+  apply_lr();
+}
+
+double LRScheduler::last_lr(size_t group) const { return opt_.lr(group); }
+
+double LRScheduler::base_lr(size_t group) const {
+  HG_CHECK(group < base_lrs_.size(), "lr scheduler: no parameter group ", group, " (the scheduler has ",
+           base_lrs_.size(), ")");
+  return base_lrs_[group];
+}
+
+void LRScheduler::apply_lr() {
+  HG_CHECK(opt_.param_groups().size() == base_lrs_.size(), "lr scheduler: the optimizer has ",
+           opt_.param_groups().size(), " parameter groups but the scheduler was built for ", base_lrs_.size(),
+           "; create the scheduler after the last add_param_group");
+  const double f = factor(last_step_);
+  for (size_t g = 0; g < base_lrs_.size(); ++g) opt_.set_lr(g, base_lrs_[g] * f);
+}
+
+// ---- WarmupCosineLR --------------------------------------------------------
+
+WarmupCosineLR::WarmupCosineLR(Optimizer& opt, WarmupCosineOptions options)
+    : LRScheduler(opt), options_(options) {
+  const WarmupCosineOptions& o = options_;
+  HG_CHECK(o.warmup_steps >= 0, "WarmupCosineLR: warmup_steps must be >= 0 (0: no warmup), got ", o.warmup_steps);
+  HG_CHECK(o.total_steps > o.warmup_steps, "WarmupCosineLR: total_steps (", o.total_steps,
+           ") must be greater than warmup_steps (", o.warmup_steps,
+           "); set total_steps to the number of optimizer steps in the whole run, warmup included");
+  HG_CHECK(o.min_lr_ratio >= 0.0 && o.min_lr_ratio <= 1.0,
+           "WarmupCosineLR: min_lr_ratio is the final lr as a fraction of the base lr and must be in [0, 1], got ",
+           o.min_lr_ratio);
+  apply_lr();
+}
+
+double WarmupCosineLR::factor(int64_t step) const {
+  HG_CHECK(step >= 0, "WarmupCosineLR: factor of a negative step ", step);
+  const int64_t warmup = options_.warmup_steps, total = options_.total_steps;
+  const double r = options_.min_lr_ratio;
+  if (step < warmup) return static_cast<double>(step + 1) / static_cast<double>(warmup + 1);
+  if (step >= total) return r;
+  const double progress = static_cast<double>(step - warmup) / static_cast<double>(total - warmup);
+  return r + (1.0 - r) * 0.5 * (1.0 + std::cos(std::numbers::pi * progress));
+}
+
+// ---- StepLR ----------------------------------------------------------------
+
+StepLR::StepLR(Optimizer& opt, StepLROptions options) : LRScheduler(opt), options_(options) {
+  HG_CHECK(options_.step_size >= 1, "StepLR: step_size (steps between decays) must be >= 1, got ",
+           options_.step_size);
+  HG_CHECK(options_.gamma >= 0.0 && std::isfinite(options_.gamma),
+           "StepLR: gamma (the decay multiplier, e.g. 0.1) must be finite and >= 0, got ", options_.gamma);
+  apply_lr();
+}
+
+double StepLR::factor(int64_t step) const {
+  HG_CHECK(step >= 0, "StepLR: factor of a negative step ", step);
+  return std::pow(options_.gamma, static_cast<double>(step / options_.step_size));
+}
+
+}  // namespace hg::optim

@@ -1,0 +1,111 @@
+// Learning-rate schedules: each group's lr = its base lr * factor(step).
+//
+//   hg::optim::AdamW opt(model->parameters(), {.lr = 1e-3});
+//   hg::optim::WarmupCosineLR sched(opt, {.warmup_steps = 100, .total_steps = 5000});
+//   for (...) {
+//     ...
+//     scaler.step(opt);  // or opt.step()
+//     sched.step();      // after the optimizer step, as in PyTorch
+//   }
+//
+// Counting: like torch.optim.lr_scheduler, a schedule counts its own step()
+// calls, not the updates the optimizer applied. A step that a GradScaler
+// skipped on the device (found_inf) still advances the schedule, exactly as
+// in PyTorch, and nothing here reads device memory, so scheduling never
+// syncs. To follow applied steps instead, call
+// set_last_step(opt.steps_applied()) now and then (a host sync on CUDA).
+//
+// Invariants: after construction and after every step() / set_last_step(n),
+// every group's lr equals base_lr(group) * factor(last_step()) (rounded to the
+// optimizer's f32 hyperparameter, as the optimizer stores it). The base lrs
+// are the groups' lrs when the scheduler was built; build the scheduler after
+// the last add_param_group. The lr used by the k-th optimizer step (k = 0,
+// 1, ...) is base * factor(k) when step() follows each optimizer step.
+//
+// Resuming: store last_step() in the checkpoint, build the optimizer and the
+// scheduler as before, then set_last_step(saved): the lr sequence continues
+// as if training had never stopped.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "optim/optimizer.h"
+
+namespace hg::optim {
+
+class LRScheduler {
+ public:
+  virtual ~LRScheduler();
+  LRScheduler(const LRScheduler&) = delete;
+  LRScheduler& operator=(const LRScheduler&) = delete;
+
+  // Advances by one optimizer step and sets every group's lr.
+  void step();
+  // Number of step() calls so far (0 right after construction).
+  int64_t last_step() const { return last_step_; }
+  // For resuming from a checkpoint: sets the counter (>= 0) and re-applies the lr.
+  void set_last_step(int64_t n);
+  // The lr currently set on `group` (read from the optimizer).
+  double last_lr(size_t group = 0) const;
+  // The lr of `group` when the scheduler was built.
+  double base_lr(size_t group = 0) const;
+  // The lr multiplier after `step` scheduler steps (lr = base lr * factor).
+  virtual double factor(int64_t step) const = 0;
+
+ protected:
+  // Captures each group's base lr. A base constructor cannot call the
+  // derived factor(), so every subclass constructor ends with apply_lr(),
+  // which sets lr = base * factor(0).
+  explicit LRScheduler(Optimizer& opt);
+  void apply_lr();
+
+ private:
+  Optimizer& opt_;
+  std::vector<double> base_lrs_;  // [group]
+  int64_t last_step_ = 0;
+};
+
+// Linear warmup, then a half cosine down to min_lr_ratio, then constant:
+//   step <  W:      factor = (step + 1) / (W + 1)
+//   W <= step < T:  factor = r + (1 - r) * (1 + cos(pi * (step - W) / (T - W))) / 2
+//   step >= T:      factor = r
+// (W = warmup_steps, T = total_steps, r = min_lr_ratio). The warmup never
+// runs a zero-lr step: it is PyTorch's LinearLR(start_factor = 1 / (W + 1),
+// total_iters = W), and the decay is CosineAnnealingLR(T_max = T - W,
+// eta_min = r * base_lr) started at step W (their SequentialLR). W = 0 starts
+// the cosine at once.
+struct WarmupCosineOptions {
+  int64_t warmup_steps = 0;
+  int64_t total_steps = 0;  // every optimizer step of the run, warmup included
+  double min_lr_ratio = 0.0;
+};
+
+class WarmupCosineLR : public LRScheduler {
+ public:
+  WarmupCosineLR(Optimizer& opt, WarmupCosineOptions options);
+  double factor(int64_t step) const override;
+  const WarmupCosineOptions& options() const { return options_; }
+
+ private:
+  WarmupCosineOptions options_;
+};
+
+// factor = gamma ^ floor(step / step_size): torch.optim.lr_scheduler.StepLR
+// (gamma 0.1, step_size 30: lr * 1 for steps 0-29, * 0.1 for 30-59, ...).
+struct StepLROptions {
+  int64_t step_size = 1;
+  double gamma = 0.1;
+};
+
+class StepLR : public LRScheduler {
+ public:
+  StepLR(Optimizer& opt, StepLROptions options);
+  double factor(int64_t step) const override;
+  const StepLROptions& options() const { return options_; }
+
+ private:
+  StepLROptions options_;
+};
+
+}  // namespace hg::optim
