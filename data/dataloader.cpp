@@ -1,4 +1,5 @@
-// DataLoader: order computation (seeded Fisher-Yates) and batch assembly.
+// DataLoader: order computation (seeded Fisher-Yates), batch assembly and the
+// choice between the synchronous path and the CUDA prefetcher (data/prefetch.cpp).
 #include "data/dataloader.h"
 
 #include <algorithm>
@@ -6,6 +7,7 @@
 #include <type_traits>
 
 #include "core/philox.h"
+#include "data/prefetch.h"
 
 namespace hg::data {
 namespace {
@@ -43,6 +45,45 @@ std::vector<int64_t> shuffled_indices(int64_t n, uint64_t seed, uint64_t offset)
   return order;
 }
 
+namespace detail {
+
+Shape BatchSource::x_shape(int64_t count) const {
+  Shape shape{count};
+  if (flatten) {
+    shape.push_back(sample_numel);
+  } else {
+    shape.insert(shape.end(), sample_shape.begin(), sample_shape.end());
+  }
+  return shape;
+}
+
+void assemble_batch(const BatchSource& source, const int64_t* samples, int64_t count, void* x,
+                    int64_t* y) {
+  dispatch_floating(source.dtype, "DataLoader", [&](auto tag) {
+    using T = decltype(tag);
+    T lut[256];
+    for (size_t v = 0; v < 256; ++v) {
+      if constexpr (std::is_same_v<T, double>) {
+        lut[v] = source.lut[v];
+      } else {
+        // f32 rounds once; f16/bf16 round via f32 (a double rounding that can
+        // move a tie by one 16-bit ulp, far below the noise of training).
+        lut[v] = T(static_cast<float>(source.lut[v]));
+      }
+    }
+    T* x_rows = static_cast<T*>(x);
+    for (int64_t r = 0; r < count; ++r) {
+      const int64_t sample = samples[r];
+      const uint8_t* src = source.pixels + sample * source.sample_numel;
+      T* dst = x_rows + r * source.sample_numel;
+      for (int64_t k = 0; k < source.sample_numel; ++k) dst[k] = lut[src[k]];
+      y[r] = source.label_data[sample];
+    }
+  });
+}
+
+}  // namespace detail
+
 DataLoader::DataLoader(const Tensor& images, const Tensor& labels, DataLoaderOptions options)
     : options_(options) {
   HG_CHECK(images.defined() && labels.defined(),
@@ -67,20 +108,30 @@ DataLoader::DataLoader(const Tensor& images, const Tensor& labels, DataLoaderOpt
            "f64), got ", dtype_name(options_.dtype));
 
   // Batches are gathered on the host from contiguous rows.
-  images_ = images.cpu().contiguous();
-  labels_ = labels.cpu().contiguous();
-  sample_shape_.assign(images_.sizes().begin() + 1, images_.sizes().end());
-  sample_numel_ = numel_of(sample_shape_);
-  const int64_t n = images_.size(0);
-  num_samples_ = options_.limit > 0 && options_.limit < n ? options_.limit : n;
-
-  // Computed in double, rounded once to the batch dtype in batch().
-  lut_.resize(256);
+  auto source = std::make_shared<detail::BatchSource>();
+  source->images = images.cpu().contiguous();
+  source->labels = labels.cpu().contiguous();
+  source->pixels = source->images.data<uint8_t>();
+  source->label_data = source->labels.data<int64_t>();
+  source->sample_shape.assign(source->images.sizes().begin() + 1, source->images.sizes().end());
+  source->sample_numel = numel_of(source->sample_shape);
+  source->batch_size = options_.batch_size;
+  source->flatten = options_.flatten;
+  source->dtype = options_.dtype;
+  // Computed in double, rounded once to the batch dtype in assemble_batch().
   for (int v = 0; v < 256; ++v) {
-    lut_[static_cast<size_t>(v)] = (v / 255.0 - options_.mean) / options_.std;
+    source->lut[static_cast<size_t>(v)] = (v / 255.0 - options_.mean) / options_.std;
   }
+  const int64_t n = source->images.size(0);
+  num_samples_ = options_.limit > 0 && options_.limit < n ? options_.limit : n;
+  source_ = std::move(source);
   compute_order();
 }
+
+// Out of line: detail::Prefetcher is complete here.
+DataLoader::~DataLoader() = default;
+DataLoader::DataLoader(DataLoader&&) noexcept = default;
+DataLoader& DataLoader::operator=(DataLoader&&) noexcept = default;
 
 int64_t DataLoader::num_batches() const {
   const int64_t b = options_.batch_size;
@@ -88,12 +139,15 @@ int64_t DataLoader::num_batches() const {
 }
 
 void DataLoader::compute_order() {
+  std::vector<int64_t> order;
   if (options_.shuffle) {
-    order_ = shuffled_indices(num_samples_, options_.seed, kShuffleStream + epoch_);
+    order = shuffled_indices(num_samples_, options_.seed, kShuffleStream + epoch_);
   } else {
-    order_.resize(static_cast<size_t>(num_samples_));
-    for (int64_t i = 0; i < num_samples_; ++i) order_[static_cast<size_t>(i)] = i;
+    order.resize(static_cast<size_t>(num_samples_));
+    for (int64_t i = 0; i < num_samples_; ++i) order[static_cast<size_t>(i)] = i;
   }
+  order_ = std::make_shared<const std::vector<int64_t>>(std::move(order));
+  ++order_generation_;
 }
 
 void DataLoader::set_epoch(uint64_t epoch) {
@@ -132,49 +186,49 @@ Batch DataLoader::batch(int64_t index) const {
   const int64_t first = index * options_.batch_size;
   const int64_t count = std::min(options_.batch_size, num_samples_ - first);
 
-  Shape x_shape{count};
-  if (options_.flatten) {
-    x_shape.push_back(sample_numel_);
-  } else {
-    x_shape.insert(x_shape.end(), sample_shape_.begin(), sample_shape_.end());
-  }
-  Batch out{empty(x_shape, {.dtype = options_.dtype}), empty({count}, {.dtype = kI64})};
-
-  const uint8_t* pixels = images_.data<uint8_t>();
-  const int64_t* labels = labels_.data<int64_t>();
-  int64_t* y = out.y.data<int64_t>();
-  dispatch_floating(options_.dtype, "DataLoader", [&](auto tag) {
-    using T = decltype(tag);
-    T lut[256];
-    for (size_t v = 0; v < 256; ++v) {
-      if constexpr (std::is_same_v<T, double>) {
-        lut[v] = lut_[v];
-      } else {
-        // f32 rounds once; f16/bf16 round via f32 (a double rounding that can
-        // move a tie by one 16-bit ulp, far below the noise of training).
-        lut[v] = T(static_cast<float>(lut_[v]));
-      }
-    }
-    T* x = out.x.template data<T>();
-    for (int64_t r = 0; r < count; ++r) {
-      const int64_t sample = order_[static_cast<size_t>(first + r)];
-      const uint8_t* src = pixels + sample * sample_numel_;
-      T* dst = x + r * sample_numel_;
-      for (int64_t k = 0; k < sample_numel_; ++k) dst[k] = lut[src[k]];
-      y[r] = labels[sample];
-    }
-  });
-
+  Batch out{empty(source_->x_shape(count), {.dtype = options_.dtype}),
+            empty({count}, {.dtype = kI64})};
+  detail::assemble_batch(*source_, order_->data() + first, count, out.x.data_ptr(),
+                         out.y.data<int64_t>());
   if (!options_.device.is_cpu()) {
-    // Synchronous host -> device copy; pinned staging + side-stream prefetch is a follow-up.
+    // Synchronous host -> device copies (the path without prefetching).
     out.x = out.x.to(options_.device);
     out.y = out.y.to(options_.device);
   }
   return out;
 }
 
+bool DataLoader::uses_prefetch() const {
+#if defined(HG_WITH_CUDA)
+  return options_.prefetch && options_.device.is_cuda();
+#else
+  return false;
+#endif
+}
+
+Batch DataLoader::fetch(int64_t index) {
+#if defined(HG_WITH_CUDA)
+  if (uses_prefetch()) {
+    HG_CHECK(index >= 0 && index < num_batches(), "DataLoader: batch ", index,
+             " out of range [0, ", num_batches(), ")");
+    if (prefetcher_ == nullptr) {
+      prefetcher_ = std::make_unique<detail::Prefetcher>(source_, options_.device);
+    }
+    return prefetcher_->get(order_generation_, order_, index, num_batches());
+  }
+#endif
+  return batch(index);
+}
+
+PrefetchStats DataLoader::prefetch_stats() const {
+#if defined(HG_WITH_CUDA)
+  if (prefetcher_ != nullptr) return prefetcher_->stats();
+#endif
+  return {};
+}
+
 Batch DataLoader::Iterator::operator*() const {
-  Batch b = loader_->batch(index_);
+  Batch b = loader_->fetch(index_);
   loader_->position_ = index_ + 1;
   return b;
 }

@@ -27,19 +27,76 @@
 //
 // Performance: a batch is assembled on the host with a 256-entry lookup table
 // (one table read per pixel, no division); a 128 x 784 batch is 100 KB of
-// u8 reads and 400 KB of f32 writes. On a CUDA device the batch is then moved
-// with .to(device) synchronously; staging in pinned memory with an async copy
-// on a side stream is a follow-up.
+// u8 reads and 400 KB of f32 writes. On a CUDA device with options.prefetch
+// (the default) batches are assembled ahead by a host thread into pinned
+// memory and copied on a side stream (Note [DataLoader prefetch]); otherwise,
+// and on the CPU, the batch is assembled when it is dereferenced (and moved
+// with a synchronous .to(device)).
+//
+// Note [DataLoader prefetch]
+// Goal: the copy of batch i+1 overlaps the GPU work of step i, and the host
+// assembly of batch i+2 overlaps the host side of step i, without changing
+// what the loop sees (same batches, same position(), same resuming).
+//   - Who does what. One worker thread per loader does only host work: it
+//     fills a pinned buffer (cudaHostAlloc) with batch k's normalised x and
+//     its labels. Every CUDA call (allocation, events, cudaMemcpyAsync) is
+//     made by the thread that dereferences the iterator, so no CUDA state is
+//     shared between threads. (In cuda-emu, streams run their work at the
+//     call: the "async" copy is a memmove by the dereferencing thread, and
+//     the only overlap left is the worker's assembly.)
+//   - Dereferencing batch i (the "consumer" stream C = current stream then):
+//     (1) take batch i's device tensors, staged at the previous dereference
+//     (or, on a miss, assemble and copy it now); (2) C waits on the event
+//     recorded after its copy (no host wait); (3) wait for the worker to
+//     finish batch i+1 (it had the whole of step i-1); (4) hand the pinned
+//     buffer batch i was copied from to the worker for batch i+2, after
+//     synchronising (host) on the copy_done of that copy, issued one
+//     dereference earlier; (5) stage batch i+1: allocate its device tensors
+//     on C, record event A on C, make the side stream S wait on A,
+//     cudaMemcpyAsync pinned -> device on S, record copy_done on S.
+//   - Why allocate on C and make S wait on A: the caching allocator pools
+//     blocks per stream and hands C's freed blocks out again assuming C's
+//     order. The new tensors belong to C's pool, so they are freed in C's
+//     order; A makes S write only after everything queued on C before the
+//     allocation, which may still use the reused block, has run.
+//   - Two pinned buffers: one is read by the copy in flight, the other is
+//     being filled. A buffer is refilled only after its copy's event has
+//     completed (step (4)); by then the GPU has usually long finished it.
+//   - Discarding. Prefetched work is keyed by (order generation, batch
+//     index); set_epoch() starts a new generation. A dereference whose key
+//     is not the staged one (after skip/set_epoch/set_position, a repeated
+//     dereference, or a changed current stream) drops the staged batch: C
+//     waits on its copy_done before the tensors are freed, so the next user
+//     of those blocks (on C) runs after the copy into them. Nothing is
+//     consumed ahead: position() moves
+//     only on dereference, and the staged batch is a pure function of its
+//     key. A new pass starts with a miss (the first batch is assembled and
+//     copied on demand), so nothing crosses an epoch boundary.
+//   - Errors in the worker (hg::Error or any exception) are kept with the
+//     batch and rethrown by the dereference of that batch; position() then
+//     stays at the batches actually handed out.
+//   - Destruction joins the worker and synchronises on the copies that read
+//     the pinned buffers before freeing them.
+//   - Cost: one more batch lives on the device (the staged one), two pinned
+//     buffers of one batch each, one thread, one stream.
+// A CPU loader does not use a thread: its batches feed CPU kernels that
+// already use every core, and there is no copy to hide.
 #pragma once
 
-#include <cstdint>
 #include <cstddef>
+#include <cstdint>
 #include <iterator>
+#include <memory>
 #include <vector>
 
 #include "core/tensor.h"
 
 namespace hg::data {
+
+namespace detail {
+struct BatchSource;
+class Prefetcher;
+}  // namespace detail
 
 struct DataLoaderOptions {
   int64_t batch_size = 64;
@@ -52,6 +109,18 @@ struct DataLoaderOptions {
   bool flatten = true;     // x is [B, prod(dims)] (true) or [B, dims...] (false)
   Device device = Device::cpu();
   DType dtype = kF32;      // floating dtype of x
+  // On a CUDA device: assemble ahead on a host thread into pinned memory and
+  // copy on a side stream (Note [DataLoader prefetch]). Same batches either way.
+  bool prefetch = true;
+};
+
+// Counters of the prefetcher (all zero on the CPU or with prefetch off).
+struct PrefetchStats {
+  int64_t staged = 0;     // batches whose host->device copy was issued one step ahead
+  int64_t hits = 0;       // dereferences served by the staged batch
+  int64_t misses = 0;     // dereferences that assembled and copied on demand
+  int64_t discarded = 0;  // staged batches dropped (skip, set_epoch, stream change)
+  uintptr_t copy_stream = 0;  // the side stream's cudaStream_t (0 before the first batch)
 };
 
 // One batch; `auto [x, y] = batch` works (an aggregate of two members).
@@ -70,6 +139,10 @@ class DataLoader {
   // images: u8 [N, ...]; labels: i64 [N]. The tensors are shared, not copied
   // (CPU tensors; others are copied to the host once).
   DataLoader(const Tensor& images, const Tensor& labels, DataLoaderOptions options = {});
+  // Move-only (iterators point at the loader: do not move it mid-pass).
+  ~DataLoader();  // joins the prefetch thread, waits for its copies
+  DataLoader(DataLoader&&) noexcept;
+  DataLoader& operator=(DataLoader&&) noexcept;
 
   class Iterator {
    public:
@@ -80,7 +153,7 @@ class DataLoader {
     using reference = Batch;
 
     Iterator() = default;
-    Batch operator*() const;  // assembles the batch; sets loader.position()
+    Batch operator*() const;  // returns the batch; sets loader.position()
     Iterator& operator++();   // after the last batch, the loader moves to the next epoch
     void operator++(int) { ++*this; }
     bool operator==(const Iterator& other) const { return index_ == other.index_; }
@@ -100,7 +173,7 @@ class DataLoader {
   Iterator end() { return Iterator(this, num_batches()); }
 
   // Batch `index` of the current epoch (0 <= index < num_batches()); does not
-  // change position().
+  // change position(). Always assembled on demand (never prefetched).
   Batch batch(int64_t index) const;
 
   int64_t num_batches() const;
@@ -116,22 +189,25 @@ class DataLoader {
   void set_position(int64_t batch_index); // absolute, 0..num_batches()
 
   // Sample indices of the current epoch in visiting order (size num_samples()).
-  const std::vector<int64_t>& order() const { return order_; }
+  const std::vector<int64_t>& order() const { return *order_; }
+
+  PrefetchStats prefetch_stats() const;
 
  private:
   void compute_order();
   void finish_epoch();
+  bool uses_prefetch() const;
+  Batch fetch(int64_t index);  // the iterator's dereference
 
-  Tensor images_;  // u8 [N, ...], contiguous, CPU
-  Tensor labels_;  // i64 [N], contiguous, CPU
   DataLoaderOptions options_;
-  Shape sample_shape_;       // trailing dims of images
-  int64_t sample_numel_ = 0; // prod(sample_shape_)
+  std::shared_ptr<const detail::BatchSource> source_;  // pixels, labels, LUT (immutable)
   int64_t num_samples_ = 0;
-  std::vector<double> lut_;  // 256 entries: normalised value of each pixel byte
   uint64_t epoch_ = 0;
   int64_t position_ = 0;
-  std::vector<int64_t> order_;
+  // Replaced (never modified) by compute_order, so a prefetch job can hold it.
+  std::shared_ptr<const std::vector<int64_t>> order_;
+  uint64_t order_generation_ = 0;  // bumped by compute_order: keys prefetched work
+  std::unique_ptr<detail::Prefetcher> prefetcher_;  // created on first CUDA dereference
 };
 
 // Unbiased-enough Fisher-Yates permutation of [0, n) from Philox at

@@ -242,6 +242,30 @@ float Event::elapsed_ms(const Event& end) const {
   return ms;
 }
 
+// ---- pinned host memory -------------------------------------------------------
+
+PinnedBuffer::PinnedBuffer(size_t nbytes) : size_(nbytes) {
+  if (nbytes == 0) return;
+  HG_CUDA_CHECK(cudaHostAlloc(&data_, nbytes, cudaHostAllocDefault));
+}
+
+PinnedBuffer::~PinnedBuffer() {
+  // A destructor cannot act on a failure; clear it so it is not reported later.
+  if (data_ != nullptr && cudaFreeHost(data_) != cudaSuccess) (void)cudaGetLastError();
+}
+
+PinnedBuffer::PinnedBuffer(PinnedBuffer&& other) noexcept
+    : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
+
+PinnedBuffer& PinnedBuffer::operator=(PinnedBuffer&& other) noexcept {
+  if (this != &other) {
+    if (data_ != nullptr && cudaFreeHost(data_) != cudaSuccess) (void)cudaGetLastError();
+    data_ = std::exchange(other.data_, nullptr);
+    size_ = std::exchange(other.size_, 0);
+  }
+  return *this;
+}
+
 // ---- library handles ----------------------------------------------------------
 
 namespace {

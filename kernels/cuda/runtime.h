@@ -20,6 +20,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstddef>
 #include <memory>
 #include <utility>
 
@@ -157,6 +158,33 @@ class Event {
   cudaEvent_t event_ = nullptr;
   int device_ = -1;
   unsigned int flags_ = 0;
+};
+
+// ---- pinned host memory -------------------------------------------------------
+
+// Page-locked host memory (cudaHostAlloc, freed with cudaFreeHost): the source
+// or target of a cudaMemcpyAsync that really runs asynchronously, since the
+// DMA engine reads it without a staging copy. Move-only; the owner must make
+// sure no queued copy still reads or writes the bytes when it is destroyed or
+// reused (synchronise on an Event recorded after the copy).
+class PinnedBuffer {
+ public:
+  PinnedBuffer() = default;
+  // nbytes of pinned memory (none for 0); throws hg::Error when the runtime
+  // refuses (e.g. the pinned-memory limit is reached).
+  explicit PinnedBuffer(size_t nbytes);
+  ~PinnedBuffer();
+  PinnedBuffer(PinnedBuffer&& other) noexcept;
+  PinnedBuffer& operator=(PinnedBuffer&& other) noexcept;
+  PinnedBuffer(const PinnedBuffer&) = delete;
+  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+
+  void* data() const { return data_; }
+  size_t size() const { return size_; }
+
+ private:
+  void* data_ = nullptr;
+  size_t size_ = 0;
 };
 
 // ---- library handles ----------------------------------------------------------
