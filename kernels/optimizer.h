@@ -23,9 +23,51 @@ namespace hg {
 
 enum class OptimizerKind : uint8_t { kSgd, kAdam, kAdamW };
 
+// Note [Schedules on the device]
+// An LR schedule normally lives on the host: the scheduler writes lr before
+// each step, counting its own step() calls. A step skipped on the device (a
+// GradScaler's found_inf) still advances such a schedule, because the host
+// cannot know of the skip without a sync. An LrSchedule installed in the
+// hyperparameters instead is evaluated by the fused step itself, from the
+// device step counter, which only moves on applied steps: the k-th *applied*
+// step (from 0) runs at lr * lr_schedule_factor(schedule, k), with no host
+// sync. The host scheduler classes (optim/lr_scheduler.h) evaluate the same
+// function, so both clocks give identical lr bits while no step is skipped.
+enum class LrScheduleKind : uint8_t { kConstant, kWarmupCosine, kStep };
+
+struct LrSchedule {
+  LrScheduleKind kind = LrScheduleKind::kConstant;
+  int64_t warmup_steps = 0;   // warmup-cosine: linear warmup length W
+  int64_t total_steps = 1;    // warmup-cosine: T, the end of the cosine (> W)
+  double min_lr_ratio = 0.0;  // warmup-cosine: r, the final factor
+  int64_t step_size = 1;      // step: steps between decays
+  double gamma = 1.0;         // step: the decay multiplier
+};
+
+// The lr multiplier after k steps (k >= 0):
+//   warmup-cosine: (k+1)/(W+1) for k < W; r + (1-r)(1 + cos(pi (k-W)/(T-W)))/2 for W <= k < T; r after
+//   step:          gamma ^ floor(k / step_size)
+HG_HOST_DEVICE inline double lr_schedule_factor(const LrSchedule& s, int64_t k) {
+  switch (s.kind) {
+    case LrScheduleKind::kConstant:
+      return 1.0;
+    case LrScheduleKind::kWarmupCosine: {
+      if (k < s.warmup_steps) return static_cast<double>(k + 1) / static_cast<double>(s.warmup_steps + 1);
+      if (k >= s.total_steps) return s.min_lr_ratio;
+      const double progress =
+          static_cast<double>(k - s.warmup_steps) / static_cast<double>(s.total_steps - s.warmup_steps);
+      return s.min_lr_ratio + (1.0 - s.min_lr_ratio) * 0.5 * (1.0 + ::cos(3.141592653589793 * progress));
+    }
+    case LrScheduleKind::kStep:
+      return ::pow(s.gamma, static_cast<double>(k / s.step_size));
+  }
+  return 1.0;
+}
+
 struct OptimizerHyper {
   OptimizerKind kind = OptimizerKind::kSgd;
-  float lr = 0.01f;
+  float lr = 0.01f;            // the lr, or the base lr of a device-side schedule
+  LrSchedule schedule;         // kConstant: lr as is (Note [Schedules on the device])
   float weight_decay = 0.0f;
   float momentum = 0.0f;   // SGD
   float dampening = 0.0f;  // SGD
@@ -49,7 +91,16 @@ struct StepScalars {
   float step = 1.0f;  // the step being applied (1 for the first)
 };
 
+// The lr of the step numbered `step` (1 for the first applied step): h.lr, or
+// h.lr times the device-side schedule's factor after step - 1 applied steps.
+HG_HOST_DEVICE inline float scheduled_lr(const OptimizerHyper& h, float step) {
+  if (h.schedule.kind == LrScheduleKind::kConstant) return h.lr;
+  const int64_t applied_before = static_cast<int64_t>(step) - 1;
+  return static_cast<float>(static_cast<double>(h.lr) * lr_schedule_factor(h.schedule, applied_before));
+}
+
 // The update of one element: returns the new master value; updates m and v.
+// s.h.lr is the lr of this step (scheduled_lr applied once per launch).
 HG_HOST_DEVICE inline float optimizer_update(const StepScalars& s, float p, float g, float& m, float& v) {
   const OptimizerHyper& h = s.h;
   g *= s.inv_scale;

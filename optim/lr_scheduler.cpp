@@ -1,29 +1,44 @@
 #include "optim/lr_scheduler.h"
 
 #include <cmath>
-#include <numbers>
 
 namespace hg::optim {
 
-LRScheduler::LRScheduler(Optimizer& opt) : opt_(opt) {
+LRScheduler::LRScheduler(Optimizer& opt, ScheduleClock clock) : opt_(opt), clock_(clock) {
   const size_t groups = opt.param_groups().size();
   for (size_t g = 0; g < groups; ++g) base_lrs_.push_back(opt.lr(g));
 }
 
 LRScheduler::~LRScheduler() = default;
 
+void LRScheduler::start(const LrSchedule& schedule) {
+  if (clock_ == ScheduleClock::kCalls) {
+    for (auto& group : opt_.param_groups()) group.hyper.schedule = LrSchedule{};  // no device schedule too
+    apply_lr();
+    return;
+  }
+  // The optimizer's lr stays the base lr; the fused step applies the factor.
+  for (size_t g = 0; g < base_lrs_.size(); ++g) {
+    opt_.set_lr(g, base_lrs_[g]);
+    opt_.param_groups()[g].hyper.schedule = schedule;
+  }
+}
+
 void LRScheduler::step() {
   ++last_step_;
-  apply_lr();
+  if (clock_ == ScheduleClock::kCalls) apply_lr();
 }
 
 void LRScheduler::set_last_step(int64_t n) {
   HG_CHECK(n >= 0, "lr scheduler: set_last_step needs a step count >= 0, got ", n);
   last_step_ = n;
-  apply_lr();
+  if (clock_ == ScheduleClock::kCalls) apply_lr();
 }
 
-double LRScheduler::last_lr(size_t group) const { return opt_.lr(group); }
+double LRScheduler::last_lr(size_t group) const {
+  if (clock_ == ScheduleClock::kCalls) return opt_.lr(group);
+  return static_cast<double>(static_cast<float>(base_lr(group) * factor(last_step_)));
+}
 
 double LRScheduler::base_lr(size_t group) const {
   HG_CHECK(group < base_lrs_.size(), "lr scheduler: no parameter group ", group, " (the scheduler has ",
@@ -42,7 +57,7 @@ void LRScheduler::apply_lr() {
 // ---- WarmupCosineLR --------------------------------------------------------
 
 WarmupCosineLR::WarmupCosineLR(Optimizer& opt, WarmupCosineOptions options)
-    : LRScheduler(opt), options_(options) {
+    : LRScheduler(opt, options.clock), options_(options) {
   const WarmupCosineOptions& o = options_;
   HG_CHECK(o.warmup_steps >= 0, "WarmupCosineLR: warmup_steps must be >= 0 (0: no warmup), got ", o.warmup_steps);
   HG_CHECK(o.total_steps > o.warmup_steps, "WarmupCosineLR: total_steps (", o.total_steps,
@@ -51,32 +66,32 @@ WarmupCosineLR::WarmupCosineLR(Optimizer& opt, WarmupCosineOptions options)
   HG_CHECK(o.min_lr_ratio >= 0.0 && o.min_lr_ratio <= 1.0,
            "WarmupCosineLR: min_lr_ratio is the final lr as a fraction of the base lr and must be in [0, 1], got ",
            o.min_lr_ratio);
-  apply_lr();
+  schedule_ = {.kind = LrScheduleKind::kWarmupCosine,
+               .warmup_steps = o.warmup_steps,
+               .total_steps = o.total_steps,
+               .min_lr_ratio = o.min_lr_ratio};
+  start(schedule_);
 }
 
 double WarmupCosineLR::factor(int64_t step) const {
   HG_CHECK(step >= 0, "WarmupCosineLR: factor of a negative step ", step);
-  const int64_t warmup = options_.warmup_steps, total = options_.total_steps;
-  const double r = options_.min_lr_ratio;
-  if (step < warmup) return static_cast<double>(step + 1) / static_cast<double>(warmup + 1);
-  if (step >= total) return r;
-  const double progress = static_cast<double>(step - warmup) / static_cast<double>(total - warmup);
-  return r + (1.0 - r) * 0.5 * (1.0 + std::cos(std::numbers::pi * progress));
+  return lr_schedule_factor(schedule_, step);  // the formula the fused step uses on the device
 }
 
 // ---- StepLR ----------------------------------------------------------------
 
-StepLR::StepLR(Optimizer& opt, StepLROptions options) : LRScheduler(opt), options_(options) {
+StepLR::StepLR(Optimizer& opt, StepLROptions options) : LRScheduler(opt, options.clock), options_(options) {
   HG_CHECK(options_.step_size >= 1, "StepLR: step_size (steps between decays) must be >= 1, got ",
            options_.step_size);
   HG_CHECK(options_.gamma >= 0.0 && std::isfinite(options_.gamma),
            "StepLR: gamma (the decay multiplier, e.g. 0.1) must be finite and >= 0, got ", options_.gamma);
-  apply_lr();
+  schedule_ = {.kind = LrScheduleKind::kStep, .step_size = options_.step_size, .gamma = options_.gamma};
+  start(schedule_);
 }
 
 double StepLR::factor(int64_t step) const {
   HG_CHECK(step >= 0, "StepLR: factor of a negative step ", step);
-  return std::pow(options_.gamma, static_cast<double>(step / options_.step_size));
+  return lr_schedule_factor(schedule_, step);
 }
 
 }  // namespace hg::optim

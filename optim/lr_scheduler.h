@@ -12,8 +12,12 @@
 // calls, not the updates the optimizer applied. A step that a GradScaler
 // skipped on the device (found_inf) still advances the schedule, exactly as
 // in PyTorch, and nothing here reads device memory, so scheduling never
-// syncs. To follow applied steps instead, call
-// set_last_step(opt.steps_applied()) now and then (a host sync on CUDA).
+// syncs. To follow applied steps instead, build the schedule with
+// .clock = ScheduleClock::kAppliedSteps: it is then installed in the
+// optimizer and evaluated by the fused step from the device step counter
+// (Note [Schedules on the device] in kernels/optimizer.h), still without a
+// sync; step() then only counts calls for last_lr(). Without skipped steps
+// both clocks give bit-identical lrs.
 //
 // Invariants: after construction and after every step() / set_last_step(n),
 // every group's lr equals base_lr(group) * factor(last_step()) (rounded to the
@@ -34,6 +38,10 @@
 
 namespace hg::optim {
 
+// What a schedule counts: its own step() calls (PyTorch's rule, host side) or
+// the optimizer steps actually applied (device side, skips excluded).
+enum class ScheduleClock : uint8_t { kCalls, kAppliedSteps };
+
 class LRScheduler {
  public:
   virtual ~LRScheduler();
@@ -46,8 +54,11 @@ class LRScheduler {
   int64_t last_step() const { return last_step_; }
   // For resuming from a checkpoint: sets the counter (>= 0) and re-applies the lr.
   void set_last_step(int64_t n);
-  // The lr currently set on `group` (read from the optimizer).
+  // The lr currently set on `group` (read from the optimizer). With the
+  // kAppliedSteps clock: base_lr * factor(last_step()), the lr of the next
+  // step if none was skipped (the device knows the exact one).
   double last_lr(size_t group = 0) const;
+  ScheduleClock clock() const { return clock_; }
   // The lr of `group` when the scheduler was built.
   double base_lr(size_t group = 0) const;
   // The lr multiplier after `step` scheduler steps (lr = base lr * factor).
@@ -55,13 +66,16 @@ class LRScheduler {
 
  protected:
   // Captures each group's base lr. A base constructor cannot call the
-  // derived factor(), so every subclass constructor ends with apply_lr(),
-  // which sets lr = base * factor(0).
-  explicit LRScheduler(Optimizer& opt);
+  // derived factor(), so every subclass constructor ends with start(), which
+  // sets lr = base * factor(0) (kCalls) or installs `schedule` in every
+  // group's hyperparameters (kAppliedSteps).
+  LRScheduler(Optimizer& opt, ScheduleClock clock);
+  void start(const LrSchedule& schedule);
   void apply_lr();
 
  private:
   Optimizer& opt_;
+  ScheduleClock clock_;
   std::vector<double> base_lrs_;  // [group]
   int64_t last_step_ = 0;
 };
@@ -79,6 +93,7 @@ struct WarmupCosineOptions {
   int64_t warmup_steps = 0;
   int64_t total_steps = 0;  // every optimizer step of the run, warmup included
   double min_lr_ratio = 0.0;
+  ScheduleClock clock = ScheduleClock::kCalls;
 };
 
 class WarmupCosineLR : public LRScheduler {
@@ -89,6 +104,7 @@ class WarmupCosineLR : public LRScheduler {
 
  private:
   WarmupCosineOptions options_;
+  LrSchedule schedule_;
 };
 
 // factor = gamma ^ floor(step / step_size): torch.optim.lr_scheduler.StepLR
@@ -96,6 +112,7 @@ class WarmupCosineLR : public LRScheduler {
 struct StepLROptions {
   int64_t step_size = 1;
   double gamma = 0.1;
+  ScheduleClock clock = ScheduleClock::kCalls;
 };
 
 class StepLR : public LRScheduler {
@@ -106,6 +123,7 @@ class StepLR : public LRScheduler {
 
  private:
   StepLROptions options_;
+  LrSchedule schedule_;
 };
 
 }  // namespace hg::optim

@@ -34,7 +34,8 @@ void fused_optimizer_step(const std::vector<OptimizerSlot>& slots, const Optimiz
   if (found_inf.defined() && found_inf.data<float>()[0] != 0.0f) return;  // skipped step
   float& counter = step.data<float>()[0];
   counter += 1.0f;
-  const StepScalars scalars{hyper, inv_scale.defined() ? inv_scale.data<float>()[0] : 1.0f, counter};
+  StepScalars scalars{hyper, inv_scale.defined() ? inv_scale.data<float>()[0] : 1.0f, counter};
+  scalars.h.lr = scheduled_lr(hyper, counter);
   for (const OptimizerSlot& s : slots) {
     dispatch_floating(s.param.dtype(), "optimizer step", [&](auto p_tag) {
       using P = decltype(p_tag);

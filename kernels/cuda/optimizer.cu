@@ -13,6 +13,8 @@
 //   bytes      per element: sizeof(G) + 4 (master) + 4 + 4 (moments) read,
 //              sizeof(P) + 4 + 4 + 4 written (less without master/moments)
 //   precision  fp32 math; a 16-bit parameter is the master rounded once
+//   lr         h.lr, or with a device-side schedule h.lr * factor(*step - 1),
+//              evaluated in f64 once per thread (Note [Schedules on the device])
 //   skip       if *found_inf != 0 every block returns before touching memory
 #include <cuda_runtime.h>
 
@@ -52,6 +54,7 @@ __global__ void optimizer_step_kernel(const SlotChunk* chunks, StepScalars scala
   if (found_inf != nullptr && *found_inf != 0.0f) return;  // skipped: write nothing
   const SlotChunk c = chunks[blockIdx.x];
   scalars.step = *step;
+  scalars.h.lr = scheduled_lr(scalars.h, scalars.step);  // once per thread (Note [Schedules on the device])
   scalars.inv_scale = inv_scale != nullptr ? *inv_scale : 1.0f;
   P* param = static_cast<P*>(c.param);
   const G* grad = static_cast<const G*>(c.grad);

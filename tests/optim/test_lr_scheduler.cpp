@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <memory>
 #include <vector>
 
 #include "optim/lr_scheduler.h"
@@ -174,6 +175,103 @@ TEST_CASE("the scheduled lr is the one the optimizer applies", "[optim][lr]") {
     // Sums of powers of two: exact in f32.
     CHECK(values_of(w) == std::vector<double>(3, expected));
   }
+}
+
+TEST_CASE("kAppliedSteps: the device clock equals the host clock while nothing is skipped", "[optim][lr]") {
+  for (Device dev : test_devices()) {
+    for (DType dtype : {kF32, kF16}) {
+      for (bool cosine : {true, false}) {
+        INFO(dev << " " << dtype << (cosine ? " cosine" : " step"));
+        auto run = [&](optim::ScheduleClock clock) {
+          Tensor w = make_input({37}, dtype, Domain::kAny, 3).to(dev).requires_grad_(true);
+          optim::AdamW opt({w}, {.lr = 0.01});
+          std::unique_ptr<optim::LRScheduler> sched;
+          if (cosine) {
+            sched = std::make_unique<optim::WarmupCosineLR>(
+                opt, optim::WarmupCosineOptions{.warmup_steps = 3, .total_steps = 9, .min_lr_ratio = 0.1,
+                                                .clock = clock});
+          } else {
+            sched = std::make_unique<optim::StepLR>(opt, optim::StepLROptions{.step_size = 2, .gamma = 0.5,
+                                                                              .clock = clock});
+          }
+          for (int s = 0; s < 12; ++s) {
+            w.set_grad(make_input({37}, dtype, Domain::kAny, 100 + s).to(dev));
+            opt.step();
+            sched->step();
+          }
+          return values_of(w);
+        };
+        // Bit-identical: both evaluate lr_schedule_factor and round base * factor to f32 once.
+        CHECK(run(optim::ScheduleClock::kAppliedSteps) == run(optim::ScheduleClock::kCalls));
+      }
+    }
+  }
+}
+
+TEST_CASE("kAppliedSteps: skipped steps do not advance the schedule, with no host read", "[optim][lr]") {
+  for (Device dev : test_devices()) {
+    INFO(dev);
+    // SGD with gradient 1 moves w by exactly the lr in use; steps 1 and 4 (of
+    // 8 calls) are skipped through found_inf, as a GradScaler would.
+    const std::vector<bool> skip = {false, true, false, false, true, false, false, false};
+    auto run = [&](optim::ScheduleClock clock) {
+      Tensor w = zeros({3}, {.device = dev}).requires_grad_(true);
+      optim::SGD opt({w}, {.lr = 0.25});
+      optim::StepLR sched(opt, {.step_size = 2, .gamma = 0.5, .clock = clock});
+      for (bool s : skip) {
+        w.set_grad(ones({3}, {.device = dev}));
+        opt.step(Tensor(), full({1}, s ? 1.0 : 0.0, {.device = dev}));
+        sched.step();
+      }
+      CHECK(opt.steps_applied() == 6);
+      CHECK(sched.last_step() == 8);
+      return values_of(w)[0];
+    };
+    // The reference in the kernel's own f32 arithmetic: w -= lr_k for applied steps k = 0..5.
+    float applied = 0.0f, by_calls = 0.0f;
+    int64_t k = 0;
+    for (size_t call = 0; call < skip.size(); ++call) {
+      if (skip[call]) continue;
+      applied -= static_cast<float>(0.25 * std::pow(0.5, static_cast<double>(k / 2)));
+      by_calls -= static_cast<float>(0.25 * std::pow(0.5, static_cast<double>(call / 2)));
+      ++k;
+    }
+    REQUIRE(applied != by_calls);  // the two clocks really differ on this sequence
+    CHECK(run(optim::ScheduleClock::kAppliedSteps) == static_cast<double>(applied));
+    CHECK(run(optim::ScheduleClock::kCalls) == static_cast<double>(by_calls));
+  }
+}
+
+TEST_CASE("kAppliedSteps: the schedule resumes from the optimizer's restored step counter", "[optim][lr]") {
+  // Six uninterrupted steps vs three, state_dict round trip into a fresh
+  // optimizer + scheduler, three more: the device counter carries the schedule.
+  auto make = [](Tensor& w, std::unique_ptr<optim::AdamW>& opt, std::unique_ptr<optim::WarmupCosineLR>& sched) {
+    w = full({5}, 0.5).requires_grad_(true);
+    opt = std::make_unique<optim::AdamW>(std::vector<Tensor>{w}, optim::AdamWOptions{.lr = 0.05});
+    sched = std::make_unique<optim::WarmupCosineLR>(
+        *opt, optim::WarmupCosineOptions{.warmup_steps = 2, .total_steps = 6,
+                                         .clock = optim::ScheduleClock::kAppliedSteps});
+  };
+  auto train = [](Tensor& w, optim::AdamW& opt, int steps, int first) {
+    for (int s = first; s < first + steps; ++s) {
+      w.set_grad(full({5}, 0.1 * (s + 1)));
+      opt.step();
+    }
+  };
+  Tensor a, b;
+  std::unique_ptr<optim::AdamW> opt_a, opt_b;
+  std::unique_ptr<optim::WarmupCosineLR> sched_a, sched_b;
+  make(a, opt_a, sched_a);
+  train(a, *opt_a, 6, 0);
+  make(b, opt_b, sched_b);
+  train(b, *opt_b, 3, 0);
+  const auto state = opt_b->state_dict();
+  const std::vector<double> w_mid = values_of(b);
+  make(b, opt_b, sched_b);
+  b.set_data(from_vector(std::vector<float>(w_mid.begin(), w_mid.end())));
+  opt_b->load_state_dict(state);
+  train(b, *opt_b, 3, 3);
+  CHECK(values_of(b) == values_of(a));
 }
 
 TEST_CASE("schedulers reject bad options with a fix", "[optim][lr][errors]") {
