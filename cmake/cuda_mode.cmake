@@ -28,11 +28,17 @@ function(hg_configure_cuda target visibility)
     endif()
   else()  # gpu
     target_link_libraries(${target} ${visibility} CUDA::cudart CUDA::cublas CUDA::cublasLt)
+    # cuDNN is called (kernels/cuda/runtime.cpp) but is not part of every CUDA
+    # install; HG_CUDNN_INCLUDE_DIR / HG_CUDNN_LIBRARY point elsewhere
+    # (scripts/gpu-check does for a pip wheel's or a staged copy).
     find_library(HG_CUDNN_LIBRARY cudnn HINTS ${CUDAToolkit_LIBRARY_DIR} /usr/local/cuda/lib64)
-    if(HG_CUDNN_LIBRARY)
-      target_link_libraries(${target} ${visibility} ${HG_CUDNN_LIBRARY})
+    find_path(HG_CUDNN_INCLUDE_DIR cudnn.h HINTS ${CUDAToolkit_INCLUDE_DIRS})
+    if(NOT HG_CUDNN_LIBRARY OR NOT HG_CUDNN_INCLUDE_DIR)
+      message(FATAL_ERROR "cuDNN not found (cudnn.h: ${HG_CUDNN_INCLUDE_DIR}, libcudnn: "
+                          "${HG_CUDNN_LIBRARY}); set HG_CUDNN_INCLUDE_DIR and HG_CUDNN_LIBRARY")
     endif()
-    target_include_directories(${target} ${visibility} ${CUDAToolkit_INCLUDE_DIRS})
+    target_link_libraries(${target} ${visibility} ${HG_CUDNN_LIBRARY})
+    target_include_directories(${target} ${visibility} ${CUDAToolkit_INCLUDE_DIRS} ${HG_CUDNN_INCLUDE_DIR})
     set_target_properties(${target} PROPERTIES CUDA_SEPARABLE_COMPILATION OFF)
     target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr>)
   endif()
