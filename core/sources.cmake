@@ -1,6 +1,7 @@
 # core/ — floor 0. Explicit list; add new files here.
 list(APPEND HG_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/error.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/atomic_file.cpp
   ${CMAKE_CURRENT_LIST_DIR}/dtype.cpp
   ${CMAKE_CURRENT_LIST_DIR}/log.cpp
   ${CMAKE_CURRENT_LIST_DIR}/device.cpp

@@ -1,10 +1,6 @@
 // .npy reader and writer (see npy.h for the format and the rules).
 #include "data/npy.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <atomic>
 #include <bit>
 #include <cctype>
 #include <cerrno>
@@ -13,6 +9,8 @@
 #include <fstream>
 #include <optional>
 #include <vector>
+
+#include "core/atomic_file.h"
 
 namespace hg::data {
 namespace {
@@ -179,57 +177,19 @@ class HeaderParser {
   size_t pos_ = 0;
 };
 
-// Writes all of `bytes` to fd; false (with errno) on failure.
-bool write_all(int fd, const void* bytes, size_t n) {
-  const auto* p = static_cast<const char*>(bytes);
-  while (n > 0) {
-    const ssize_t w = ::write(fd, p, n);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
-  return true;
-}
-
-// Temp file in the same folder (rename is atomic only within a filesystem),
-// fsync, rename over `path`, fsync the folder so the rename itself is durable.
+// The .npy header then the data, written atomically (core/atomic_file.h).
 void write_file_atomically(const std::string& path, const std::string& header,
                            const void* data, size_t nbytes) {
   namespace fs = std::filesystem;
-  static std::atomic<uint64_t> counter{0};
-  const fs::path target(path);
-  fs::path folder = target.parent_path();
+  fs::path folder = fs::path(path).parent_path();
   if (folder.empty()) folder = ".";
   std::error_code ec;
   HG_CHECK(fs::is_directory(folder, ec), "write_npy: folder '", folder.string(),
            "' does not exist; create it first");
-  const std::string temp = path + ".tmp." + std::to_string(::getpid()) + "." +
-                           std::to_string(counter.fetch_add(1));
-  const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  HG_CHECK(fd >= 0, "write_npy: cannot create '", temp, "': ", std::strerror(errno));
-  const bool ok = write_all(fd, header.data(), header.size()) && write_all(fd, data, nbytes) &&
-                  ::fsync(fd) == 0;
-  const int saved_errno = errno;
-  const bool closed = ::close(fd) == 0;
-  if (!ok || !closed) {
-    ::unlink(temp.c_str());
-    HG_FAIL("write_npy: writing '", temp, "' failed: ", std::strerror(ok ? errno : saved_errno),
-            "; is the disk full?");
-  }
-  if (::rename(temp.c_str(), path.c_str()) != 0) {
-    const int rename_errno = errno;
-    ::unlink(temp.c_str());
-    HG_FAIL("write_npy: cannot rename '", temp, "' to '", path, "': ",
-            std::strerror(rename_errno));
-  }
-  const int dir_fd = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir_fd >= 0) {
-    ::fsync(dir_fd);  // best effort: some filesystems refuse fsync on folders
-    ::close(dir_fd);
-  }
+  AtomicFile out(path, "write_npy");
+  out.write(header);
+  if (nbytes > 0) out.write(data, nbytes);
+  out.commit();
 }
 
 uint32_t read_le(const unsigned char* p, int bytes) {

@@ -5,29 +5,20 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
 #include <fstream>
 #include <sstream>
 
+#include "core/atomic_file.h"
 #include "core/error.h"
 
 namespace hg::train {
 namespace {
 
-// Writes `text` to `path` through a temp file in the same folder and a rename,
-// so a reader (or a killed run) never sees half a file.
+// Writes `text` to `path` atomically, so a reader (or a killed run) never sees half a file.
 void write_atomically(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    HG_CHECK(out.good(), "cannot write '", tmp, "'; is the --out folder writable?");
-    out << text;
-    out.flush();
-    HG_CHECK(out.good(), "writing '", tmp, "' failed (disk full?)");
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  HG_CHECK(!ec, "cannot rename '", tmp, "' to '", path, "': ", ec.message());
+  AtomicFile out(path, "hg-train");
+  out.write(text);
+  out.commit();
 }
 
 std::string format(const char* fmt, double v) {

@@ -6,13 +6,14 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <bit>
 #include <cerrno>
 #include <cstring>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
+
+#include "core/atomic_file.h"
 
 namespace hg::nn {
 
@@ -39,7 +40,7 @@ static_assert(std::size(kDTypeNames) == kNumDTypes,
 
 std::string errno_text() { return std::strerror(errno); }
 
-// Owns a POSIX file descriptor; close() reports errors, the destructor ignores them.
+// Owns the reader's POSIX file descriptor (the writer is core/atomic_file.h).
 class FileDescriptor {
  public:
   explicit FileDescriptor(int fd) : fd_(fd) {}
@@ -50,11 +51,6 @@ class FileDescriptor {
   }
   int get() const { return fd_; }
   bool valid() const { return fd_ >= 0; }
-  // close(2) can report a deferred write error (NFS, quota), so the writer checks it.
-  bool close() {
-    const int fd = std::exchange(fd_, -1);
-    return ::close(fd) == 0;
-  }
 
  private:
   int fd_;
@@ -95,37 +91,6 @@ std::optional<size_t> find_invalid_utf8(std::string_view text) {
 }
 
 // ---- writer --------------------------------------------------------------------
-
-void write_all(int fd, const void* data, size_t nbytes, const std::string& tmp_path) {
-  const char* p = static_cast<const char*>(data);
-  while (nbytes > 0) {
-    // Linux write() moves at most ~2 GiB per call, so large tensors take several.
-    const ssize_t written = ::write(fd, p, std::min<size_t>(nbytes, size_t{1} << 30));
-    if (written < 0 && errno == EINTR) continue;
-    HG_CHECK(written > 0, "save_safetensors: writing '", tmp_path, "' failed: ", errno_text(),
-             "; check free disk space and quotas");
-    p += written;
-    nbytes -= static_cast<size_t>(written);
-  }
-}
-
-// The folder part of `path` ("." for a bare file name), for the temp file and the
-// folder fsync that makes the rename durable.
-std::string parent_folder(const std::string& path) {
-  const size_t slash = path.find_last_of('/');
-  if (slash == std::string::npos) return ".";
-  if (slash == 0) return "/";
-  return path.substr(0, slash);
-}
-
-// Removes the temp file unless the save got as far as renaming it.
-struct TempFileGuard {
-  std::string path;
-  bool armed = true;
-  ~TempFileGuard() {
-    if (armed) ::unlink(path.c_str());
-  }
-};
 
 void check_name_utf8(std::string_view what, const std::string& text) {
   HG_CHECK(!find_invalid_utf8(text), "save_safetensors: ", what, " '", text,
@@ -197,39 +162,13 @@ void save_safetensors(const std::string& path,
            "-byte limit readers enforce; split the tensors over several files");
   const uint64_t header_length = header_text.size();
 
-  // A per-process counter keeps two threads saving the same path apart.
-  static std::atomic<uint64_t> save_counter{0};
-  TempFileGuard temp{path + ".tmp." + std::to_string(::getpid()) + "." +
-                     std::to_string(save_counter.fetch_add(1))};
-  FileDescriptor fd(::open(temp.path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666));
-  if (!fd.valid()) {
-    temp.armed = false;  // not ours to remove
-    HG_FAIL("save_safetensors: cannot create the temp file '", temp.path, "' next to '", path,
-            "': ", errno_text(), "; check that the folder exists and is writable");
-  }
-  write_all(fd.get(), &header_length, sizeof(header_length), temp.path);
-  write_all(fd.get(), header_text.data(), header_text.size(), temp.path);
+  AtomicFile out(path, "save_safetensors");  // temp file, fsync, rename, folder fsync
+  out.write(&header_length, sizeof(header_length));
+  out.write(header_text);
   for (const Tensor& t : host) {
-    if (t.nbytes() > 0) write_all(fd.get(), t.data_ptr(), t.nbytes(), temp.path);
+    if (t.nbytes() > 0) out.write(t.data_ptr(), t.nbytes());
   }
-  // The data must be on disk before the rename publishes it, or a crash could
-  // leave a renamed-but-empty file in place of the old checkpoint.
-  HG_CHECK(::fsync(fd.get()) == 0, "save_safetensors: fsync of '", temp.path,
-           "' failed: ", errno_text());
-  HG_CHECK(fd.close(), "save_safetensors: closing '", temp.path, "' failed: ", errno_text());
-  HG_CHECK(::rename(temp.path.c_str(), path.c_str()) == 0, "save_safetensors: cannot rename '",
-           temp.path, "' to '", path, "': ", errno_text(),
-           "; is the target a folder or on another file system?");
-  temp.armed = false;
-
-  // fsync the folder so the rename itself survives a crash. Some file systems
-  // cannot sync folders (EINVAL); the file is already complete there.
-  const std::string folder = parent_folder(path);
-  FileDescriptor dir(::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  HG_CHECK(dir.valid(), "save_safetensors: wrote '", path, "' but cannot open its folder '", folder,
-           "' to sync it: ", errno_text());
-  HG_CHECK(::fsync(dir.get()) == 0 || errno == EINVAL, "save_safetensors: wrote '", path,
-           "' but fsync of its folder failed: ", errno_text());
+  out.commit();
 }
 
 // ---- reader --------------------------------------------------------------------
