@@ -15,41 +15,16 @@
 #include <set>
 
 #include "nn/serialize.h"
+#include "tests/test_files.h"
 
 using namespace hg;
+using hg::test::read_bytes;
+using hg::test::TempDir;
+using hg::test::write_bytes;
 using Catch::Matchers::Contains;
 namespace fs = std::filesystem;
 
 namespace {
-
-// A fresh folder under /tmp, removed with everything in it at scope exit.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    char name[] = "/tmp/hg_safetensors_XXXXXX";
-    REQUIRE(::mkdtemp(name) != nullptr);
-    path = name;
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    fs::remove_all(path, ignored);
-  }
-  std::set<std::string> entries() const {
-    std::set<std::string> names;
-    for (const auto& e : fs::directory_iterator(path)) names.insert(e.path().filename().string());
-    return names;
-  }
-};
-
-std::string read_bytes(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-void write_bytes(const fs::path& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary)
-      .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
 
 // The raw bytes of a tensor in row-major order.
 std::string tensor_bytes(const Tensor& t) {

@@ -8,10 +8,7 @@
 #include <bit>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <memory>
-#include <unistd.h>
 
 #include "autograd/functions.h"
 #include "core/generator.h"
@@ -20,9 +17,9 @@
 #include "nn/serialize.h"
 #include "optim/checkpoint.h"
 #include "tests/kernels/test_support.h"
+#include "tests/test_files.h"
 
 using namespace hg;
-namespace fs = std::filesystem;
 
 namespace {
 
@@ -101,25 +98,11 @@ struct Run {
   }
 };
 
-std::vector<char> file_bytes(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    path = fs::temp_directory_path() / ("hg_ckpt_test_" + std::to_string(::getpid()));
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
-
 }  // namespace
 
 TEST_CASE("training checkpoint: resume mid-epoch is bit-exact", "[optim][checkpoint]") {
   const Dataset ds;
-  TempDir dir;
+  test::TempDir dir;
   for (Device device : test::test_devices()) {
     for (DType dtype : {kF32, kF16}) {
       INFO(device << " " << dtype);
@@ -153,7 +136,8 @@ TEST_CASE("training checkpoint: resume mid-epoch is bit-exact", "[optim][checkpo
       CHECK(second.weights() == full.weights());
       optim::save_training_checkpoint((dir.path / "resumed.safetensors").string(), *second.model, *second.opt,
                                       second.progress());
-      CHECK(file_bytes(dir.path / "resumed.safetensors") == file_bytes(dir.path / "full.safetensors"));
+      CHECK(test::read_bytes(dir.path / "resumed.safetensors") ==
+            test::read_bytes(dir.path / "full.safetensors"));
     }
   }
 }
@@ -166,7 +150,7 @@ TEST_CASE("training checkpoint: a resume that skips the restore diverges (the te
   Run first(ds, Device::cpu(), kF32, 42);
   first.train(3);
   // Restore everything but the generator: dropout masks differ, so losses do.
-  TempDir dir;
+  test::TempDir dir;
   const std::string path = (dir.path / "c.safetensors").string();
   optim::save_training_checkpoint(path, *first.model, *first.opt, first.progress());
   Run second(ds, Device::cpu(), kF32, 42);
@@ -179,7 +163,7 @@ TEST_CASE("training checkpoint: a resume that skips the restore diverges (the te
 
 TEST_CASE("training checkpoint: errors name the problem", "[optim][checkpoint]") {
   const Dataset ds;
-  TempDir dir;
+  test::TempDir dir;
   const std::string path = (dir.path / "c.safetensors").string();
   Run run(ds, Device::cpu(), kF32, 1);
   run.train(2);
@@ -209,11 +193,8 @@ TEST_CASE("training checkpoint: errors name the problem", "[optim][checkpoint]")
     CHECK_THROWS_WITH(optim::load_training_checkpoint(path, *other.model, sgd), Catch::Contains("optim"));
   }
   SECTION("a truncated file") {
-    const std::vector<char> bytes = file_bytes(path);
-    {
-      std::ofstream out(path, std::ios::binary | std::ios::trunc);
-      out.write(bytes.data(), static_cast<std::streamsize>(bytes.size() / 2));
-    }
+    const std::string bytes = test::read_bytes(path);
+    test::write_bytes(path, bytes.substr(0, bytes.size() / 2));
     Run other(ds, Device::cpu(), kF32, 1);
     CHECK_THROWS_AS(optim::load_training_checkpoint(path, *other.model, *other.opt), Error);
   }

@@ -4,7 +4,6 @@
 #include <catch2/catch.hpp>
 
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 
 #include "autograd/functions.h"
@@ -14,10 +13,11 @@
 #include "optim/checkpoint.h"
 #include "optim/clip_grad.h"
 #include "optim/lr_scheduler.h"
+#include "tests/test_files.h"
 
 TEST_CASE("README training loop compiles, trains and checkpoints", "[optim][docs]") {
-  const auto dir = std::filesystem::temp_directory_path() / "hg_readme_training";
-  std::filesystem::create_directories(dir);
+  const hg::test::TempDir temp;
+  const auto& dir = temp.path;
   const auto old_cwd = std::filesystem::current_path();
   std::filesystem::current_path(dir);
   // ---- begin README snippet ----
@@ -75,17 +75,13 @@ TEST_CASE("README training loop compiles, trains and checkpoints", "[optim][docs
   CHECK(opt2.steps_applied() == 92);
   const auto a = model->state_dict(), b = model2->state_dict();
   for (size_t i = 0; i < a.size(); ++i) CHECK(a[i].second.to_vector<double>() == b[i].second.to_vector<double>());
-  std::filesystem::remove_all(dir);
 }
 
 // The README block is this file's snippet, de-indented by two spaces.
 TEST_CASE("README training snippet matches the compiled one", "[optim][docs]") {
   auto read = [](const std::string& path) {
-    std::ifstream in(path);
-    REQUIRE(in.good());
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
+    REQUIRE(std::filesystem::is_regular_file(path));
+    return hg::test::read_bytes(path);
   };
   const std::string self = read(std::string(HG_SOURCE_DIR) + "/tests/optim/test_readme_training.cpp");
   const std::string readme = read(std::string(HG_SOURCE_DIR) + "/README.md");
