@@ -40,11 +40,11 @@
 //   precision  the product in acc_t (fp32, f64 for f64), rounded once
 #include <cuda_runtime.h>
 
-#include <cstring>
 #include <vector>
 
 #include "core/convert.h"
 #include "kernels/cuda/device_math.cuh"
+#include "kernels/cuda/device_table.h"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/row_reduce.cuh"
 #include "kernels/cuda/runtime.h"
@@ -151,9 +151,7 @@ DeviceTable upload_chunk_table(const std::vector<Tensor>& grads, Device device) 
   DeviceTable out;
   out.count = static_cast<int64_t>(table.size());
   if (table.empty()) return out;
-  Tensor host = empty({static_cast<int64_t>(table.size() * sizeof(GradChunk))}, {.dtype = kU8});
-  std::memcpy(host.data_ptr(), table.data(), table.size() * sizeof(GradChunk));
-  out.bytes = host.to(device);
+  out.bytes = upload_table(table, device);
   out.chunks = static_cast<const GradChunk*>(out.bytes.data_ptr());
   return out;
 }

@@ -18,10 +18,10 @@
 //   skip       if *found_inf != 0 every block returns before touching memory
 #include <cuda_runtime.h>
 
-#include <cstring>
 #include <map>
 
 #include "core/convert.h"
+#include "kernels/cuda/device_table.h"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/runtime.h"
 #include "kernels/optimizer.h"
@@ -96,9 +96,7 @@ void fused_optimizer_step(const std::vector<OptimizerSlot>& slots, const Optimiz
   for (const auto& [dtypes, table] : tables) {
     if (table.empty()) continue;
     // The table travels to the device as bytes; the stream orders its use.
-    Tensor host = empty({static_cast<int64_t>(table.size() * sizeof(SlotChunk))}, {.dtype = kU8});
-    std::memcpy(host.data_ptr(), table.data(), table.size() * sizeof(SlotChunk));
-    const Tensor on_device = host.to(step.device());
+    const Tensor on_device = upload_table(table, step.device());
     const auto* chunks = static_cast<const SlotChunk*>(on_device.data_ptr());
     const dim3 grid(static_cast<unsigned>(table.size()));
     dispatch_floating(dtypes.first, "optimizer step", [&](auto p_tag) {
