@@ -18,14 +18,17 @@ using autograd::SavedTensor;
 
 namespace {
 
-
-// out = op(x); backward = g -> op_backward(g, saved) where saved is x or y.
-Tensor unary_with_backward(OpId op, OpId backward_op, const Tensor& x, bool save_output) {
-  Tensor y = ops::unary(op, x);
+// out = op(x) for a unary op; backward = d_out * op'(saved), the derivative in
+// the op's functor (kernels/elementwise_functors.h), which also says whether
+// it reads x, y or neither; only that one is saved.
+Tensor unary_op(OpId op, const Tensor& x, const ScalarArgs& args = {}) {
+  Tensor y = ops::unary(op, x, args);
   if (any_requires_grad({&x})) {
-    record(op_name(op).data(), y, {&x}, {SavedTensor(save_output ? y : x)},
-           [backward_op](const Tensor& g, const FunctionNode& self) -> Grads {
-             return {ops::unary_backward(backward_op, g, self.saved(0))};
+    const GradFrom from = ops::unary_grad_from(op);
+    const Tensor saved = from == GradFrom::input ? x : from == GradFrom::output ? y : Tensor();
+    record(op_name(op).data(), y, {&x}, {SavedTensor(saved)},
+           [op, args](const Tensor& g, const FunctionNode& self) -> Grads {
+             return {ops::unary_backward(op, g, self.saved(0), args)};
            });
   }
   return y;
@@ -35,75 +38,18 @@ Tensor unary_with_backward(OpId op, OpId backward_op, const Tensor& x, bool save
 
 // ---- elementwise --------------------------------------------------------------------------
 
-Tensor neg(const Tensor& x) {
-  Tensor y = ops::neg(x);
-  if (any_requires_grad({&x})) {
-    record("neg", y, {&x}, {}, [](const Tensor& g, const FunctionNode&) -> Grads { return {ops::neg(g)}; });
-  }
-  return y;
-}
-
-Tensor exp(const Tensor& x) {
-  Tensor y = ops::exp(x);
-  if (any_requires_grad({&x})) {
-    record("exp", y, {&x}, {SavedTensor(y)}, [](const Tensor& g, const FunctionNode& self) -> Grads {
-      return {ops::mul(g, self.saved(0))};  // d exp = exp
-    });
-  }
-  return y;
-}
-
-Tensor log(const Tensor& x) {
-  Tensor y = ops::log(x);
-  if (any_requires_grad({&x})) {
-    record("log", y, {&x}, {SavedTensor(x)}, [](const Tensor& g, const FunctionNode& self) -> Grads {
-      return {ops::div(g, self.saved(0))};
-    });
-  }
-  return y;
-}
-
-Tensor sqrt(const Tensor& x) {
-  Tensor y = ops::sqrt(x);
-  if (any_requires_grad({&x})) {
-    record("sqrt", y, {&x}, {SavedTensor(y)}, [](const Tensor& g, const FunctionNode& self) -> Grads {
-      return {ops::div(ops::binary_scalar(OpId::mul, g, 0.5), self.saved(0))};  // g / (2 sqrt(x))
-    });
-  }
-  return y;
-}
-
-Tensor rsqrt(const Tensor& x) {
-  Tensor y = ops::rsqrt(x);
-  if (any_requires_grad({&x})) {
-    record("rsqrt", y, {&x}, {SavedTensor(y)}, [](const Tensor& g, const FunctionNode& self) -> Grads {
-      const Tensor y_saved = self.saved(0);  // d x^-1/2 = -1/2 x^-3/2 = -1/2 y^3
-      return {ops::mul(ops::binary_scalar(OpId::mul, g, -0.5), ops::binary_scalar(OpId::pow, y_saved, 3.0))};
-    });
-  }
-  return y;
-}
-
-Tensor abs(const Tensor& x) {
-  Tensor y = ops::abs(x);
-  if (any_requires_grad({&x})) {
-    record("abs", y, {&x}, {SavedTensor(x)}, [](const Tensor& g, const FunctionNode& self) -> Grads {
-      const Tensor xs = self.saved(0);  // sign(x), 0 at 0 like torch
-      const Tensor sign = ops::sub(ops::binary_scalar(OpId::gt, xs, 0.0).to(g.dtype()),
-                                   ops::binary_scalar(OpId::lt, xs, 0.0).to(g.dtype()));
-      return {ops::mul(g, sign)};
-    });
-  }
-  return y;
-}
-
-Tensor tanh(const Tensor& x) { return unary_with_backward(OpId::tanh, OpId::tanh_backward, x, true); }
-Tensor sigmoid(const Tensor& x) { return unary_with_backward(OpId::sigmoid, OpId::sigmoid_backward, x, true); }
-Tensor relu(const Tensor& x) { return unary_with_backward(OpId::relu, OpId::relu_backward, x, false); }
-Tensor silu(const Tensor& x) { return unary_with_backward(OpId::silu, OpId::silu_backward, x, false); }
+Tensor neg(const Tensor& x) { return unary_op(OpId::neg, x); }
+Tensor exp(const Tensor& x) { return unary_op(OpId::exp, x); }
+Tensor log(const Tensor& x) { return unary_op(OpId::log, x); }
+Tensor sqrt(const Tensor& x) { return unary_op(OpId::sqrt, x); }
+Tensor rsqrt(const Tensor& x) { return unary_op(OpId::rsqrt, x); }
+Tensor abs(const Tensor& x) { return unary_op(OpId::abs, x); }
+Tensor tanh(const Tensor& x) { return unary_op(OpId::tanh, x); }
+Tensor sigmoid(const Tensor& x) { return unary_op(OpId::sigmoid, x); }
+Tensor relu(const Tensor& x) { return unary_op(OpId::relu, x); }
+Tensor silu(const Tensor& x) { return unary_op(OpId::silu, x); }
 Tensor gelu(const Tensor& x, bool tanh_approximation) {
-  return tanh_approximation ? unary_with_backward(OpId::gelu_tanh, OpId::gelu_tanh_backward, x, false)
-                            : unary_with_backward(OpId::gelu, OpId::gelu_backward, x, false);
+  return unary_op(tanh_approximation ? OpId::gelu_tanh : OpId::gelu, x);
 }
 
 Tensor pow(const Tensor& x, double exponent) {

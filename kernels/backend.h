@@ -12,10 +12,11 @@
 
 // clang-format off
 #define HG_DECLARE_BACKEND_KERNELS                                                        \
-  /* out = op(x) */                                                                      \
-  void unary(OpId op, const Tensor& out, const Tensor& x);                               \
-  /* out = op_backward(d_out, saved); saved is y for tanh/sigmoid, x otherwise */        \
-  void unary_backward(OpId op, const Tensor& out, const Tensor& d_out, const Tensor& saved); \
+  /* out = op(x); args: the op's scalar arguments (clamp's bounds, ...) */             \
+  void unary(OpId op, const Tensor& out, const Tensor& x, const ScalarArgs& args);       \
+  /* out = d_out times the derivative; saved is x or y, as the op's functor says */  \
+  void unary_backward(OpId op, const Tensor& out, const Tensor& d_out, const Tensor& saved, \
+                      const ScalarArgs& args);                                           \
   /* out = a op b; comparisons: out is bool, a and b share the compute dtype */          \
   void binary(OpId op, const Tensor& out, const Tensor& a, const Tensor& b);             \
   void binary_scalar(OpId op, const Tensor& out, const Tensor& a, double b);             \

@@ -1,18 +1,36 @@
-// The op list: every op of the kernel library, named once.
+// The op list: every op of the kernel library, named once, with all its
+// properties on its one line.
 //
 // Note [The op list]
-// HG_FORALL_OPS(_) calls _(name, amp_class) for every op. From it come the
-// OpId enum, op names (for errors, logs and test names) and the AMP cast
-// policy table (amp/ reads amp_class; it can be overridden at run time there).
-// Adding an op = one line here + its CPU and CUDA kernels + its autograd rule
-// + one test-case entry.
+// Each family has its own list; HG_FORALL_OPS(_) runs them all. Every line is
+//   _(name, dtypes, amp_class, grad)
+// and the list a line sits in is the op's family (OpFamily). From these lines
+// come the OpId enum, op_name, op_family, default_amp_class, needs_floating,
+// has_backward and the is_* tests below; kernels/elementwise_engine.h
+// generates the CPU and CUDA dispatch of the element-wise families from the
+// same lists. Nothing else switches on op ids by hand. Adding an element-wise
+// op = one line here + its functor in kernels/elementwise_functors.h + its
+// autograd rule + one test entry (docs/kernels.md, "Adding an op").
 //
+// dtypes (what values the op takes):
+//   any          every numeric dtype (element-wise ops never take bool, except
+//                comparisons)
+//   floating     floating values only: element-wise ops compute integer inputs
+//                in f32 (like torch: exp(int) is float); other families reject
+//                integer inputs with an error naming the fix
 // amp_class (what autocast does with the op's floating inputs):
 //   lower        run in the autocast dtype (f16/bf16): GEMM-like ops
 //   fp32         run in f32: ops whose range or accuracy suffers in 16 bits
 //   promote      run in the widest input dtype
 //   passthrough  run in whatever dtype the inputs have
 //   banned       refuse under autocast (the message names the safe op)
+//   (classes follow PyTorch's CUDA autocast lists where the op is listed there)
+// grad (how the op is differentiated):
+//   functor      its functor's backward(d_out, saved) formula, run by
+//                ops::unary_backward (element-wise unary ops)
+//   rule         an autograd rule composed of other ops (autograd/functions*.cpp)
+//   none         not differentiable (comparisons, random, integer results), or
+//                itself a backward op
 #pragma once
 
 #include <cstdint>
@@ -20,103 +38,171 @@
 
 namespace hg {
 
-#define HG_FORALL_OPS(_)            \
-  /* memory */                      \
-  _(copy, passthrough)              \
-  _(cast, passthrough)              \
-  _(fill, passthrough)              \
-  /* unary */                       \
-  _(neg, passthrough)               \
-  _(exp, fp32)                      \
-  _(log, fp32)                      \
-  _(sqrt, fp32)                     \
-  _(rsqrt, fp32)                    \
-  _(abs, passthrough)               \
-  _(tanh, passthrough)              \
-  _(sigmoid, passthrough)           \
-  _(relu, passthrough)              \
-  _(gelu, passthrough)              \
-  _(gelu_tanh, passthrough)         \
-  _(silu, passthrough)              \
-  /* unary backward: f(d_out, x) */ \
-  _(tanh_backward, passthrough)     \
-  _(sigmoid_backward, passthrough)  \
-  _(relu_backward, passthrough)     \
-  _(gelu_backward, passthrough)     \
-  _(gelu_tanh_backward, passthrough) \
-  _(silu_backward, passthrough)     \
-  /* binary, broadcasting */        \
-  _(add, promote)                   \
-  _(sub, promote)                   \
-  _(mul, promote)                   \
-  _(div, promote)                   \
-  _(maximum, promote)               \
-  _(minimum, promote)               \
-  _(pow, fp32)                      \
-  _(eq, promote)                    \
-  _(ne, promote)                    \
-  _(lt, promote)                    \
-  _(le, promote)                    \
-  _(gt, promote)                    \
-  _(ge, promote)                    \
-  _(where, promote)                 \
-  /* reductions */                  \
-  _(sum, fp32)                      \
-  _(mean, fp32)                     \
-  _(max, passthrough)               \
-  _(min, passthrough)               \
-  _(argmax, passthrough)            \
-  _(norm, fp32)                     \
-  /* random */                      \
-  _(uniform, passthrough)           \
-  _(normal, passthrough)            \
-  _(bernoulli, passthrough)         \
-  /* GEMM */                        \
-  _(matmul, lower)                  \
-  /* softmax family */              \
-  _(softmax, fp32)                  \
-  _(log_softmax, fp32)              \
-  _(softmax_backward, fp32)         \
-  _(log_softmax_backward, fp32)     \
-  _(cross_entropy, fp32)            \
-  _(cross_entropy_backward, fp32)
+// clang-format off
+#define HG_FORALL_MEMORY_OPS(_)                 \
+  _(copy,      any,      passthrough, rule)     \
+  _(cast,      any,      passthrough, rule)     \
+  _(fill,      any,      passthrough, none)
 
-enum class OpId : uint16_t {
-#define HG_OP_ENUM(name, amp) name,
-  HG_FORALL_OPS(HG_OP_ENUM)
+// out = f(x); functor ew::Unary<OpId::name, A> in kernels/elementwise_functors.h
+#define HG_FORALL_UNARY_OPS(_)                  \
+  _(neg,       any,      passthrough, functor)  \
+  _(exp,       floating, fp32,        functor)  \
+  _(log,       floating, fp32,        functor)  \
+  _(sqrt,      floating, fp32,        functor)  \
+  _(rsqrt,     floating, fp32,        functor)  \
+  _(abs,       any,      passthrough, functor)  \
+  _(tanh,      floating, passthrough, functor)  \
+  _(sigmoid,   floating, passthrough, functor)  \
+  _(relu,      any,      passthrough, functor)  \
+  _(gelu,      floating, passthrough, functor)  \
+  _(gelu_tanh, floating, passthrough, functor)  \
+  _(silu,      floating, passthrough, functor)  \
+
+// out = f(a, b), broadcasting; functor ew::Binary<OpId::name, A>
+#define HG_FORALL_BINARY_OPS(_)                 \
+  _(add,       any,      promote,     rule)     \
+  _(sub,       any,      promote,     rule)     \
+  _(mul,       any,      promote,     rule)     \
+  _(div,       floating, promote,     rule)     \
+  _(maximum,   any,      promote,     rule)     \
+  _(minimum,   any,      promote,     rule)     \
+  _(pow,       floating, fp32,        rule)
+
+// out = f(a, b) as bool, broadcasting; functor ew::Binary<OpId::name, A>
+#define HG_FORALL_COMPARISON_OPS(_)             \
+  _(eq,        any,      promote,     none)     \
+  _(ne,        any,      promote,     none)     \
+  _(lt,        any,      promote,     none)     \
+  _(le,        any,      promote,     none)     \
+  _(gt,        any,      promote,     none)     \
+  _(ge,        any,      promote,     none)
+
+#define HG_FORALL_SELECT_OPS(_)                 \
+  _(where,     any,      promote,     rule)
+
+#define HG_FORALL_REDUCTION_OPS(_)              \
+  _(sum,       any,      fp32,        rule)     \
+  _(mean,      floating, fp32,        rule)     \
+  _(max,       any,      passthrough, rule)     \
+  _(min,       any,      passthrough, rule)     \
+  _(argmax,    any,      passthrough, none)     \
+  _(norm,      floating, fp32,        rule)
+
+#define HG_FORALL_RANDOM_OPS(_)                 \
+  _(uniform,   floating, passthrough, none)     \
+  _(normal,    floating, passthrough, none)     \
+  _(bernoulli, floating, passthrough, none)
+
+#define HG_FORALL_GEMM_OPS(_)                   \
+  _(matmul,    floating, lower,       rule)
+
+#define HG_FORALL_SOFTMAX_OPS(_)                          \
+  _(softmax,                floating, fp32, rule)         \
+  _(log_softmax,            floating, fp32, rule)         \
+  _(softmax_backward,       floating, fp32, none)         \
+  _(log_softmax_backward,   floating, fp32, none)         \
+  _(cross_entropy,          floating, fp32, rule)         \
+  _(cross_entropy_backward, floating, fp32, none)
+
+// Every family, each with the OpFamily it stands for.
+#define HG_FORALL_OP_FAMILIES(_) \
+  _(memory,     HG_FORALL_MEMORY_OPS)     \
+  _(unary,      HG_FORALL_UNARY_OPS)      \
+  _(binary,     HG_FORALL_BINARY_OPS)     \
+  _(comparison, HG_FORALL_COMPARISON_OPS) \
+  _(select,     HG_FORALL_SELECT_OPS)     \
+  _(reduction,  HG_FORALL_REDUCTION_OPS)  \
+  _(random,     HG_FORALL_RANDOM_OPS)     \
+  _(gemm,       HG_FORALL_GEMM_OPS)       \
+  _(softmax,    HG_FORALL_SOFTMAX_OPS)
+
+#define HG_FORALL_OPS(_)          \
+  HG_FORALL_MEMORY_OPS(_)         \
+  HG_FORALL_UNARY_OPS(_)          \
+  HG_FORALL_BINARY_OPS(_)         \
+  HG_FORALL_COMPARISON_OPS(_)     \
+  HG_FORALL_SELECT_OPS(_)         \
+  HG_FORALL_REDUCTION_OPS(_)      \
+  HG_FORALL_RANDOM_OPS(_)         \
+  HG_FORALL_GEMM_OPS(_)           \
+  HG_FORALL_SOFTMAX_OPS(_)
+// clang-format on
+
+// The enum and the table below both walk the families in HG_FORALL_OP_FAMILIES
+// order, so row i of the table describes OpId(i).
+#define HG_OP_ENUM(name, dtypes, amp, grad) name,
+#define HG_OP_ENUM_FAMILY(family, list) list(HG_OP_ENUM)
+enum class OpId : uint16_t { HG_FORALL_OP_FAMILIES(HG_OP_ENUM_FAMILY) };
+#undef HG_OP_ENUM_FAMILY
 #undef HG_OP_ENUM
+
+#define HG_OP_COUNT(name, dtypes, amp, grad) +1
+#define HG_OP_COUNT_FAMILY(family, list) list(HG_OP_COUNT)
+inline constexpr int kNumOps = 0 HG_FORALL_OP_FAMILIES(HG_OP_COUNT_FAMILY);
+static_assert(kNumOps == 0 HG_FORALL_OPS(HG_OP_COUNT), "HG_FORALL_OPS must run every family");
+#undef HG_OP_COUNT_FAMILY
+#undef HG_OP_COUNT
+
+enum class OpFamily : uint8_t { memory, unary, binary, comparison, select, reduction, random, gemm, softmax };
+enum class OpDTypes : uint8_t { any, floating };
+enum class AmpClass : uint8_t { lower, fp32, promote, passthrough, banned };
+enum class OpGrad : uint8_t { functor, rule, none };
+// What a unary op's derivative reads besides d_out: its input x, its output y,
+// or nothing (each functor says, kernels/elementwise_functors.h).
+enum class GradFrom : uint8_t { input, output, nothing };
+
+// The scalar arguments of a parameterised op, in the op's own terms (each
+// functor that takes them says which is which: clamp's bounds, softplus's
+// beta and threshold). Ops without arguments ignore them.
+struct ScalarArgs {
+  double a = 0.0;
+  double b = 0.0;
 };
 
-inline constexpr int kNumOps = 0
-#define HG_OP_COUNT(name, amp) +1
-    HG_FORALL_OPS(HG_OP_COUNT)
-#undef HG_OP_COUNT
-    ;
+// One row of the list.
+struct OpInfo {
+  std::string_view name;
+  OpFamily family;
+  OpDTypes dtypes;
+  AmpClass amp_class;
+  OpGrad grad;
+};
 
-enum class AmpClass : uint8_t { lower, fp32, promote, passthrough, banned };
-
-constexpr std::string_view op_name(OpId op) {
-  switch (op) {
-#define HG_OP_NAME(name, amp) \
-  case OpId::name:            \
-    return #name;
-    HG_FORALL_OPS(HG_OP_NAME)
-#undef HG_OP_NAME
+namespace detail {
+#define HG_OP_INFO_ROW(name, dtypes, amp, grad) \
+  OpInfo{#name, family_, OpDTypes::dtypes, AmpClass::amp, OpGrad::grad},
+#define HG_OP_INFO_FAMILY(family, list) \
+  {                                     \
+    constexpr OpFamily family_ = OpFamily::family; \
+    for (const OpInfo& row : {list(HG_OP_INFO_ROW)}) rows[n++] = row; \
   }
-  return "?";
-}
+struct OpTable {
+  OpInfo rows[kNumOps];
+  constexpr OpTable() : rows() {
+    int n = 0;
+    HG_FORALL_OP_FAMILIES(HG_OP_INFO_FAMILY)
+  }
+};
+#undef HG_OP_INFO_FAMILY
+#undef HG_OP_INFO_ROW
+inline constexpr OpTable kOpTable{};
+}  // namespace detail
 
+constexpr const OpInfo& op_info(OpId op) { return detail::kOpTable.rows[static_cast<int>(op)]; }
+constexpr std::string_view op_name(OpId op) { return op_info(op).name; }
+constexpr OpFamily op_family(OpId op) { return op_info(op).family; }
 // The default AMP class of each op (amp/ layers run-time overrides on top).
-constexpr AmpClass default_amp_class(OpId op) {
-  switch (op) {
-#define HG_OP_AMP(name, amp) \
-  case OpId::name:           \
-    return AmpClass::amp;
-    HG_FORALL_OPS(HG_OP_AMP)
-#undef HG_OP_AMP
-  }
-  return AmpClass::passthrough;
+constexpr AmpClass default_amp_class(OpId op) { return op_info(op).amp_class; }
+constexpr bool needs_floating(OpId op) { return op_info(op).dtypes == OpDTypes::floating; }
+constexpr bool has_backward(OpId op) { return op_info(op).grad != OpGrad::none; }
+constexpr bool is_unary(OpId op) { return op_family(op) == OpFamily::unary; }
+constexpr bool is_comparison(OpId op) { return op_family(op) == OpFamily::comparison; }
+// Arithmetic and comparison ops alike take two broadcast operands.
+constexpr bool is_binary(OpId op) {
+  return op_family(op) == OpFamily::binary || op_family(op) == OpFamily::comparison;
 }
+constexpr bool is_reduction(OpId op) { return op_family(op) == OpFamily::reduction; }
 
 constexpr std::string_view amp_class_name(AmpClass c) {
   switch (c) {

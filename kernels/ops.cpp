@@ -1,14 +1,16 @@
 // Argument checks, dtype promotion, output allocation and device dispatch for
 // the elementwise part of the kernel API (kernels/ops.h).
-#include "kernels/dispatch.h"
 #include "kernels/ops.h"
 
+#include <cmath>
+
 #include "kernels/backend.h"
+#include "kernels/dispatch.h"
+#include "kernels/elementwise_engine.h"
 
 namespace hg::ops {
 
 namespace {
-
 
 void check_defined(const Tensor& t, OpId op, const char* what) {
   HG_CHECK(t.defined(), op_name(op), ": ", what, " is an undefined tensor");
@@ -19,49 +21,23 @@ void check_same_device(OpId op, const Tensor& a, const Tensor& b) {
            a.device(), " and ", b.device(), "); move one with .to(device) first");
 }
 
-bool needs_floating(OpId op) {
-  switch (op) {
-    case OpId::exp: case OpId::log: case OpId::sqrt: case OpId::rsqrt: case OpId::tanh:
-    case OpId::sigmoid: case OpId::gelu: case OpId::gelu_tanh: case OpId::silu:
-    case OpId::div: case OpId::pow:
-      return true;
-    default:
-      return false;
-  }
-}
-
-bool is_comparison(OpId op) {
-  switch (op) {
-    case OpId::eq: case OpId::ne: case OpId::lt: case OpId::le: case OpId::gt: case OpId::ge:
-      return true;
-    default:
-      return false;
-  }
-}
-
-bool is_binary(OpId op) {
-  switch (op) {
-    case OpId::add: case OpId::sub: case OpId::mul: case OpId::div: case OpId::maximum:
-    case OpId::minimum: case OpId::pow:
-      return true;
-    default:
-      return is_comparison(op);
-  }
-}
-
-bool is_unary(OpId op) {
-  switch (op) {
-    case OpId::neg: case OpId::abs: case OpId::relu:
-      return true;
-    default:
-      return needs_floating(op) && op != OpId::div && op != OpId::pow;
-  }
-}
-
 // The dtype an op computes in, given the promoted input dtype.
 DType compute_dtype(OpId op, DType promoted) {
   if (needs_floating(op) && !is_floating(promoted)) return kF32;  // like torch: int -> float
   return promoted;
+}
+
+// A scalar an integer tensor can be combined with without going to f32.
+bool is_whole(double v) { return std::isfinite(v) && v == std::trunc(v); }
+
+// Unary ops with arguments: an integer input with a fractional argument
+// computes in f32 (clamp(int, 0.5)); an infinite argument is a missing bound
+// and keeps the input's dtype.
+DType unary_compute_dtype(OpId op, DType in, const ScalarArgs& args) {
+  DType compute = compute_dtype(op, in);
+  auto fits = [](double v) { return std::isinf(v) || is_whole(v); };
+  if (!is_floating(compute) && !(fits(args.a) && fits(args.b))) compute = kF32;
+  return compute;
 }
 
 }  // namespace
@@ -88,36 +64,46 @@ DType promote_types(DType a, DType b) {
 
 // ---- unary ----------------------------------------------------------------------------
 
-Tensor unary(OpId op, const Tensor& x) {
+Tensor unary(OpId op, const Tensor& x, const ScalarArgs& args) {
   check_defined(x, op, "input");
   HG_CHECK(is_unary(op), op_name(op), " is not a unary op");
   HG_CHECK(x.dtype() != kBool, op_name(op), " does not take bool tensors; convert with .to(hg::kF32)");
-  const DType compute = compute_dtype(op, x.dtype());
+  const DType compute = unary_compute_dtype(op, x.dtype(), args);
   Tensor out = empty(x.sizes(), {.dtype = compute, .device = x.device()});
-  HG_BACKEND_CALL(x.device(), unary, op, out, x.to(compute));
+  HG_BACKEND_CALL(x.device(), unary, op, out, x.to(compute), args);
   return out;
 }
 
-void unary_(OpId op, const Tensor& x) {
+void unary_(OpId op, const Tensor& x, const ScalarArgs& args) {
   check_defined(x, op, "input");
   HG_CHECK(is_unary(op), op_name(op), " is not a unary op");
-  HG_CHECK(compute_dtype(op, x.dtype()) == x.dtype() && x.dtype() != kBool, op_name(op),
-           "_ (in place) needs a floating tensor, got ", x.dtype());
-  HG_BACKEND_CALL(x.device(), unary, op, x, x);
+  HG_CHECK(unary_compute_dtype(op, x.dtype(), args) == x.dtype() && x.dtype() != kBool, op_name(op),
+           "_ (in place) cannot write its result into a ", x.dtype(), " tensor; use the out-of-place form");
+  HG_BACKEND_CALL(x.device(), unary, op, x, x, args);
   x.bump_version();
 }
 
-Tensor unary_backward(OpId op, const Tensor& d_out, const Tensor& saved) {
+GradFrom unary_grad_from(OpId op) {
+  HG_CHECK(is_unary(op), op_name(op), " is not a unary op");
+  return ew::unary_grad_from(op);
+}
+
+Tensor unary_backward(OpId op, const Tensor& d_out, const Tensor& saved_in, const ScalarArgs& args) {
   check_defined(d_out, op, "d_out");
+  HG_CHECK(is_unary(op) && op_info(op).grad == OpGrad::functor, op_name(op),
+           " has no derivative formula to run (unary_backward takes a unary op whose grad is `functor`"
+           " in kernels/op_list.h)");
+  // A derivative that reads neither x nor y gets d_out in the saved slot.
+  const Tensor& saved = ew::unary_grad_from(op) == GradFrom::nothing && !saved_in.defined() ? d_out : saved_in;
   check_defined(saved, op, "saved tensor");
   check_same_device(op, d_out, saved);
-  HG_CHECK(d_out.sizes() == saved.sizes(), op_name(op), ": d_out shape ", d_out.shape_str(),
+  HG_CHECK(d_out.sizes() == saved.sizes(), op_name(op), " backward: d_out shape ", d_out.shape_str(),
            " differs from the saved tensor's shape ", saved.shape_str());
   HG_CHECK(is_floating(d_out.dtype()) && is_floating(saved.dtype()), op_name(op),
-           " needs floating tensors, got ", d_out.dtype(), " and ", saved.dtype());
+           " backward needs floating tensors, got ", d_out.dtype(), " and ", saved.dtype());
   const DType compute = promote_types(d_out.dtype(), saved.dtype());
   Tensor out = empty(d_out.sizes(), {.dtype = compute, .device = d_out.device()});
-  HG_BACKEND_CALL(d_out.device(), unary_backward, op, out, d_out.to(compute), saved.to(compute));
+  HG_BACKEND_CALL(d_out.device(), unary_backward, op, out, d_out.to(compute), saved.to(compute), args);
   return out;
 }
 
@@ -143,8 +129,8 @@ Tensor binary_scalar(OpId op, const Tensor& a, double b) {
   check_defined(a, op, "input");
   HG_CHECK(is_binary(op), op_name(op), " is not a binary op");
   DType compute = compute_dtype(op, a.dtype());
-  // An integer tensor with a fractional scalar computes in f32 (like torch).
-  if (!is_floating(compute) && b != static_cast<double>(static_cast<int64_t>(b))) compute = kF32;
+  // An integer tensor with a fractional (or infinite, or NaN) scalar computes in f32.
+  if (!is_floating(compute) && !is_whole(b)) compute = kF32;
   HG_CHECK(compute != kBool, op_name(op), " does not take bool tensors");
   const DType out_dtype = is_comparison(op) ? kBool : compute;
   Tensor out = empty(a.sizes(), {.dtype = out_dtype, .device = a.device()});

@@ -27,12 +27,19 @@ namespace hg::ops {
 DType promote_types(DType a, DType b);
 
 // ---- unary ------------------------------------------------------------------------
-// op: neg exp log sqrt rsqrt abs tanh sigmoid relu gelu gelu_tanh silu
-Tensor unary(OpId op, const Tensor& x);
-void unary_(OpId op, const Tensor& x);  // in place, bumps the version
-// op: tanh_backward sigmoid_backward (saved = forward OUTPUT y);
-//     relu_backward gelu_backward gelu_tanh_backward silu_backward (saved = INPUT x)
-Tensor unary_backward(OpId op, const Tensor& d_out, const Tensor& saved);
+// op: any op of HG_FORALL_UNARY_OPS (kernels/op_list.h); args: its scalar
+// arguments, as its functor in kernels/elementwise_functors.h names them
+// (clamp: {lo, hi}, a missing bound passed as -inf/+inf; softplus: {beta,
+// threshold}). Floating-only ops compute integer inputs in f32; an integer
+// input with a fractional argument also computes in f32 (infinite arguments,
+// such as clamp's missing bounds, keep it integer).
+Tensor unary(OpId op, const Tensor& x, const ScalarArgs& args = {});
+void unary_(OpId op, const Tensor& x, const ScalarArgs& args = {});  // in place, bumps the version
+// d_x = d_out * op'(x) for a unary op (the derivative in its functor):
+// `saved` is the forward's input x or output y, as unary_grad_from(op) says;
+// it may be undefined when the derivative reads neither (neg).
+Tensor unary_backward(OpId op, const Tensor& d_out, const Tensor& saved, const ScalarArgs& args = {});
+GradFrom unary_grad_from(OpId op);
 
 inline Tensor neg(const Tensor& x) { return unary(OpId::neg, x); }
 inline Tensor exp(const Tensor& x) { return unary(OpId::exp, x); }

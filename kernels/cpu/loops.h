@@ -15,29 +15,15 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "kernels/scalar_math.h"
 
 namespace hg::cpu {
 
-// The type the math runs in: float for f32/f16/bf16, double for f64, the
-// type itself for integers.
-template <typename T>
-using acc_t = std::conditional_t<std::is_same_v<T, double>, double,
-                                 std::conditional_t<std::is_integral_v<T>, T, float>>;
-
-// max/min that propagate NaN (std::max and fmax drop it); for integers the
-// NaN tests fold away.
-template <typename A>
-A max_nan(A a, A b) {
-  if (a != a) return a;
-  if (b != b) return b;
-  return a > b ? a : b;
-}
-template <typename A>
-A min_nan(A a, A b) {
-  if (a != a) return a;
-  if (b != b) return b;
-  return a < b ? a : b;
-}
+// acc_t<T> and the NaN-propagating max_nan/min_nan are shared with the CUDA
+// kernels (kernels/scalar_math.h).
+using ::hg::acc_t;
+using ::hg::max_nan;
+using ::hg::min_nan;
 
 // Below this many elements a parallel region costs more than it saves.
 inline constexpr int64_t kParallelGrain = 32768;

@@ -1,14 +1,18 @@
-// Generated tests for elementwise ops: every op in the registry below runs on
-// every device (cpu, and cuda when built) in f32, f16, bf16 and f64, over
+// Generated tests for elementwise ops: every op in the registries below runs on
+// every device (cpu, and cuda when built) in f32, f16, bf16 and f64 (and the
+// integer dtypes for unary ops that take them), over
 // samples that include rank 0, empty, odd sizes (vector tails), broadcasting,
 // non-contiguous views and extreme values. The reference is an independent
 // double-precision formula on the same (already rounded) inputs, rounded once
 // to the output dtype; the tolerance comes from tests/kernels/tolerance.h.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 
+#include "autograd/functions.h"
+#include "autograd/gradcheck.h"
 #include "kernels/ops.h"
 #include "tests/kernels/test_support.h"
 
@@ -18,61 +22,77 @@ using namespace hg::test;
 namespace {
 
 double sigmoid_ref(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+double gelu_ref(double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); }
 double gelu_tanh_ref(double x) {
   return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
 }
 
-struct UnaryInfo {
+using Ref = std::function<double(double)>;
+// f'(x) given x and y = f(x) as the kernel saw them (16-bit y is rounded, so
+// an op whose derivative reads y is checked against that y).
+using DerivRef = std::function<double(double x, double y)>;
+using Differentiable = std::function<Tensor(const Tensor&)>;
+
+// One entry of the unary op registry. Each entry is checked for: the forward
+// on every device and dtype (and integer dtypes when the op takes them)
+// against `ref`; the backward kernel against `dref` (an exact formula) or,
+// when dref is empty, a central difference of `ref`; and gradcheck (f64) of
+// the differentiable hg:: function.
+struct UnaryCase {
   OpId op;
+  ScalarArgs args;
   Domain domain;
-  std::function<double(double)> ref;
+  Ref ref;
+  DerivRef dref;
+  Differentiable differentiable;
 };
 
-// The unary op registry: one entry per op.
-const std::vector<UnaryInfo>& unary_ops() {
-  static const std::vector<UnaryInfo> ops{
-      {OpId::neg, Domain::kAny, [](double x) { return -x; }},
-      {OpId::abs, Domain::kAny, [](double x) { return std::fabs(x); }},
-      {OpId::relu, Domain::kAny, [](double x) { return std::isnan(x) ? x : (x > 0 ? x : 0.0); }},
-      {OpId::exp, Domain::kAny, [](double x) { return std::exp(x); }},
-      {OpId::log, Domain::kPositive, [](double x) { return std::log(x); }},
-      {OpId::sqrt, Domain::kPositive, [](double x) { return std::sqrt(x); }},
-      {OpId::rsqrt, Domain::kPositive, [](double x) { return 1.0 / std::sqrt(x); }},
-      {OpId::tanh, Domain::kAny, [](double x) { return std::tanh(x); }},
-      {OpId::sigmoid, Domain::kAny, sigmoid_ref},
-      {OpId::gelu, Domain::kAny, [](double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); }},
-      {OpId::gelu_tanh, Domain::kAny, gelu_tanh_ref},
-      {OpId::silu, Domain::kAny, [](double x) { return x * sigmoid_ref(x); }},
+const std::vector<UnaryCase>& unary_cases() {
+  static const std::vector<UnaryCase> cases{
+      {OpId::neg, {}, Domain::kAny, [](double x) { return -x; }, [](double, double) { return -1.0; },
+       [](const Tensor& x) { return hg::neg(x); }},
+      {OpId::abs, {}, Domain::kAny, [](double x) { return std::fabs(x); },
+       [](double x, double) { return x > 0 ? 1.0 : (x < 0 ? -1.0 : 0.0); }, [](const Tensor& x) { return hg::abs(x); }},
+      {OpId::relu, {}, Domain::kAny, [](double x) { return std::isnan(x) ? x : (x > 0 ? x : 0.0); },
+       [](double x, double) { return x > 0 ? 1.0 : 0.0; }, [](const Tensor& x) { return hg::relu(x); }},
+      {OpId::exp, {}, Domain::kAny, [](double x) { return std::exp(x); }, [](double, double y) { return y; },
+       [](const Tensor& x) { return hg::exp(x); }},
+      {OpId::log, {}, Domain::kPositive, [](double x) { return std::log(x); }, [](double x, double) { return 1 / x; },
+       [](const Tensor& x) { return hg::log(x); }},
+      {OpId::sqrt, {}, Domain::kPositive, [](double x) { return std::sqrt(x); },
+       [](double, double y) { return 0.5 / y; }, [](const Tensor& x) { return hg::sqrt(x); }},
+      {OpId::rsqrt, {}, Domain::kPositive, [](double x) { return 1.0 / std::sqrt(x); },
+       [](double, double y) { return -0.5 * y * y * y; }, [](const Tensor& x) { return hg::rsqrt(x); }},
+      {OpId::tanh, {}, Domain::kAny, [](double x) { return std::tanh(x); }, [](double, double y) { return 1 - y * y; },
+       [](const Tensor& x) { return hg::tanh(x); }},
+      {OpId::sigmoid, {}, Domain::kAny, sigmoid_ref, [](double, double y) { return y * (1 - y); },
+       [](const Tensor& x) { return hg::sigmoid(x); }},
+      {OpId::gelu, {}, Domain::kAny, gelu_ref, nullptr, [](const Tensor& x) { return hg::gelu(x); }},
+      {OpId::gelu_tanh, {}, Domain::kAny, gelu_tanh_ref, nullptr, [](const Tensor& x) { return hg::gelu(x, true); }},
+      {OpId::silu, {}, Domain::kAny, [](double x) { return x * sigmoid_ref(x); }, nullptr,
+       [](const Tensor& x) { return hg::silu(x); }},
   };
-  return ops;
+  return cases;
 }
 
-struct BackwardInfo {
-  OpId op;
-  std::function<double(double, double)> ref;  // (d_out, saved)
-};
+std::string case_name(const UnaryCase& c) {
+  std::string name(op_name(c.op));
+  if (c.args.a != 0.0 || c.args.b != 0.0) {
+    name += "{" + std::to_string(c.args.a) + ", " + std::to_string(c.args.b) + "}";
+  }
+  return name;
+}
 
-// Backward references by a central difference of the forward in double where
-// no closed form is simpler to trust.
-double numeric_derivative(const std::function<double(double)>& f, double x) {
+// Central difference of the forward in double, for derivatives with no closed
+// form simpler to trust than the kernel's own (gelu, gelu_tanh, silu).
+double numeric_derivative(const Ref& f, double x) {
   const double h = 1e-6 * std::max(1.0, std::fabs(x));
   return (f(x + h) - f(x - h)) / (2 * h);
 }
 
-const std::vector<BackwardInfo>& backward_ops() {
-  static const std::vector<BackwardInfo> ops{
-      {OpId::tanh_backward, [](double d, double y) { return d * (1 - y * y); }},
-      {OpId::sigmoid_backward, [](double d, double y) { return d * y * (1 - y); }},
-      {OpId::relu_backward, [](double d, double x) { return x > 0 ? d : 0.0; }},
-      {OpId::gelu_backward, [](double d, double x) {
-         return d * numeric_derivative([](double v) { return 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0))); }, x);
-       }},
-      {OpId::gelu_tanh_backward, [](double d, double x) { return d * numeric_derivative(gelu_tanh_ref, x); }},
-      {OpId::silu_backward, [](double d, double x) {
-         return d * numeric_derivative([](double v) { return v * sigmoid_ref(v); }, x);
-       }},
-  };
-  return ops;
+bool whole_args(const ScalarArgs& args) {
+  auto whole = [](double v) { return std::isinf(v) || v == std::trunc(v); };
+  return whole(args.a) && whole(args.b);
 }
 
 struct BinaryInfo {
@@ -126,17 +146,27 @@ std::vector<double> apply_ref(const std::function<double(double)>& f, const std:
 
 }  // namespace
 
+TEST_CASE("every unary op of the op list has a registry entry", "[kernels][elementwise]") {
+#define HG_UNARY_ID(name, dtypes, amp, grad) OpId::name,
+  for (OpId op : {HG_FORALL_UNARY_OPS(HG_UNARY_ID)}) {
+#undef HG_UNARY_ID
+    INFO(op_name(op));
+    CHECK(std::count_if(unary_cases().begin(), unary_cases().end(),
+                        [op](const UnaryCase& c) { return c.op == op; }) >= 1);
+  }
+}
+
 TEST_CASE("unary ops match the double reference on every device and dtype", "[kernels][elementwise]") {
-  for (const UnaryInfo& info : unary_ops()) {
+  for (const UnaryCase& c : unary_cases()) {
     for (Device device : test_devices()) {
       for (DType dtype : float_dtypes()) {
         for (const ShapeSample& sample : shape_samples()) {
-          for (Domain domain : {info.domain, Domain::kExtreme}) {
+          for (Domain domain : {c.domain, Domain::kExtreme}) {
             Tensor x = make_input(sample.shape, dtype, domain, 17).to(device);
             if (sample.noncontiguous) x = make_noncontiguous(x);
-            const Tensor y = ops::unary(info.op, x);
-            const auto expected = round_to(apply_ref(info.ref, values_of(x)), dtype);
-            INFO(label(device, dtype, std::string(op_name(info.op)) + " " + sample.name +
+            const Tensor y = ops::unary(c.op, x, c.args);
+            const auto expected = round_to(apply_ref(c.ref, values_of(x)), dtype);
+            INFO(label(device, dtype, case_name(c) + " " + sample.name +
                                           (domain == Domain::kExtreme ? " extreme" : "")));
             CHECK(y.dtype() == dtype);
             CHECK(y.sizes() == x.sizes());
@@ -144,31 +174,52 @@ TEST_CASE("unary ops match the double reference on every device and dtype", "[ke
           }
         }
       }
+      // Ops that take integers compute in the integer type (exactly).
+      if (op_info(c.op).dtypes == OpDTypes::any && whole_args(c.args)) {
+        for (DType dtype : {kI32, kI64}) {
+          Tensor x = make_noncontiguous(make_input({5, 7}, dtype, Domain::kAny, 23)).to(device);
+          const Tensor y = ops::unary(c.op, x, c.args);
+          INFO(label(device, dtype, case_name(c)));
+          CHECK(y.dtype() == dtype);
+          CHECK(values_of(y) == round_to(apply_ref(c.ref, values_of(x)), dtype));
+        }
+      }
     }
   }
 }
 
-TEST_CASE("unary backward ops match the derivative", "[kernels][elementwise]") {
-  for (const BackwardInfo& info : backward_ops()) {
+TEST_CASE("unary backward kernels match the derivative", "[kernels][elementwise]") {
+  for (const UnaryCase& c : unary_cases()) {
+    const GradFrom from = ops::unary_grad_from(c.op);
     for (Device device : test_devices()) {
       for (DType dtype : float_dtypes()) {
-        Tensor saved = make_input({4, 33}, dtype, Domain::kAny, 3).to(device);
-        if (info.op == OpId::tanh_backward || info.op == OpId::sigmoid_backward) {
-          saved = ops::unary(info.op == OpId::tanh_backward ? OpId::tanh : OpId::sigmoid, saved);
-        }
+        const Tensor x = make_input({4, 33}, dtype, c.domain, 3).to(device);
+        const Tensor y = ops::unary(c.op, x, c.args);
         const Tensor d_out = make_input({4, 33}, dtype, Domain::kAny, 4).to(device);
-        const Tensor d_x = ops::unary_backward(info.op, d_out, saved);
-        const auto s = values_of(saved), d = values_of(d_out);
-        std::vector<double> expected(s.size());
-        for (size_t i = 0; i < s.size(); ++i) expected[i] = info.ref(d[i], s[i]);
-        INFO(label(device, dtype, std::string(op_name(info.op))));
-        // The numeric derivative has ~1e-9 error: fine for every row but f64,
-        // which is checked against 1e-7 instead (documented override).
+        const Tensor saved = from == GradFrom::input ? x : from == GradFrom::output ? y : Tensor();
+        const Tensor d_x = ops::unary_backward(c.op, d_out, saved, c.args);
+        const auto xv = values_of(x), yv = values_of(y), d = values_of(d_out);
+        std::vector<double> expected(xv.size());
+        for (size_t i = 0; i < xv.size(); ++i) {
+          expected[i] = d[i] * (c.dref ? c.dref(xv[i], yv[i]) : numeric_derivative(c.ref, xv[i]));
+        }
+        INFO(label(device, dtype, case_name(c) + " backward"));
+        CHECK(d_x.dtype() == dtype);
+        // A central difference is good to ~1e-9: fine for every row but f64,
+        // which is then checked to 1e-7 (exact formulas keep the f64 row).
         Tolerance tol = tolerance_for(dtype, OpKind::kElementwise);
-        if (dtype == kF64) tol = {1e-7, 1e-8};
+        if (dtype == kF64 && !c.dref) tol = {1e-7, 1e-8};
         CHECK(compare_values(values_of(d_x), round_to(expected, dtype), tol) == "");
       }
     }
+  }
+}
+
+TEST_CASE("gradcheck passes for every unary op (f64)", "[kernels][elementwise][autograd]") {
+  for (const UnaryCase& c : unary_cases()) {
+    const Tensor x = make_input({3, 4}, kF64, c.domain, 11).requires_grad_(true);
+    INFO(case_name(c));
+    CHECK(gradcheck([&c](const std::vector<Tensor>& in) { return c.differentiable(in[0]); }, {x}) == "");
   }
 }
 
@@ -298,7 +349,8 @@ TEST_CASE("elementwise ops reject bad input with clear errors", "[kernels][eleme
   CHECK_THROWS_WITH(ops::add(a, b), Catch::Contains("add: shapes [2, 3] and [4] cannot be broadcast"));
   CHECK_THROWS_WITH(ops::relu(zeros({2}, {.dtype = kBool})), Catch::Contains("bool"));
   CHECK_THROWS_WITH(ops::unary(OpId::add, a), Catch::Contains("not a unary op"));
-  CHECK_THROWS_WITH(ops::unary_backward(OpId::relu_backward, a, b), Catch::Contains("differs"));
+  CHECK_THROWS_WITH(ops::unary_backward(OpId::relu, a, b), Catch::Contains("differs"));
+  CHECK_THROWS_WITH(ops::unary_backward(OpId::add, a, a), Catch::Contains("no derivative formula"));
 #if defined(HG_WITH_CUDA)
   CHECK_THROWS_WITH(ops::add(a, zeros({2, 3}, {.device = Device::cuda()})),
                     Catch::Contains("different devices"));
