@@ -51,6 +51,7 @@ Tensor silu(const Tensor& x) { return unary_op(OpId::silu, x); }
 Tensor gelu(const Tensor& x, bool tanh_approximation) {
   return unary_op(tanh_approximation ? OpId::gelu_tanh : OpId::gelu, x);
 }
+Tensor erf(const Tensor& x) { return unary_op(OpId::erf, x); }
 
 Tensor pow(const Tensor& x, double exponent) {
   Tensor y = ops::pow(x, exponent);

@@ -28,6 +28,7 @@ Tensor sigmoid(const Tensor& x);
 Tensor relu(const Tensor& x);
 Tensor gelu(const Tensor& x, bool tanh_approximation = false);
 Tensor silu(const Tensor& x);
+Tensor erf(const Tensor& x);
 Tensor pow(const Tensor& x, double exponent);
 
 Tensor add(const Tensor& a, const Tensor& b);

@@ -51,6 +51,7 @@ struct Binary;
 inline constexpr double kSqrt1_2 = 0.70710678118654752440;      // 1/sqrt(2)
 inline constexpr double kInvSqrt2Pi = 0.39894228040143267794;   // 1/sqrt(2 pi)
 inline constexpr double kSqrt2OverPi = 0.79788456080286535588;  // sqrt(2/pi)
+inline constexpr double k2OverSqrtPi = 1.12837916709551257390;  // 2/sqrt(pi)
 inline constexpr double kGeluTanhCoeff = 0.044715;
 
 // 1 / (1 + exp(-x)), without overflowing exp for very negative x.
@@ -173,6 +174,13 @@ struct Unary<OpId::silu, A> : SavesInput {
     const A s = sigmoid_of(x);
     return d * s * (A(1) + x * (A(1) - s));
   }
+};
+
+// erf x; f' = 2/sqrt(pi) e^(-x^2).
+template <typename A>
+struct Unary<OpId::erf, A> : SavesInput {
+  HG_HOST_DEVICE A forward(A x) const { return smath::erf(x); }
+  HG_HOST_DEVICE A backward(A d, A x) const { return d * A(k2OverSqrtPi) * smath::exp(-x * x); }
 };
 
 // ---- binary: out = f(a, b); derivatives are autograd rules (autograd/functions.cpp) -------

@@ -58,6 +58,7 @@ namespace hg {
   _(gelu,      floating, passthrough, functor)  \
   _(gelu_tanh, floating, passthrough, functor)  \
   _(silu,      floating, passthrough, functor)  \
+  _(erf,       floating, passthrough, functor)  \
 
 // out = f(a, b), broadcasting; functor ew::Binary<OpId::name, A>
 #define HG_FORALL_BINARY_OPS(_)                 \

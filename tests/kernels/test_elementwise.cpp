@@ -71,6 +71,9 @@ const std::vector<UnaryCase>& unary_cases() {
       {OpId::gelu_tanh, {}, Domain::kAny, gelu_tanh_ref, nullptr, [](const Tensor& x) { return hg::gelu(x, true); }},
       {OpId::silu, {}, Domain::kAny, [](double x) { return x * sigmoid_ref(x); }, nullptr,
        [](const Tensor& x) { return hg::silu(x); }},
+      {OpId::erf, {}, Domain::kAny, [](double x) { return std::erf(x); },
+       [](double x, double) { return 2.0 / std::sqrt(M_PI) * std::exp(-x * x); },
+       [](const Tensor& x) { return hg::erf(x); }},
   };
   return cases;
 }
