@@ -2,6 +2,9 @@
 // followed by its backward; closures capture only what they use.
 #include "autograd/functions.h"
 
+#include <cmath>
+#include <limits>
+
 #include "autograd/node.h"
 #include "kernels/gemm.h"
 #include "kernels/ops.h"
@@ -52,6 +55,14 @@ Tensor gelu(const Tensor& x, bool tanh_approximation) {
   return unary_op(tanh_approximation ? OpId::gelu_tanh : OpId::gelu, x);
 }
 Tensor erf(const Tensor& x) { return unary_op(OpId::erf, x); }
+
+Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max) {
+  HG_CHECK(min.has_value() || max.has_value(),
+           "clamp: at least one of min and max must be given (like torch.clamp)");
+  return unary_op(OpId::clamp, x,
+                  {min.value_or(-std::numeric_limits<double>::infinity()),
+                   max.value_or(std::numeric_limits<double>::infinity())});
+}
 
 Tensor pow(const Tensor& x, double exponent) {
   Tensor y = ops::pow(x, exponent);

@@ -29,6 +29,9 @@ Tensor relu(const Tensor& x);
 Tensor gelu(const Tensor& x, bool tanh_approximation = false);
 Tensor silu(const Tensor& x);
 Tensor erf(const Tensor& x);
+// min(max(x, min), max); either bound may be left out (not both), like
+// torch.clamp. The gradient flows where min <= x <= max.
+Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max = std::nullopt);
 Tensor pow(const Tensor& x, double exponent);
 
 Tensor add(const Tensor& a, const Tensor& b);

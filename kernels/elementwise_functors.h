@@ -183,6 +183,18 @@ struct Unary<OpId::erf, A> : SavesInput {
   HG_HOST_DEVICE A backward(A d, A x) const { return d * A(k2OverSqrtPi) * smath::exp(-x * x); }
 };
 
+// min(max(x, lo), hi) with args {a = lo, b = hi}; a missing bound is -inf/+inf
+// (saturated to the type's range for integers); lo > hi gives hi everywhere,
+// NaN in gives NaN out (like torch.clamp).
+// f' = 1 where lo <= x <= hi, else 0 (torch's rule: bounds included, NaN gets 0).
+template <typename A>
+struct Unary<OpId::clamp, A> : SavesInput {
+  A lo, hi;
+  explicit Unary(const ScalarArgs& args) : lo(convert_value<A>(args.a)), hi(convert_value<A>(args.b)) {}
+  HG_HOST_DEVICE A forward(A x) const { return min_nan(max_nan(x, lo), hi); }
+  HG_HOST_DEVICE A backward(A d, A x) const { return (lo <= x && x <= hi) ? d : A(0); }
+};
+
 // ---- binary: out = f(a, b); derivatives are autograd rules (autograd/functions.cpp) -------
 // clang-format off
 template <typename A> struct Binary<OpId::add, A> { HG_HOST_DEVICE A forward(A a, A b) const { return static_cast<A>(a + b); } };

@@ -59,6 +59,7 @@ namespace hg {
   _(gelu_tanh, floating, passthrough, functor)  \
   _(silu,      floating, passthrough, functor)  \
   _(erf,       floating, passthrough, functor)  \
+  _(clamp,     any,      passthrough, functor)  \
 
 // out = f(a, b), broadcasting; functor ew::Binary<OpId::name, A>
 #define HG_FORALL_BINARY_OPS(_)                 \

@@ -26,6 +26,10 @@ double gelu_ref(double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))
 double gelu_tanh_ref(double x) {
   return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
 }
+double clamp_ref(double x, double lo, double hi) {
+  return std::isnan(x) ? x : std::min(std::max(x, lo), hi);
+}
+constexpr double kInf = INFINITY;
 
 using Ref = std::function<double(double)>;
 // f'(x) given x and y = f(x) as the kernel saw them (16-bit y is rounded, so
@@ -74,6 +78,11 @@ const std::vector<UnaryCase>& unary_cases() {
       {OpId::erf, {}, Domain::kAny, [](double x) { return std::erf(x); },
        [](double x, double) { return 2.0 / std::sqrt(M_PI) * std::exp(-x * x); },
        [](const Tensor& x) { return hg::erf(x); }},
+      {OpId::clamp, {-1.0, 2.0}, Domain::kAny, [](double x) { return clamp_ref(x, -1.0, 2.0); },
+       [](double x, double) { return (x >= -1.0 && x <= 2.0) ? 1.0 : 0.0; },
+       [](const Tensor& x) { return hg::clamp(x, -1.0, 2.0); }},
+      {OpId::clamp, {0.25, kInf}, Domain::kAny, [](double x) { return clamp_ref(x, 0.25, kInf); },
+       [](double x, double) { return x >= 0.25 ? 1.0 : 0.0; }, [](const Tensor& x) { return hg::clamp(x, 0.25); }},
   };
   return cases;
 }
@@ -224,6 +233,30 @@ TEST_CASE("gradcheck passes for every unary op (f64)", "[kernels][elementwise][a
     INFO(case_name(c));
     CHECK(gradcheck([&c](const std::vector<Tensor>& in) { return c.differentiable(in[0]); }, {x}) == "");
   }
+}
+
+TEST_CASE("clamp: optional bounds, integer tensors and the inclusive gradient", "[kernels][elementwise]") {
+  for (Device device : test_devices()) {
+    const Tensor x = from_vector(std::vector<double>{-3, -1, 0, 2, 5, NAN}).to(device);
+    CHECK(values_of(hg::clamp(x, 0.0))[0] == 0.0);                     // min only
+    CHECK(values_of(hg::clamp(x, std::nullopt, 1.0))[4] == 1.0);       // max only
+    CHECK(std::isnan(values_of(hg::clamp(x, -1.0, 2.0))[5]));          // NaN stays NaN
+    // min > max gives max everywhere (torch.clamp's rule).
+    CHECK(values_of(hg::clamp(x.narrow(0, 0, 5), 3.0, 1.0)) == std::vector<double>{1, 1, 1, 1, 1});
+    // The gradient flows where min <= x <= max, bounds included; NaN gets 0.
+    Tensor leaf = x.detach().requires_grad_(true);
+    hg::sum(hg::clamp(leaf, -1.0, 2.0)).backward();
+    CHECK(values_of(leaf.grad()) == std::vector<double>{0, 1, 1, 1, 0, 0});
+    // Integer tensors stay integer with whole (or missing) bounds, like torch.
+    const Tensor ints = from_vector(std::vector<int64_t>{-5, 0, 7}).to(device);
+    CHECK(ops::unary(OpId::clamp, ints, {-2.0, kInf}).dtype() == kI64);
+    CHECK(ops::unary(OpId::clamp, ints, {-2.0, kInf}).to_vector<int64_t>() == std::vector<int64_t>{-2, 0, 7});
+    CHECK(ops::unary(OpId::clamp, ints, {-1e30, 3.0}).to_vector<int64_t>() == std::vector<int64_t>{-5, 0, 3});
+    const Tensor frac = ops::unary(OpId::clamp, ints, {0.5, kInf});
+    CHECK(frac.dtype() == kF32);
+    CHECK(values_of(frac) == std::vector<double>{0.5, 0.5, 7});
+  }
+  CHECK_THROWS_WITH(hg::clamp(zeros({2}), std::nullopt, std::nullopt), Catch::Contains("at least one of min and max"));
 }
 
 TEST_CASE("binary ops broadcast and match the double reference", "[kernels][elementwise]") {
