@@ -64,6 +64,11 @@ Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> m
                    max.value_or(std::numeric_limits<double>::infinity())});
 }
 
+Tensor softplus(const Tensor& x, double beta, double threshold) {
+  HG_CHECK(beta != 0.0 && std::isfinite(beta), "softplus: beta must be finite and non-zero, got ", beta);
+  return unary_op(OpId::softplus, x, {beta, threshold});
+}
+
 Tensor pow(const Tensor& x, double exponent) {
   Tensor y = ops::pow(x, exponent);
   if (any_requires_grad({&x})) {

@@ -32,6 +32,9 @@ Tensor erf(const Tensor& x);
 // min(max(x, min), max); either bound may be left out (not both), like
 // torch.clamp. The gradient flows where min <= x <= max.
 Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max = std::nullopt);
+// log(1 + exp(beta x)) / beta, and x where beta x > threshold
+// (torch.nn.functional.softplus).
+Tensor softplus(const Tensor& x, double beta = 1.0, double threshold = 20.0);
 Tensor pow(const Tensor& x, double exponent);
 
 Tensor add(const Tensor& a, const Tensor& b);

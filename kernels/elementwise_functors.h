@@ -195,6 +195,23 @@ struct Unary<OpId::clamp, A> : SavesInput {
   HG_HOST_DEVICE A backward(A d, A x) const { return (lo <= x && x <= hi) ? d : A(0); }
 };
 
+// log(1 + e^(beta x)) / beta with args {a = beta, b = threshold}, and x itself
+// where beta x > threshold (torch.nn.functional.softplus's rule and defaults
+// beta = 1, threshold = 20); f' = sigmoid(beta x), 1 above the threshold.
+template <typename A>
+struct Unary<OpId::softplus, A> : SavesInput {
+  A beta, threshold;
+  explicit Unary(const ScalarArgs& args) : beta(static_cast<A>(args.a)), threshold(static_cast<A>(args.b)) {}
+  HG_HOST_DEVICE A forward(A x) const {
+    const A bx = beta * x;
+    return bx > threshold ? x : smath::log1p(smath::exp(bx)) / beta;
+  }
+  HG_HOST_DEVICE A backward(A d, A x) const {
+    const A bx = beta * x;
+    return bx > threshold ? d : d * sigmoid_of(bx);
+  }
+};
+
 // ---- binary: out = f(a, b); derivatives are autograd rules (autograd/functions.cpp) -------
 // clang-format off
 template <typename A> struct Binary<OpId::add, A> { HG_HOST_DEVICE A forward(A a, A b) const { return static_cast<A>(a + b); } };

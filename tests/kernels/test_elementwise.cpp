@@ -26,6 +26,9 @@ double gelu_ref(double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))
 double gelu_tanh_ref(double x) {
   return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
 }
+double softplus_ref(double x, double beta, double threshold) {
+  return beta * x > threshold ? x : std::log1p(std::exp(beta * x)) / beta;
+}
 double clamp_ref(double x, double lo, double hi) {
   return std::isnan(x) ? x : std::min(std::max(x, lo), hi);
 }
@@ -83,6 +86,12 @@ const std::vector<UnaryCase>& unary_cases() {
        [](const Tensor& x) { return hg::clamp(x, -1.0, 2.0); }},
       {OpId::clamp, {0.25, kInf}, Domain::kAny, [](double x) { return clamp_ref(x, 0.25, kInf); },
        [](double x, double) { return x >= 0.25 ? 1.0 : 0.0; }, [](const Tensor& x) { return hg::clamp(x, 0.25); }},
+      {OpId::softplus, {1.0, 20.0}, Domain::kAny, [](double x) { return softplus_ref(x, 1.0, 20.0); },
+       [](double x, double) { return x > 20.0 ? 1.0 : sigmoid_ref(x); },
+       [](const Tensor& x) { return hg::softplus(x); }},
+      {OpId::softplus, {2.0, 3.0}, Domain::kAny, [](double x) { return softplus_ref(x, 2.0, 3.0); },
+       [](double x, double) { return 2.0 * x > 3.0 ? 1.0 : sigmoid_ref(2.0 * x); },
+       [](const Tensor& x) { return hg::softplus(x, 2.0, 3.0); }},
   };
   return cases;
 }
@@ -387,6 +396,7 @@ TEST_CASE("elementwise ops reject bad input with clear errors", "[kernels][eleme
   CHECK_THROWS_WITH(ops::unary(OpId::add, a), Catch::Contains("not a unary op"));
   CHECK_THROWS_WITH(ops::unary_backward(OpId::relu, a, b), Catch::Contains("differs"));
   CHECK_THROWS_WITH(ops::unary_backward(OpId::add, a, a), Catch::Contains("no derivative formula"));
+  CHECK_THROWS_WITH(hg::softplus(a, 0.0), Catch::Contains("beta must be finite and non-zero"));
 #if defined(HG_WITH_CUDA)
   CHECK_THROWS_WITH(ops::add(a, zeros({2, 3}, {.device = Device::cuda()})),
                     Catch::Contains("different devices"));
