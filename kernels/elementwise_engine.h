@@ -96,14 +96,14 @@ constexpr bool runs_on(OpDTypes dtypes) {
 template <typename A, bool for_backward, typename K>
 bool visit_unary(OpId op, const ScalarArgs& args, K&& k) {
   switch (op) {
-#define HG_UNARY_CASE(name, dtypes, amp, grad)                                                    \
-  case OpId::name:                                                                               \
-    if constexpr (runs_on<A>(OpDTypes::dtypes) && !std::is_same_v<A, bool> &&                     \
+#define HG_UNARY_CASE(name, dtypes, amp, grad)                                                           \
+  case OpId::name:                                                                                       \
+    if constexpr (runs_on<A>(OpDTypes::dtypes) && !std::is_same_v<A, bool> &&                            \
                   (!for_backward || (OpGrad::grad == OpGrad::functor && std::is_floating_point_v<A>))) { \
-      k(make_functor<Unary<OpId::name, A>>(args));                                               \
-      return true;                                                                               \
-    } else {                                                                                     \
-      return false;                                                                              \
+      k(make_functor<Unary<OpId::name, A>>(args));                                                       \
+      return true;                                                                                       \
+    } else {                                                                                             \
+      return false;                                                                                      \
     }
     HG_FORALL_UNARY_OPS(HG_UNARY_CASE)
 #undef HG_UNARY_CASE

@@ -175,9 +175,9 @@ struct OpInfo {
 namespace detail {
 #define HG_OP_INFO_ROW(name, dtypes, amp, grad) \
   OpInfo{#name, family_, OpDTypes::dtypes, AmpClass::amp, OpGrad::grad},
-#define HG_OP_INFO_FAMILY(family, list) \
-  {                                     \
-    constexpr OpFamily family_ = OpFamily::family; \
+#define HG_OP_INFO_FAMILY(family, list)                               \
+  {                                                                   \
+    constexpr OpFamily family_ = OpFamily::family;                    \
     for (const OpInfo& row : {list(HG_OP_INFO_ROW)}) rows[n++] = row; \
   }
 struct OpTable {
