@@ -176,6 +176,7 @@ void GradScaler::step(optim::Optimizer& opt) {
   HG_CHECK(st.had_grads,
            "GradScaler::step(): no inf checks were recorded for this optimizer: none of its parameters has a "
            "gradient. Call scaler.scale(loss).backward() before step()");
+  opt.set_stepped_by_scaler();  // LR schedules with ScheduleClock::kAuto now count applied steps
   opt.step(unscaled ? Tensor() : inv_scale_, st.found_inf);
   st.stage = Stage::kStepped;
 }

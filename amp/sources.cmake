@@ -1,7 +1,8 @@
-# amp/ — floor 5: the GradScaler (and its kernels, listed here so that the
-# kernels/ lists stay untouched by this module).
+# amp/ — floor 5: the GradScaler, plus its kernels and the floor-1 policy
+# table, listed here so that the kernels/ lists stay untouched by this module.
 list(APPEND HG_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/grad_scaler.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/../kernels/amp_policy.cpp
   ${CMAKE_CURRENT_LIST_DIR}/../kernels/amp_scale_ops.cpp
   ${CMAKE_CURRENT_LIST_DIR}/../kernels/cpu/amp_scale.cpp
 )

@@ -4,17 +4,23 @@
 // overflow), so "same parameters as the unscaled run" is checked bitwise.
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "amp/grad_scaler.h"
 #include "autograd/functions.h"
 #include "autograd/grad_mode.h"
+#include "nn/layers.h"
+#include "optim/checkpoint.h"
 #include "optim/clip_grad.h"
+#include "optim/lr_scheduler.h"
 #include "optim/optimizer.h"
 #include "tests/kernels/test_support.h"
+#include "tests/test_files.h"
 
 #if defined(HG_WITH_CUDA)
 #include "kernels/cuda/caching_allocator.h"
@@ -459,3 +465,101 @@ TEST_CASE("GradScaler: scale, unscale_, step and update never wait for the devic
   CHECK(scaler.stats().steps_skipped == 2);
 }
 #endif
+
+// The training checkpoint carries the scaler (optim/checkpoint.h): a run
+// resumed from it continues with the same scale, counters and parameters.
+TEST_CASE("GradScaler: saved in the training checkpoint, resume is bit-exact", "[amp][scaler][checkpoint]") {
+  test::TempDir dir;
+  for (Device dev : test_devices()) {
+    INFO(label(dev, kF32, ""));
+    auto model = std::make_shared<nn::Linear>(4, 3);
+    model->to(dev);
+    optim::Adam opt(model->parameters(), {.lr = 0.01});
+    const Tensor x = make_input({5, 4}, kF32, Domain::kAny, 20).to(dev);
+    auto run = [&](amp::GradScaler& scaler, optim::Optimizer& o, nn::Linear& mdl, int k) {
+      o.zero_grad();
+      const Tensor y = mdl.forward(x);
+      scaler.scale(sum(mul(y, y))).backward();
+      if (k % 4 == 2) inject(mdl.weight, 0, kInf);
+      scaler.step(o);
+      scaler.update();
+    };
+    amp::GradScaler scaler({.init_scale = 128.0, .growth_interval = 3});
+    for (int k = 0; k < 5; ++k) run(scaler, opt, *model, k);
+    const std::string path = (dir.path / ("ckpt_" + std::to_string(dev.index) + ".safetensors")).string();
+    optim::save_training_checkpoint(path, *model, opt, {}, scaler.state_dict());
+
+    auto resumed = std::make_shared<nn::Linear>(4, 3);
+    resumed->to(dev);
+    optim::Adam opt2(resumed->parameters(), {.lr = 0.01});
+    CHECK_THROWS_WITH(optim::load_training_checkpoint(path, *resumed, opt2), Contains("GradScaler"));
+    optim::NamedTensors scaler_state;
+    optim::load_training_checkpoint(path, *resumed, opt2, &scaler_state);
+    amp::GradScaler scaler2;
+    scaler2.load_state_dict(scaler_state);
+    for (int k = 5; k < 12; ++k) {
+      run(scaler, opt, *model, k);
+      run(scaler2, opt2, *resumed, k);
+    }
+    CHECK(values(model->weight) == values(resumed->weight));
+    CHECK(scaler.get_scale() == scaler2.get_scale());
+    CHECK(scaler.stats().steps_skipped == scaler2.stats().steps_skipped);
+  }
+}
+
+TEST_CASE("GradScaler: LR schedules count applied steps by default under a scaler", "[amp][scaler][lr]") {
+  for (Device dev : test_devices()) {
+    INFO(label(dev, kF32, ""));
+    auto run = [&](std::optional<optim::ScheduleClock> clock) {
+      Tiny m(dev, 30);
+      optim::SGD opt(m.params(), {.lr = 0.1});
+      optim::StepLROptions o{.step_size = 1, .gamma = 0.5};
+      if (clock) o.clock = *clock;
+      optim::StepLR sched(opt, o);
+      amp::GradScaler scaler({.init_scale = 64.0});
+      for (int k = 0; k < 5; ++k) {
+        scaled_step(scaler, opt, m, k == 1);
+        sched.step();
+      }
+      return values(m.w);
+    };
+    const std::vector<float> by_default = run(std::nullopt);
+    CHECK(by_default == run(optim::ScheduleClock::kAppliedSteps));
+    CHECK(by_default != run(optim::ScheduleClock::kCalls));
+  }
+}
+
+// Not run by default ("[.]"): the cost of the read-only check pass that
+// scaler.step runs when unscale_ was not called, next to the fused Adam step
+// it guards (docs/amp.md quotes the numbers). Run: test_amp "[.bench]".
+TEST_CASE("GradScaler: cost of the check pass vs the fused step", "[.bench][amp]") {
+  for (Device dev : test_devices()) {
+    constexpr int64_t kN = 4 << 20;
+    constexpr int kReps = 20;
+    for (DType dt : {kF32, kF16}) {
+      Tensor p = zeros({kN}, {.dtype = dt, .device = dev}).requires_grad_(true);
+      p.set_grad(full({kN}, 0.5, {.dtype = dt, .device = dev}));
+      optim::Adam opt({p}, {.lr = 1e-3});
+      amp::GradScaler scaler;
+      scaler.step(opt);
+      scaler.update();
+      auto time_ms = [&](auto&& fn) {
+        fn();
+        (void)p.grad().cpu();  // waits for the device
+        const auto t0 = std::chrono::steady_clock::now();
+        for (int i = 0; i < kReps; ++i) fn();
+        (void)p.grad().cpu();
+        return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / kReps;
+      };
+      const Tensor found = zeros({1}, {.device = dev}), any = zeros({1}, {.device = dev});
+      const Tensor stamps = zeros({1}, {.dtype = kI64, .device = dev});
+      const Tensor state = zeros({kAmpStateSize}, {.dtype = kI64, .device = dev});
+      const double check = time_ms([&] {
+        ops::amp_unscale_({p.grad()}, {0}, Tensor(), found, any, stamps, state, /*check_only=*/true);
+      });
+      const double step = time_ms([&] { opt.step(scaler.inv_scale_tensor(), found); });
+      WARN(label(dev, dt, "") << ": check pass " << check << " ms, fused Adam step " << step << " ms for " << kN
+                              << " elements (" << 100.0 * check / step << "%)");
+    }
+  }
+}
