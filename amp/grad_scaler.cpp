@@ -128,7 +128,7 @@ GradScaler::OptState& GradScaler::opt_state(optim::Optimizer& opt) {
   return st;
 }
 
-void GradScaler::check_grads(optim::Optimizer& opt, OptState& st, bool check_only) {
+void GradScaler::check_grads(OptState& st, bool check_only) {
   NoGradGuard no_grad;
   std::vector<Tensor> grads;
   std::vector<int64_t> index;
@@ -144,7 +144,6 @@ void GradScaler::check_grads(optim::Optimizer& opt, OptState& st, bool check_onl
   if (!st.stamps.defined()) st.stamps = zeros({static_cast<int64_t>(st.params.size())}, {.dtype = kI64, .device = device_});
   st.found_inf = zeros({1}, {.device = device_});
   ops::amp_unscale_(grads, index, inv_scale_, st.found_inf, found_any_, st.stamps, state_, check_only);
-  (void)opt;
 }
 
 void GradScaler::unscale_(optim::Optimizer& opt) {
@@ -156,7 +155,7 @@ void GradScaler::unscale_(optim::Optimizer& opt) {
   HG_CHECK(st.stage != Stage::kStepped,
            "GradScaler::unscale_() is being called after step() for this optimizer; unscale before stepping, and "
            "call update() to start the next iteration");
-  check_grads(opt, st, /*check_only=*/false);
+  check_grads(st, /*check_only=*/false);
   st.stage = Stage::kUnscaled;
 }
 
@@ -172,7 +171,7 @@ void GradScaler::step(optim::Optimizer& opt) {
   const bool unscaled = st.stage == Stage::kUnscaled;
   // Not unscaled: the read-only check runs over every gradient before the
   // optimizer writes any parameter; the step multiplies by 1/S itself.
-  if (!unscaled) check_grads(opt, st, /*check_only=*/true);
+  if (!unscaled) check_grads(st, /*check_only=*/true);
   HG_CHECK(st.had_grads,
            "GradScaler::step(): no inf checks were recorded for this optimizer: none of its parameters has a "
            "gradient. Call scaler.scale(loss).backward() before step()");

@@ -124,7 +124,7 @@ class GradScaler {
 
   void ensure_state(Device device);
   OptState& opt_state(optim::Optimizer& opt);
-  void check_grads(optim::Optimizer& opt, OptState& st, bool check_only);
+  void check_grads(OptState& st, bool check_only);
   void raise_if_collapsed(const std::vector<int64_t>& state) const;
   std::vector<int64_t> read_state() const;
   std::vector<std::string> overflow_names(int64_t iteration_stamp) const;
