@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include "autograd/autocast.h"
 #include "autograd/node.h"
 #include "kernels/gemm.h"
 #include "kernels/ops.h"
@@ -25,6 +26,7 @@ namespace {
 // the op's functor (kernels/elementwise_functors.h), which also says whether
 // it reads x, y or neither; only that one is saved.
 Tensor unary_op(OpId op, const Tensor& x, const ScalarArgs& args = {}) {
+  HG_AUTOCAST(op, [&](const Tensor& in) { return unary_op(op, in, args); }, x);  // Note [Autocast]
   Tensor y = ops::unary(op, x, args);
   if (any_requires_grad({&x})) {
     const GradFrom from = ops::unary_grad_from(op);
@@ -70,6 +72,7 @@ Tensor softplus(const Tensor& x, double beta, double threshold) {
 }
 
 Tensor pow(const Tensor& x, double exponent) {
+  HG_AUTOCAST(OpId::pow, [&](const Tensor& in) { return pow(in, exponent); }, x);  // Note [Autocast]
   Tensor y = ops::pow(x, exponent);
   if (any_requires_grad({&x})) {
     record("pow", y, {&x}, {SavedTensor(x)}, [exponent](const Tensor& g, const FunctionNode& self) -> Grads {
@@ -82,6 +85,7 @@ Tensor pow(const Tensor& x, double exponent) {
 }
 
 Tensor add(const Tensor& a, const Tensor& b) {
+  HG_AUTOCAST(OpId::add, [&](const Tensor& p, const Tensor& q) { return add(p, q); }, a, b);  // Note [Autocast]
   Tensor y = ops::add(a, b);
   if (any_requires_grad({&a, &b})) {
     record("add", y, {&a, &b}, {},
@@ -93,6 +97,7 @@ Tensor add(const Tensor& a, const Tensor& b) {
 }
 
 Tensor sub(const Tensor& a, const Tensor& b) {
+  HG_AUTOCAST(OpId::sub, [&](const Tensor& p, const Tensor& q) { return sub(p, q); }, a, b);  // Note [Autocast]
   Tensor y = ops::sub(a, b);
   if (any_requires_grad({&a, &b})) {
     record("sub", y, {&a, &b}, {},
@@ -104,6 +109,7 @@ Tensor sub(const Tensor& a, const Tensor& b) {
 }
 
 Tensor mul(const Tensor& a, const Tensor& b) {
+  HG_AUTOCAST(OpId::mul, [&](const Tensor& p, const Tensor& q) { return mul(p, q); }, a, b);  // Note [Autocast]
   Tensor y = ops::mul(a, b);
   if (any_requires_grad({&a, &b})) {
     // d(a*b)/da = b and /db = a: save each only if the other side needs it.
@@ -121,6 +127,7 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 }
 
 Tensor div(const Tensor& a, const Tensor& b) {
+  HG_AUTOCAST(OpId::div, [&](const Tensor& p, const Tensor& q) { return div(p, q); }, a, b);  // Note [Autocast]
   Tensor y = ops::div(a, b);
   if (any_requires_grad({&a, &b})) {
     record("div", y, {&a, &b}, {SavedTensor(b), SavedTensor(b.requires_grad() ? y : Tensor())},
@@ -140,6 +147,7 @@ Tensor div(const Tensor& a, const Tensor& b) {
 namespace {
 // Gradient of max/min(a, b): the winner gets g, a tie splits it in half.
 Tensor extremum(OpId op, OpId wins, const char* name, const Tensor& a, const Tensor& b) {
+  HG_AUTOCAST(op, [&](const Tensor& p, const Tensor& q) { return extremum(op, wins, name, p, q); }, a, b);  // Note [Autocast]
   Tensor y = ops::binary(op, a, b);
   if (any_requires_grad({&a, &b})) {
     record(name, y, {&a, &b}, {SavedTensor(a), SavedTensor(b)},
@@ -179,6 +187,7 @@ Tensor mul(const Tensor& a, double b) {
 }
 
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  HG_AUTOCAST(OpId::where, [&](const Tensor& c, const Tensor& p, const Tensor& q) { return where(c, p, q); }, cond, a, b);  // Note [Autocast]
   Tensor y = ops::where(cond, a, b);
   if (any_requires_grad({&a, &b})) {
     record("where", y, {&a, &b}, {SavedTensor(cond)},
@@ -225,6 +234,7 @@ int64_t count_of(const Shape& shape, const std::vector<int64_t>& dims) {
 }  // namespace
 
 Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+  HG_AUTOCAST(OpId::sum, [&](const Tensor& in) { return sum(in, dims, keepdim); }, x);  // Note [Autocast]
   Tensor y = ops::sum(x, dims, keepdim);
   if (any_requires_grad({&x})) {
     record("sum", y, {&x}, {}, [shape = x.sizes(), rd = reduced_dims(x, dims), keepdim](const Tensor& g, const FunctionNode&) -> Grads {
@@ -235,6 +245,7 @@ Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
 }
 
 Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+  HG_AUTOCAST(OpId::mean, [&](const Tensor& in) { return mean(in, dims, keepdim); }, x);  // Note [Autocast]
   Tensor y = ops::mean(x, dims, keepdim);
   if (any_requires_grad({&x})) {
     const std::vector<int64_t> rd = reduced_dims(x, dims);
@@ -248,6 +259,7 @@ Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
 
 namespace {
 Tensor extreme_reduce(OpId op, const char* name, const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+  HG_AUTOCAST(op, [&](const Tensor& in) { return extreme_reduce(op, name, in, dims, keepdim); }, x);  // Note [Autocast]
   Tensor y = ops::reduce(op, x, dims, keepdim);
   if (any_requires_grad({&x})) {
     record(name, y, {&x}, {SavedTensor(x), SavedTensor(y)},
@@ -272,6 +284,7 @@ Tensor min(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
 }
 
 Tensor norm(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+  HG_AUTOCAST(OpId::norm, [&](const Tensor& in) { return norm(in, dims, keepdim); }, x);  // Note [Autocast]
   Tensor y = ops::norm(x, dims, keepdim);
   if (any_requires_grad({&x})) {
     record("norm", y, {&x}, {SavedTensor(x), SavedTensor(y)},
@@ -292,6 +305,7 @@ Tensor norm(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
 namespace {
 // out = op(a) op(b) (+ bias): gradients with the transposes folded into flags.
 Tensor matmul_impl(const char* name, const Tensor& a, const Tensor& b, bool ta, bool tb, const Tensor& bias) {
+  HG_AUTOCAST(OpId::matmul, [&](const Tensor& p, const Tensor& q, const Tensor& r) { return matmul_impl(name, p, q, ta, tb, r); }, a, b, bias);  // Note [Autocast]
   Tensor y = ops::matmul(a, b, ta, tb, bias);
   if (any_requires_grad({&a, &b, &bias})) {
     record(name, y, {&a, &b, bias.defined() ? &bias : nullptr},
@@ -332,6 +346,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
 // ---- softmax family -------------------------------------------------------------------------
 
 Tensor softmax(const Tensor& x) {
+  HG_AUTOCAST(OpId::softmax, [&](const Tensor& in) { return softmax(in); }, x);  // Note [Autocast]
   Tensor y = ops::softmax(x);
   if (any_requires_grad({&x})) {
     record("softmax", y, {&x}, {SavedTensor(y)}, [](const Tensor& g, const FunctionNode& self) -> Grads {
@@ -342,6 +357,7 @@ Tensor softmax(const Tensor& x) {
 }
 
 Tensor log_softmax(const Tensor& x) {
+  HG_AUTOCAST(OpId::log_softmax, [&](const Tensor& in) { return log_softmax(in); }, x);  // Note [Autocast]
   Tensor y = ops::log_softmax(x);
   if (any_requires_grad({&x})) {
     record("log_softmax", y, {&x}, {SavedTensor(y)}, [](const Tensor& g, const FunctionNode& self) -> Grads {
@@ -352,6 +368,7 @@ Tensor log_softmax(const Tensor& x) {
 }
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index, double label_smoothing) {
+  HG_AUTOCAST(OpId::cross_entropy, [&](const Tensor& p, const Tensor& t) { return cross_entropy(p, t, ignore_index, label_smoothing); }, logits, targets);  // Note [Autocast]
   Tensor loss = ops::cross_entropy(logits, targets, ignore_index, label_smoothing);
   if (any_requires_grad({&logits})) {
     record("cross_entropy", loss, {&logits}, {SavedTensor(logits), SavedTensor(targets)},

@@ -11,7 +11,9 @@
 // Precision modes: fp32 (everything f32) and fp16-master / bf16-master (the
 // model is converted to 16 bits, the optimizer keeps fp32 master weights and
 // moments; the loss is computed from 16-bit logits with fp32 math inside
-// cross_entropy). AMP modes arrive with the AMP issue.
+// cross_entropy). amp-fp16 / amp-bf16: fp32 weights, the forward under
+// hg::amp::Autocast (matmuls in 16 bits, softmax/loss in fp32) and a
+// GradScaler (docs/amp.md); the checkpoint then carries the scaler.
 //
 // The loop keeps the running loss on the device (one add per step) and reads
 // it only for the progress line, the epoch summary and checkpoints, so a GPU
@@ -26,6 +28,8 @@
 #include <memory>
 #include <unistd.h>
 
+#include "amp/grad_scaler.h"
+#include "autograd/autocast.h"
 #include "autograd/functions.h"
 #include "autograd/grad_mode.h"
 #include "core/generator.h"
@@ -158,8 +162,8 @@ int main(int argc, char** argv) {
   CLI::App app{"hg-train: train an MLP on Fashion-MNIST with halfgrad"};
   app.add_option("--model", o.model, "model (mlp)")->check(CLI::IsMember({"mlp"}));
   app.add_option("--device", o.device, "auto | cpu | cuda | cuda:N");
-  app.add_option("--precision", o.precision, "fp32 | fp16-master | bf16-master")
-      ->check(CLI::IsMember({"fp32", "fp16-master", "bf16-master"}));
+  app.add_option("--precision", o.precision, "fp32 | fp16-master | bf16-master | amp-fp16 | amp-bf16")
+      ->check(CLI::IsMember({"fp32", "fp16-master", "bf16-master", "amp-fp16", "amp-bf16"}));
   app.add_option("--epochs", o.epochs, "epochs")->check(CLI::PositiveNumber);
   app.add_option("--batch-size", o.batch_size, "batch size")->check(CLI::PositiveNumber);
   app.add_option("--lr", o.lr, "AdamW peak learning rate")->check(CLI::PositiveNumber);
@@ -188,6 +192,11 @@ int main(int argc, char** argv) {
     const hg::DType dtype = o.precision == "fp16-master" ? hg::kF16
                             : o.precision == "bf16-master" ? hg::kBF16
                                                            : hg::kF32;
+    // AMP: fp32 weights and data, autocast to amp_dtype, a loss scaler.
+    const bool amp = o.precision.rfind("amp-", 0) == 0;
+    const hg::DType amp_dtype = o.precision == "amp-bf16" ? hg::kBF16 : hg::kF16;
+    hg::amp::GradScaler scaler({.enabled = amp});
+    if (amp) std::printf("hg-train: %s\n", hg::amp::capability_report(device).c_str());
     hg::Generator gen(o.seed);
     auto model = make_mlp(&gen);
     model->to(device);
@@ -222,7 +231,9 @@ int main(int argc, char** argv) {
     if (o.resume) {
       HG_CHECK(fs::exists(ckpt_path), "--resume: no checkpoint at '", ckpt_path,
                "'; run once without --resume (same --out) first");
-      const hg::optim::TrainingProgress p = hg::optim::load_training_checkpoint(ckpt_path, *model, opt);
+      hg::optim::NamedTensors scaler_state;
+      const hg::optim::TrainingProgress p = hg::optim::load_training_checkpoint(ckpt_path, *model, opt, &scaler_state);
+      if (amp) scaler.load_state_dict(scaler_state);
       for (const auto& [key, value] : run_config(o)) {
         auto it = p.extra.find(key);
         HG_CHECK(it != p.extra.end() && it->second == value, "--resume: the checkpoint was written with ",
@@ -255,7 +266,8 @@ int main(int argc, char** argv) {
       p.extra["epoch_loss_sum"] = hg::optim::exact_double_string(loss_sum.item<double>());
       p.extra["epoch_batches"] = std::to_string(batches);
       p.extra["epoch_samples"] = std::to_string(samples);
-      hg::optim::save_training_checkpoint(ckpt_path, *model, opt, p);
+      hg::optim::save_training_checkpoint(ckpt_path, *model, opt, p,
+                                          amp ? scaler.state_dict() : hg::optim::NamedTensors{});
     };
 
     std::printf("hg-train: %s on %s, precision %s, %lld training samples, %d epoch(s), batch %lld, AdamW lr %g (%s)\n",
@@ -278,10 +290,18 @@ int main(int argc, char** argv) {
       const int64_t report_every = tty ? 10 : std::max<int64_t>(train.num_batches() / 4, 1);
       for (auto [x, y] : train) {
         opt.zero_grad();
-        const hg::Tensor loss = hg::cross_entropy(model->forward(x), y);
-        loss.backward();
-        if (o.clip_grad > 0) hg::optim::clip_grad_norm_(params, o.clip_grad);
-        opt.step();
+        hg::Tensor loss;
+        {
+          hg::amp::Autocast autocast(amp_dtype, /*enabled=*/amp);
+          loss = hg::cross_entropy(model->forward(x), y);
+        }
+        scaler.scale(loss).backward();  // without AMP: loss itself, step = opt.step()
+        if (o.clip_grad > 0) {
+          scaler.unscale_(opt);
+          hg::optim::clip_grad_norm_(params, o.clip_grad);
+        }
+        scaler.step(opt);
+        scaler.update();
         if (schedule) schedule->step();
         {
           hg::NoGradGuard no_grad;
@@ -332,6 +352,11 @@ int main(int argc, char** argv) {
       std::printf("%sepoch %d: train loss %.4f  test loss %.4f  test accuracy %.2f%%  (%.1f s, %.0f samples/s%s)\n",
                   tty ? "\r" : "", epoch, train_loss, eval.loss, 100.0 * eval.accuracy, secs, rate(),
                   batches_before > 0 ? ", resumed mid-epoch" : "");
+      if (amp) {
+        const hg::amp::GradScalerStats st = scaler.stats();  // one host read per epoch
+        std::printf("  loss scale %g, %lld of %lld steps skipped (overflow)\n", st.scale,
+                    static_cast<long long>(st.steps_skipped), static_cast<long long>(st.iterations));
+      }
       std::fflush(stdout);
       loss_sum.fill_(0.0);
       batches = samples = 0;

@@ -97,6 +97,25 @@ void Module::to(DType dtype) {
   }
 }
 
+void Module::to(DType dtype, const std::function<bool(const std::string& name, const Module& m)>& keep) {
+  HG_CHECK(is_floating(dtype), "Module::to(", dtype, "): modules convert to floating dtypes only");
+  NoGradGuard no_grad;
+  // This module's own tensors, then each child unless kept (with its subtree).
+  std::function<void(Module&, const std::string&)> convert = [&](Module& m, const std::string& prefix) {
+    for (const Tensor& t : m.parameters(/*recurse=*/false)) {
+      if (is_floating(t.dtype())) t.set_data(t.to(dtype));
+    }
+    for (const Tensor& t : m.buffers(/*recurse=*/false)) {
+      if (is_floating(t.dtype())) t.set_data(t.to(dtype));
+    }
+    for (const auto& [name, child] : m.children_) {
+      const std::string full = prefix.empty() ? name : prefix + "." + name;
+      if (!keep || !keep(full, *child)) convert(*child, full);
+    }
+  };
+  convert(*this, "");
+}
+
 void Module::zero_grad(bool set_to_none) {
   for (const Tensor& p : parameters()) {
     if (set_to_none) {

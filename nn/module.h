@@ -14,6 +14,7 @@
 // so handles a layer holds stay valid; to(DType) converts floating tensors only.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -54,6 +55,11 @@ class Module {
 
   void to(Device device);
   void to(DType dtype);  // floating parameters and buffers only
+  // to(dtype) except for the submodules `keep` selects, which (with all their
+  // descendants) stay as they are: choose which parts of a model run in
+  // 16 bits (Apex's keep_batchnorm_fp32), by dotted name or by type, e.g.
+  //   model->to(hg::kF16, [](const std::string& name, const Module& m) { return m.type_name() == "LayerNorm"; });
+  void to(DType dtype, const std::function<bool(const std::string& name, const Module& m)>& keep);
   // Sets every parameter's .grad to none (or to zeros in place).
   void zero_grad(bool set_to_none = true);
 

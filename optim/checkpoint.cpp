@@ -17,6 +17,7 @@ namespace {
 constexpr std::string_view kModelPrefix = "model.";
 constexpr std::string_view kOptimPrefix = "optim.";
 constexpr std::string_view kExtraPrefix = "extra.";
+constexpr std::string_view kScalerPrefix = "scaler.";
 
 bool starts_with(std::string_view s, std::string_view prefix) { return s.substr(0, prefix.size()) == prefix; }
 
@@ -61,10 +62,11 @@ double parse_exact_double(const std::string& text) {
 }
 
 void save_training_checkpoint(const std::string& path, const nn::Module& model, const Optimizer& optimizer,
-                              const TrainingProgress& progress) {
+                              const TrainingProgress& progress, const NamedTensors& scaler_state) {
   std::vector<std::pair<std::string, Tensor>> tensors;
   for (auto& [name, t] : model.state_dict()) tensors.emplace_back(std::string(kModelPrefix) + name, t);
   for (auto& [name, t] : optimizer.state_dict()) tensors.emplace_back(std::string(kOptimPrefix) + name, t);
+  for (auto& [name, t] : scaler_state) tensors.emplace_back(std::string(kScalerPrefix) + name, t);
 
   std::map<std::string, std::string> meta{
       {"halfgrad.checkpoint", kTrainingCheckpointFormat},
@@ -85,7 +87,8 @@ void save_training_checkpoint(const std::string& path, const nn::Module& model, 
   nn::save_safetensors(path, tensors, meta);
 }
 
-TrainingProgress load_training_checkpoint(const std::string& path, nn::Module& model, Optimizer& optimizer) {
+TrainingProgress load_training_checkpoint(const std::string& path, nn::Module& model, Optimizer& optimizer,
+                                          NamedTensors* scaler_state) {
   const nn::SafetensorsFile file = nn::load_safetensors(path);
   auto format = file.metadata.find("halfgrad.checkpoint");
   HG_CHECK(format != file.metadata.end(), "training checkpoint '", path,
@@ -100,8 +103,12 @@ TrainingProgress load_training_checkpoint(const std::string& path, nn::Module& m
       model_state.emplace_back(name.substr(kModelPrefix.size()), t);
     } else if (starts_with(name, kOptimPrefix)) {
       optim_state.emplace_back(name.substr(kOptimPrefix.size()), t);
+    } else if (starts_with(name, kScalerPrefix)) {
+      HG_CHECK(scaler_state != nullptr, "training checkpoint '", path,
+               "' carries a GradScaler's state; pass a NamedTensors* to load it (then scaler.load_state_dict)");
+      scaler_state->emplace_back(name.substr(kScalerPrefix.size()), t);
     } else {
-      HG_FAIL("training checkpoint '", path, "': tensor '", name, "' is neither 'model.*' nor 'optim.*'");
+      HG_FAIL("training checkpoint '", path, "': tensor '", name, "' is none of 'model.*', 'optim.*', 'scaler.*'");
     }
   }
 

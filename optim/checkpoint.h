@@ -54,15 +54,20 @@ inline constexpr const char* kTrainingCheckpointFormat = "training-v1";
 
 // Writes model, optimizer and progress to `path` atomically (an earlier file at
 // `path` survives a failed or killed save). Extra keys must be non-empty.
+// scaler_state: a GradScaler's state_dict() (amp/grad_scaler.h), stored as
+// "scaler.<key>" tensors; empty when training without a scaler.
 void save_training_checkpoint(const std::string& path, const nn::Module& model, const Optimizer& optimizer,
-                              const TrainingProgress& progress);
+                              const TrainingProgress& progress, const NamedTensors& scaler_state = {});
 
 // Restores model (strict: names, shapes and dtypes must match) and optimizer
 // (every state entry must match the optimizer's groups) from `path`, and
 // returns the progress counters. The caller re-positions its DataLoader,
 // scheduler and generator from them. Throws hg::Error naming the file and what
 // does not match; a corrupt file is reported by the safetensors reader.
-TrainingProgress load_training_checkpoint(const std::string& path, nn::Module& model, Optimizer& optimizer);
+// A file with "scaler.*" tensors needs scaler_state (filled for the caller's
+// GradScaler::load_state_dict); without one, resuming would not be exact.
+TrainingProgress load_training_checkpoint(const std::string& path, nn::Module& model, Optimizer& optimizer,
+                                          NamedTensors* scaler_state = nullptr);
 
 // Doubles as exact strings ("%a" hexadecimal floating point) for `extra`, so a
 // running sum survives a resume to the last bit.

@@ -11,8 +11,14 @@ LRScheduler::LRScheduler(Optimizer& opt, ScheduleClock clock) : opt_(opt), clock
 
 LRScheduler::~LRScheduler() = default;
 
+bool LRScheduler::host_clock() const {
+  return clock_ == ScheduleClock::kCalls || clock_ == ScheduleClock::kAuto;
+}
+
 void LRScheduler::start(const LrSchedule& schedule) {
-  if (clock_ == ScheduleClock::kCalls) {
+  schedule_ = schedule;
+  if (clock_ == ScheduleClock::kAuto && opt_.stepped_by_scaler()) clock_ = ScheduleClock::kAppliedSteps;
+  if (host_clock()) {
     for (auto& group : opt_.param_groups()) group.hyper.schedule = LrSchedule{};  // no device schedule too
     apply_lr();
     return;
@@ -26,17 +32,21 @@ void LRScheduler::start(const LrSchedule& schedule) {
 
 void LRScheduler::step() {
   ++last_step_;
-  if (clock_ == ScheduleClock::kCalls) apply_lr();
+  if (clock_ == ScheduleClock::kAuto && opt_.stepped_by_scaler()) {
+    start(schedule_);  // switches to kAppliedSteps (see ScheduleClock)
+    return;
+  }
+  if (host_clock()) apply_lr();
 }
 
 void LRScheduler::set_last_step(int64_t n) {
   HG_CHECK(n >= 0, "lr scheduler: set_last_step needs a step count >= 0, got ", n);
   last_step_ = n;
-  if (clock_ == ScheduleClock::kCalls) apply_lr();
+  if (host_clock()) apply_lr();
 }
 
 double LRScheduler::last_lr(size_t group) const {
-  if (clock_ == ScheduleClock::kCalls) return opt_.lr(group);
+  if (host_clock()) return opt_.lr(group);
   return static_cast<double>(static_cast<float>(base_lr(group) * factor(last_step_)));
 }
 

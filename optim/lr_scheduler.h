@@ -40,7 +40,13 @@ namespace hg::optim {
 
 // What a schedule counts: its own step() calls (PyTorch's rule, host side) or
 // the optimizer steps actually applied (device side, skips excluded).
-enum class ScheduleClock : uint8_t { kCalls, kAppliedSteps };
+// kAuto (the default): kCalls, until the optimizer is stepped by a GradScaler
+// (amp/grad_scaler.h), which can skip steps on the device; the schedule then
+// switches to kAppliedSteps at its next step() (or at construction, if the
+// scaler came first). The switch happens after the first scaled step, whose
+// lr is base * factor(0) under both clocks, so the lr sequence is exactly
+// that of kAppliedSteps from the start.
+enum class ScheduleClock : uint8_t { kCalls, kAppliedSteps, kAuto };
 
 class LRScheduler {
  public:
@@ -72,12 +78,14 @@ class LRScheduler {
   LRScheduler(Optimizer& opt, ScheduleClock clock);
   void start(const LrSchedule& schedule);
   void apply_lr();
+  bool host_clock() const;  // kCalls, or kAuto not switched yet
 
  private:
   Optimizer& opt_;
   ScheduleClock clock_;
   std::vector<double> base_lrs_;  // [group]
   int64_t last_step_ = 0;
+  LrSchedule schedule_;  // installed on the optimizer under kAppliedSteps
 };
 
 // Linear warmup, then a half cosine down to min_lr_ratio, then constant:
@@ -93,7 +101,7 @@ struct WarmupCosineOptions {
   int64_t warmup_steps = 0;
   int64_t total_steps = 0;  // every optimizer step of the run, warmup included
   double min_lr_ratio = 0.0;
-  ScheduleClock clock = ScheduleClock::kCalls;
+  ScheduleClock clock = ScheduleClock::kAuto;
 };
 
 class WarmupCosineLR : public LRScheduler {
@@ -112,7 +120,7 @@ class WarmupCosineLR : public LRScheduler {
 struct StepLROptions {
   int64_t step_size = 1;
   double gamma = 0.1;
-  ScheduleClock clock = ScheduleClock::kCalls;
+  ScheduleClock clock = ScheduleClock::kAuto;
 };
 
 class StepLR : public LRScheduler {

@@ -71,6 +71,11 @@ class Optimizer {
   // Applied steps of group g (reads the device counter: a sync on CUDA).
   int64_t steps_applied(size_t group = 0) const;
 
+  // Set by amp::GradScaler::step: this optimizer's steps may be skipped on
+  // the device, so LR schedules with ScheduleClock::kAuto count applied steps.
+  bool stepped_by_scaler() const { return stepped_by_scaler_; }
+  void set_stepped_by_scaler() { stepped_by_scaler_ = true; }
+
   // "step.<g>", "master.<g>.<i>", "state1.<g>.<i>", "state2.<g>.<i>".
   NamedTensors state_dict() const;
   void load_state_dict(const NamedTensors& state);
@@ -88,6 +93,7 @@ class Optimizer {
   std::vector<ParamGroup> groups_;
   std::vector<std::vector<ParamState>> state_;  // [group][param]
   std::vector<Tensor> steps_;                   // [group], f32 [1] on the group's device
+  bool stepped_by_scaler_ = false;
 };
 
 class SGD : public Optimizer {

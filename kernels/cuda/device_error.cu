@@ -60,6 +60,7 @@ DeviceError* device_error_slot(int device) {
   void* p = nullptr;
   HG_CUDA_CHECK(cudaMalloc(&p, sizeof(DeviceError)));
   HG_CUDA_CHECK(cudaMemset(p, 0, sizeof(DeviceError)));
+  count_synchronization();
   HG_CUDA_CHECK(cudaDeviceSynchronize());  // zeroed before any stream's kernel can see it
   s.records[device].store(static_cast<DeviceError*>(p), std::memory_order_release);
   return static_cast<DeviceError*>(p);
@@ -72,6 +73,7 @@ void check_device_errors(int device) {
   DeviceGuard guard(device);
   const Stream stream = current_stream(device);
   DeviceError host{};
+  count_device_to_host_copy();  // Note [Host sync counter]
   HG_CUDA_CHECK(cudaMemcpyAsync(&host, slot, sizeof(DeviceError), cudaMemcpyDeviceToHost, stream.handle()));
   stream.synchronize();
   if (host.code == static_cast<int>(DeviceErrorCode::kNone)) return;

@@ -46,6 +46,7 @@ class CudaHooks final : public DeviceHooks {
     }
     DeviceGuard guard(device);
     const Stream stream = current_stream(device);
+    if (kind == cudaMemcpyDeviceToHost) count_device_to_host_copy();  // Note [Host sync counter]
     HG_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, kind, stream.handle()));
     stream.synchronize();
     // A device-to-host copy is a sync point: report errors kernels flagged

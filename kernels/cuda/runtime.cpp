@@ -6,6 +6,7 @@
 #include <cublas_v2.h>
 #include <cudnn.h>
 
+#include <atomic>
 #include <mutex>
 #include <vector>
 
@@ -67,8 +68,22 @@ const cudaDeviceProp& device_properties(int device) {
 
 void synchronize(int device) {
   DeviceGuard guard(device);
+  count_synchronization();
   HG_CUDA_CHECK(cudaDeviceSynchronize());
 }
+
+// ---- host sync counter --------------------------------------------------------
+
+namespace {
+std::atomic<int64_t> g_d2h_copies{0};
+std::atomic<int64_t> g_synchronizations{0};
+}  // namespace
+
+HostSyncCounts host_sync_counts() {
+  return {g_d2h_copies.load(std::memory_order_relaxed), g_synchronizations.load(std::memory_order_relaxed)};
+}
+void count_device_to_host_copy() { g_d2h_copies.fetch_add(1, std::memory_order_relaxed); }
+void count_synchronization() { g_synchronizations.fetch_add(1, std::memory_order_relaxed); }
 
 DeviceGuard::DeviceGuard(int device) {
   if (device < 0) return;
@@ -141,7 +156,10 @@ bool Stream::query() const {
   return true;
 }
 
-void Stream::synchronize() const { HG_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+void Stream::synchronize() const {
+  count_synchronization();
+  HG_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
 
 void Stream::wait(const Event& event) const {
   if (!event.is_recorded()) return;
@@ -217,7 +235,9 @@ void Event::record(const Stream& stream) {
 }
 
 void Event::synchronize() const {
-  if (event_ != nullptr) HG_CUDA_CHECK(cudaEventSynchronize(event_));
+  if (event_ == nullptr) return;
+  count_synchronization();
+  HG_CUDA_CHECK(cudaEventSynchronize(event_));
 }
 
 bool Event::query() const {

@@ -21,6 +21,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <utility>
 
@@ -49,6 +50,25 @@ void set_device(int device);
 const cudaDeviceProp& device_properties(int device = -1);
 // Waits until all work on `device` (current when negative) has finished.
 void synchronize(int device = -1);
+
+// ---- host sync counter --------------------------------------------------------
+
+// Note [Host sync counter]
+// Every device-to-host copy and every host wait (device, stream or event
+// synchronisation) made through this runtime layer is counted, process-wide:
+// Stream/Event/device synchronize, core's device copies (DeviceHooks::
+// copy_bytes, behind Tensor::to / item / cpu) and the device-error check. A
+// test takes two snapshots around code that must not stall the host (e.g. a
+// GradScaler step) and asserts both differences are zero. The cost is one
+// relaxed atomic add per event, next to a wait of microseconds at least.
+struct HostSyncCounts {
+  int64_t device_to_host_copies = 0;
+  int64_t synchronizations = 0;  // device, stream and event waits
+};
+HostSyncCounts host_sync_counts();
+// Called by the runtime layer where it copies to the host or waits.
+void count_device_to_host_copy();
+void count_synchronization();
 
 // Makes `device` current for the guard's lifetime (a negative index leaves
 // the current device alone), then restores the previous one.

@@ -6,6 +6,7 @@
 
 #include "core/allocator.h"
 #include "kernels/cuda/caching_allocator.h"
+#include "kernels/ops.h"
 #include "tests/cuda/cuda_test_util.h"
 
 TEST_CASE("device hooks: registered for CUDA at load time", "[cuda][hooks]") {
@@ -50,4 +51,35 @@ TEST_CASE("device hooks: host -> device -> device -> host round trip", "[cuda][h
   alloc.deallocate(d2, cuda);
   alloc.deallocate(nullptr, cuda);
   CHECK(hg::cuda::memory_stats(0).active_blocks == before.active_blocks);
+}
+
+// Note [Host sync counter]: waits and device-to-host copies are counted; a
+// kernel launch and an in-stream-order upload are not.
+TEST_CASE("host sync counter: counts copies to the host and waits, nothing else", "[cuda][hooks]") {
+  HG_REQUIRE_CUDA_DEVICE();
+  using hg::cuda::host_sync_counts;
+  const hg::Device cuda = hg::Device::cuda(0);
+  const hg::Tensor a = hg::ones({1000}, {.device = cuda});  // H2D: waits once for the stream
+
+  auto before = host_sync_counts();
+  const hg::Tensor b = hg::ops::binary(hg::OpId::add, hg::ops::binary(hg::OpId::mul, a, a), a);  // kernels only
+  auto after = host_sync_counts();
+  CHECK(after.device_to_host_copies == before.device_to_host_copies);
+  CHECK(after.synchronizations == before.synchronizations);
+
+  before = host_sync_counts();
+  CHECK(b.cpu().to_vector<float>()[999] == 2.0f);  // one D2H copy, which waits
+  after = host_sync_counts();
+  CHECK(after.device_to_host_copies - before.device_to_host_copies >= 1);
+  CHECK(after.synchronizations - before.synchronizations >= 1);
+
+  before = host_sync_counts();
+  hg::cuda::current_stream().synchronize();
+  hg::cuda::synchronize();
+  hg::cuda::Event e;
+  e.record();
+  e.synchronize();
+  after = host_sync_counts();
+  CHECK(after.device_to_host_copies == before.device_to_host_copies);
+  CHECK(after.synchronizations - before.synchronizations == 3);
 }

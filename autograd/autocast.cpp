@@ -1,0 +1,258 @@
+// Autocast regions, input casting and the cast cache (Note [Autocast] and
+// Note [Cast cache] in autograd/autocast.h), and the hardware report.
+#include "autograd/autocast.h"
+
+#include <map>
+#include <utility>
+
+#include "autograd/functions.h"
+#include "autograd/grad_mode.h"
+#include "core/error.h"
+#include "core/log.h"
+
+#if defined(HG_WITH_CUDA)
+#include "kernels/cuda/runtime.h"
+#endif
+
+namespace hg::amp {
+
+namespace {
+
+struct CacheEntry {
+  Tensor source;  // keeps the leaf alive, so its address is not reused
+  uint64_t version;
+  Tensor cast;
+};
+
+struct ThreadState {
+  bool enabled[kNumDeviceTypes] = {false, false};
+  DType dtype[kNumDeviceTypes] = {kBF16, kF16};
+  int depth = 0;     // live guards
+  int excluded = 0;  // live AutocastExcluded
+  std::map<std::pair<const void*, DType>, CacheEntry> cache;
+  CastCacheStats stats;
+};
+
+ThreadState& state() {
+  thread_local ThreadState s;
+  return s;
+}
+
+size_t index_of(DeviceType t) { return static_cast<size_t>(t); }
+
+void check_dtype(DType dtype) {
+  HG_CHECK(dtype == kF16 || dtype == kBF16, "Autocast: the autocast dtype must be f16 or bf16, got ", dtype);
+}
+
+// Raises for bf16 on a GPU without it; warns once for f16 without tensor cores.
+void check_hardware(DeviceType type, DType dtype) {
+#if defined(HG_WITH_CUDA)
+  if (type != DeviceType::CUDA || !cuda::is_available()) return;
+  const cudaDeviceProp& p = cuda::device_properties();
+  const int cc = p.major * 10 + p.minor;
+  HG_CHECK(dtype != kBF16 || cc >= 80, "Autocast: bf16 needs a GPU of compute capability 8.0 or newer, but ",
+           p.name, " is ", p.major, ".", p.minor, "; use Autocast(hg::kF16) (with a GradScaler) instead");
+  if (dtype == kF16 && cc < 70) {
+    static bool warned = false;
+    if (!warned) {
+      warned = true;
+      HG_LOG_WARN("Autocast: {} (compute capability {}.{}) has no tensor cores; f16 saves memory but not time",
+                  p.name, p.major, p.minor);
+    }
+  }
+#else
+  (void)type;
+  (void)dtype;
+#endif
+}
+
+// A leaf weight whose cast may be cached.
+bool cacheable(const Tensor& x) { return x.is_leaf() && x.requires_grad() && x.dtype() == kF32; }
+
+Tensor cast_to(const Tensor& x, DType dtype) {
+  if (x.dtype() == dtype) return x;
+  ThreadState& s = state();
+  if (!cacheable(x)) return to(x, dtype);
+  const auto key = std::make_pair(static_cast<const void*>(x.impl_ptr()), dtype);
+  auto it = s.cache.find(key);
+  if (it != s.cache.end() && it->second.version == x.version()) {
+    ++s.stats.hits;
+    return it->second.cast;
+  }
+  Tensor cast = to(x, dtype);
+  ++s.stats.casts;
+  // Only a cast that carries its graph is kept (Note [Cast cache]).
+  if (is_grad_enabled()) s.cache[key] = CacheEntry{x, x.version(), cast};
+  return cast;
+}
+
+bool is_16bit(DType t) { return t == kF16 || t == kBF16; }
+
+}  // namespace
+
+DType default_autocast_dtype(DeviceType type) { return type == DeviceType::CUDA ? kF16 : kBF16; }
+
+Autocast::Autocast(DType dtype, bool enabled) {
+  check_dtype(dtype);
+  ThreadState& s = state();
+  for (int t = 0; t < kNumDeviceTypes; ++t) {
+    saved_[t] = {s.enabled[t], s.dtype[t]};
+  }
+  if (enabled) check_hardware(DeviceType::CUDA, dtype);
+  for (int t = 0; t < kNumDeviceTypes; ++t) {
+    s.enabled[t] = enabled;
+    s.dtype[t] = dtype;
+  }
+  ++s.depth;
+}
+
+Autocast::Autocast() {
+  ThreadState& s = state();
+  for (int t = 0; t < kNumDeviceTypes; ++t) saved_[t] = {s.enabled[t], s.dtype[t]};
+  check_hardware(DeviceType::CUDA, default_autocast_dtype(DeviceType::CUDA));
+  for (int t = 0; t < kNumDeviceTypes; ++t) {
+    s.enabled[t] = true;
+    s.dtype[t] = default_autocast_dtype(static_cast<DeviceType>(t));
+  }
+  ++s.depth;
+}
+
+Autocast::Autocast(DeviceType type, DType dtype, bool enabled) {
+  check_dtype(dtype);
+  ThreadState& s = state();
+  for (int t = 0; t < kNumDeviceTypes; ++t) saved_[t] = {s.enabled[t], s.dtype[t]};
+  if (enabled) check_hardware(type, dtype);
+  s.enabled[index_of(type)] = enabled;
+  s.dtype[index_of(type)] = dtype;
+  ++s.depth;
+}
+
+Autocast::~Autocast() {
+  ThreadState& s = state();
+  for (int t = 0; t < kNumDeviceTypes; ++t) {
+    s.enabled[t] = saved_[t].enabled;
+    s.dtype[t] = saved_[t].dtype;
+  }
+  if (--s.depth == 0) {
+    s.cache.clear();  // the outermost region ends
+  }
+}
+
+bool is_autocast_enabled(DeviceType type) { return state().enabled[index_of(type)]; }
+DType autocast_dtype(DeviceType type) { return state().dtype[index_of(type)]; }
+
+bool autocast_active() {
+  const ThreadState& s = state();
+  return s.excluded == 0 && (s.enabled[0] || s.enabled[1]);
+}
+
+AutocastExcluded::AutocastExcluded() { ++state().excluded; }
+AutocastExcluded::~AutocastExcluded() { --state().excluded; }
+
+void autocast_inputs(OpId op, std::initializer_list<const Tensor*> inputs, Tensor* out) {
+  size_t n = 0;
+  const Tensor* first = nullptr;  // the first floating input decides the device type
+  for (const Tensor* t : inputs) {
+    out[n++] = *t;
+    if (first == nullptr && t->defined() && is_floating(t->dtype())) first = t;
+  }
+  if (first == nullptr) return;
+  const ThreadState& s = state();
+  const size_t dev = index_of(first->device().type);
+  if (!s.enabled[dev]) return;
+  const AmpClass cls = policy().get(op);
+  switch (cls) {
+    case AmpClass::passthrough:
+      return;
+    case AmpClass::banned:
+      HG_FAIL(op_name(op), " is banned in autocast regions (it is unsafe in 16 bits); use ",
+              PolicyTable::banned_alternative(op), ", or run it with autocast disabled");
+    case AmpClass::lower:
+    case AmpClass::fp32: {
+      const DType target = cls == AmpClass::lower ? s.dtype[dev] : kF32;
+      for (size_t i = 0; i < n; ++i) {
+        const Tensor& t = out[i];
+        if (!t.defined() || !is_floating(t.dtype()) || t.dtype() == kF64) continue;
+        if (cls == AmpClass::fp32 && !is_16bit(t.dtype())) continue;
+        out[i] = cast_to(t, target);
+      }
+      return;
+    }
+    case AmpClass::promote: {
+      bool any_f64 = false, any_f32 = false, any_f16 = false, any_bf16 = false;
+      for (size_t i = 0; i < n; ++i) {
+        if (!out[i].defined()) continue;
+        const DType d = out[i].dtype();
+        any_f64 = any_f64 || d == kF64;
+        any_f32 = any_f32 || d == kF32;
+        any_f16 = any_f16 || d == kF16;
+        any_bf16 = any_bf16 || d == kBF16;
+      }
+      if (any_f64) return;  // f64 is left to the op's own promotion
+      const DType target = any_f32 || (any_f16 && any_bf16) ? kF32 : any_f16 ? kF16 : kBF16;
+      for (size_t i = 0; i < n; ++i) {
+        const Tensor& t = out[i];
+        if (t.defined() && is_floating(t.dtype()) && t.dtype() != target) out[i] = cast_to(t, target);
+      }
+      return;
+    }
+  }
+}
+
+CastCacheStats cast_cache_stats() {
+  ThreadState& s = state();
+  CastCacheStats out = s.stats;
+  out.entries = static_cast<int64_t>(s.cache.size());
+  return out;
+}
+
+bool supported(Device device, DType dtype) {
+  if (dtype == kF32 || dtype == kF64) return true;
+  if (!is_16bit(dtype)) return false;
+  if (device.is_cpu()) return true;  // natively or widened to f32 (capability_report says which)
+#if defined(HG_WITH_CUDA)
+  if (!cuda::is_available() || device.index >= cuda::device_count()) return false;
+  const cudaDeviceProp& p = cuda::device_properties(device.index);
+  const int cc = p.major * 10 + p.minor;
+  return dtype == kF16 ? cc >= 53 : cc >= 80;
+#else
+  return false;
+#endif
+}
+
+std::string capability_report(Device device) {
+  if (device.is_cpu()) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_cpu_init();
+    const bool f16c = __builtin_cpu_supports("f16c");
+    const bool avx512fp16 = __builtin_cpu_supports("avx512fp16");
+    const bool avx512bf16 = __builtin_cpu_supports("avx512bf16");
+    const bool amx = __builtin_cpu_supports("amx-bf16");
+#else
+    const bool f16c = false, avx512fp16 = false, avx512bf16 = false, amx = false;
+#endif
+    auto yn = [](bool b) { return b ? "yes" : "no"; };
+    std::string out = "cpu: F16C ";
+    out += yn(f16c);
+    out += ", AVX-512-FP16 ";
+    out += yn(avx512fp16);
+    out += ", AVX-512-BF16 ";
+    out += yn(avx512bf16);
+    out += ", AMX-BF16 ";
+    out += yn(amx);
+    out += "; halfgrad's CPU kernels widen f16/bf16 to f32 for the math (16-bit saves memory, not time)";
+    return out;
+  }
+#if defined(HG_WITH_CUDA)
+  if (!cuda::is_available() || device.index >= cuda::device_count()) return "cuda: no device available";
+  const cudaDeviceProp& p = cuda::device_properties(device.index);
+  const int cc = p.major * 10 + p.minor;
+  return "cuda:" + std::to_string(device.index) + ": " + std::string(p.name) + ", compute capability " +
+         std::to_string(p.major) + "." + std::to_string(p.minor) + ", tensor cores f16 " + (cc >= 70 ? "yes" : "no") +
+         ", bf16 " + (cc >= 80 ? "yes" : "no");
+#else
+  return "cuda: not built (cpu-only build)";
+#endif
+}
+
+}  // namespace hg::amp
