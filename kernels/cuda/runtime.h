@@ -37,7 +37,8 @@ namespace hg::cuda {
 // True when at least one CUDA device is usable. Never throws: no driver, no
 // GPU or a driver error all mean "not available".
 bool is_available();
-// Number of usable devices (0 when none; never throws).
+// Number of usable devices (0 when none; never throws). Queried once and
+// cached (the emulator's set_device_count refreshes it).
 int device_count();
 // Throws hg::Error unless 0 <= device < device_count(); the message says how
 // many devices exist and what to do instead.
@@ -190,7 +191,8 @@ class PinnedBuffer {
 // ---- library handles ----------------------------------------------------------
 
 // Lazily created per (thread, current device), destroyed when the thread
-// exits, and bound to current_stream() on every call: fetch the handle right
+// exits, and bound to current_stream() on every call (rebound only when that
+// stream changed; cuBLAS's cublasSetStream resets its workspace): fetch the handle right
 // before use instead of caching it.
 cublasContext* cublas_handle();      // a cublasHandle_t
 cublasLtContext* cublaslt_handle();  // a cublasLtHandle_t
