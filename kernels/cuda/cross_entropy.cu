@@ -88,9 +88,10 @@ __device__ __forceinline__ void row_stats(const T* x_row, int64_t cols, const Ro
 //   precision  acc_t<T> math; m - x stays exact for nearby values, so logits of
 //              +-1000 lose nothing to cancellation against log-sum-exp
 template <typename T, bool kBlockPerRow>
-__global__ void __launch_bounds__(kRowMaxThreads) cross_entropy_rows_kernel(const T* __restrict__ logits, const int64_t* __restrict__ targets,
-                                          acc_t<T>* __restrict__ row_loss, int64_t rows, int64_t cols,
-                                          int64_t ignore_index, acc_t<T> eps, DeviceError* error) {
+__global__ void __launch_bounds__(kRowMaxThreads)
+    cross_entropy_rows_kernel(const T* __restrict__ logits, const int64_t* __restrict__ targets,
+                              acc_t<T>* __restrict__ row_loss, int64_t rows, int64_t cols, int64_t ignore_index,
+                              acc_t<T> eps, DeviceError* error) {
   using A = acc_t<T>;
   __shared__ A max_partials[kMaxWarpsPerBlock];
   __shared__ SumPair<A> sum_partials[kMaxWarpsPerBlock];
@@ -177,11 +178,10 @@ __global__ void cross_entropy_scale_kernel(const A* __restrict__ d_loss, const i
 //   bytes      per element: 3 reads of T (2 mostly cached) + 1 write
 //   precision  acc_t<T> math, one rounding on store
 template <typename T, bool kBlockPerRow>
-__global__ void __launch_bounds__(kRowMaxThreads) cross_entropy_backward_rows_kernel(const T* __restrict__ logits,
-                                                   const int64_t* __restrict__ targets,
-                                                   const acc_t<T>* __restrict__ scale,
-                                                   T* __restrict__ d_logits, int64_t rows, int64_t cols,
-                                                   int64_t ignore_index, acc_t<T> eps, DeviceError* error) {
+__global__ void __launch_bounds__(kRowMaxThreads)
+    cross_entropy_backward_rows_kernel(const T* __restrict__ logits, const int64_t* __restrict__ targets,
+                                       const acc_t<T>* __restrict__ scale, T* __restrict__ d_logits, int64_t rows,
+                                       int64_t cols, int64_t ignore_index, acc_t<T> eps, DeviceError* error) {
   using A = acc_t<T>;
   __shared__ A max_partials[kMaxWarpsPerBlock];
   __shared__ SumPair<A> sum_partials[kMaxWarpsPerBlock];

@@ -93,7 +93,7 @@ __global__ void grad_norm_partials_kernel(const GradChunk* chunks, GradNormKind 
     default: break;  // rejected by the ops layer
   }
   value = block_allreduce(value, [kind](double a, double b) { return grad_norm_combine(kind, a, b); },
-                              warp_partials);
+                          warp_partials);
   if (threadIdx.x == 0) partials[blockIdx.x] = value;
 }
 
@@ -103,7 +103,7 @@ __global__ void grad_norm_finish_kernel(const double* partials, int64_t count, G
   double value = 0.0;
   for (int64_t i = threadIdx.x; i < count; i += blockDim.x) value = grad_norm_combine(kind, value, partials[i]);
   value = block_allreduce(value, [kind](double a, double b) { return grad_norm_combine(kind, a, b); },
-                              warp_partials);
+                          warp_partials);
   if (threadIdx.x == 0) {
     const float norm = static_cast<float>(grad_norm_finish(kind, p, value));
     *total_norm = norm;
@@ -168,9 +168,9 @@ void grad_norm(const std::vector<Tensor>& grads, GradNormKind kind, double p, fl
   auto* partials_ptr = static_cast<double*>(partials.data_ptr());
   HG_LAUNCH(grad_norm_partials_kernel, dim3(static_cast<unsigned>(table.count)), dim3(kBlockThreads), 0, stream,
             table.chunks, kind, p, partials_ptr);
-  HG_LAUNCH(grad_norm_finish_kernel, dim3(1), dim3(kBlockThreads), 0, stream, static_cast<const double*>(partials_ptr),
-            table.count, kind, p, max_norm, static_cast<float*>(total_norm.data_ptr()),
-            static_cast<float*>(clip_coef.data_ptr()));
+  HG_LAUNCH(grad_norm_finish_kernel, dim3(1), dim3(kBlockThreads), 0, stream,
+            static_cast<const double*>(partials_ptr), table.count, kind, p, max_norm,
+            static_cast<float*>(total_norm.data_ptr()), static_cast<float*>(clip_coef.data_ptr()));
 }
 
 void scale_grads_(const std::vector<Tensor>& grads, const Tensor& factor) {
@@ -178,8 +178,8 @@ void scale_grads_(const std::vector<Tensor>& grads, const Tensor& factor) {
   DeviceGuard guard(device.index);
   const cudaStream_t stream = current_stream().handle();
   const DeviceTable table = upload_chunk_table(grads, device);
-  HG_LAUNCH(scale_grads_kernel, dim3(static_cast<unsigned>(table.count)), dim3(kBlockThreads), 0, stream, table.chunks,
-            static_cast<const float*>(factor.data_ptr()));
+  HG_LAUNCH(scale_grads_kernel, dim3(static_cast<unsigned>(table.count)), dim3(kBlockThreads), 0, stream,
+            table.chunks, static_cast<const float*>(factor.data_ptr()));
 }
 
 }  // namespace hg::cuda

@@ -22,8 +22,8 @@
 //               Acc per (row, chunk) to a workspace [rows, splits]; pass 2 runs
 //               the same kernel over the workspace (kLoadRaw = false) and
 //               applies finish with the original cols.
-//   launch      kBlockThreads (256) threads per block; grid.x = ceil(rows / (256 / G)),
-//               grid.y = splits (1 when single-pass)
+//   launch      kBlockThreads (256) threads per block;
+//               grid.x = ceil(rows / (256 / G)), grid.y = splits (1 when single-pass)
 //   bytes       each element of x read once (sizeof(T)); one write per row
 //               (sizeof(T), 8 for argmax); two-pass adds rows * splits
 //               * sizeof(Acc) written and read back

@@ -11,7 +11,9 @@
 // launch_row_kernel, which picks the shape and the matching instantiation:
 //
 //   launch_row_kernel("softmax_forward_kernel", __FILE__, __LINE__,
-//                     [](auto block_per_row) { return softmax_forward_kernel<T, kLog, decltype(block_per_row)::value>; },
+//                     [](auto block_per_row) {
+//                       return softmax_forward_kernel<T, kLog, decltype(block_per_row)::value>;
+//                     },
 //                     rows, cols, stream, x, y, rows, cols);
 #pragma once
 

@@ -14,8 +14,8 @@
 //
 // Threading: the current device and the current stream are per host thread
 // (the current stream is kept per device), as in the CUDA runtime and PyTorch.
-// Library handles are per thread and device and are bound to the current
-// stream each time they are fetched (cuBLASLt takes its stream per call).
+// Library handles are per thread and device and follow the current stream
+// each time they are fetched (cuBLASLt takes its stream per call).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -192,8 +192,8 @@ class PinnedBuffer {
 
 // Lazily created per (thread, current device), destroyed when the thread
 // exits, and bound to current_stream() on every call (rebound only when that
-// stream changed; cuBLAS's cublasSetStream resets its workspace): fetch the handle right
-// before use instead of caching it.
+// stream changed: cuBLAS's cublasSetStream also resets its workspace). Fetch
+// the handle right before use instead of caching it.
 cublasContext* cublas_handle();      // a cublasHandle_t
 cublasLtContext* cublaslt_handle();  // a cublasLtHandle_t
 cudnnContext* cudnn_handle();        // a cudnnHandle_t

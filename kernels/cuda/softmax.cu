@@ -82,8 +82,8 @@ __device__ __forceinline__ MaxSum<A> shuffle_xor(MaxSum<A> v, int lane_mask) {
 //   bytes      per element: 2 reads of T (the second mostly from L1/L2) + 1 write
 //   precision  acc_t<T> math, one rounding on store
 template <typename T, bool kLog, bool kBlockPerRow>
-__global__ void __launch_bounds__(kRowMaxThreads) softmax_forward_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t rows,
-                                       int64_t cols) {
+__global__ void __launch_bounds__(kRowMaxThreads)
+    softmax_forward_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t rows, int64_t cols) {
   using A = acc_t<T>;
   __shared__ MaxSum<A> partials[kMaxWarpsPerBlock];
   const RowSplit split = row_split<kBlockPerRow>();
@@ -109,8 +109,9 @@ __global__ void __launch_bounds__(kRowMaxThreads) softmax_forward_kernel(const T
 //   bytes      per element: 2 reads of d_y and (softmax) y, 1 read of y, 1 write
 //   precision  acc_t<T> math, one rounding on store
 template <typename T, bool kLog, bool kBlockPerRow>
-__global__ void __launch_bounds__(kRowMaxThreads) softmax_backward_kernel(const T* __restrict__ d_y, const T* __restrict__ y,
-                                        T* __restrict__ d_x, int64_t rows, int64_t cols) {
+__global__ void __launch_bounds__(kRowMaxThreads)
+    softmax_backward_kernel(const T* __restrict__ d_y, const T* __restrict__ y, T* __restrict__ d_x, int64_t rows,
+                            int64_t cols) {
   using A = acc_t<T>;
   __shared__ A partials[kMaxWarpsPerBlock];
   const RowSplit split = row_split<kBlockPerRow>();
