@@ -5,9 +5,12 @@
 // For every parameter slot: g = grad * inv_scale (in fp32); the update runs on
 // the fp32 master (or on the f32 parameter itself) and the moments (fp32), and
 // a 16-bit parameter is rewritten as the master rounded once — all in one
-// pass over the elements. The step counter, inv_scale and found_inf live in
-// device memory (f32 [1] tensors): when *found_inf != 0 nothing is written and
-// the counter does not advance, so a scaler can skip steps with no host sync.
+// pass over the elements. The step counter (an i64 [1] tensor: exact for any
+// run, where an f32 counter stops at 2^24), inv_scale and found_inf (f32 [1])
+// live in device memory: when *found_inf != 0 nothing is written and the
+// counter does not advance, so a scaler can skip steps with no host sync.
+// Bias correction and a device-side LR schedule are computed once per launch
+// from the exact count (step_scalars).
 // On CUDA one launch covers all slots of one (param dtype, grad dtype) pair:
 // a table of 2048-element chunks, one block per chunk (multi-tensor apply).
 #pragma once
@@ -84,23 +87,37 @@ struct OptimizerSlot {
   Tensor state2;  // f32: Adam exp_avg_sq (undefined if unused)
 };
 
-// The per-step scalars every element needs.
+// The per-step scalars every element needs, computed once per step by
+// step_scalars (on the device, from the device counter).
 struct StepScalars {
-  OptimizerHyper h;
+  OptimizerHyper h;             // h.lr: the lr of this step (schedule applied)
   float inv_scale = 1.0f;
-  float step = 1.0f;  // the step being applied (1 for the first)
+  int64_t step = 1;             // the step being applied (1 for the first), exact
+  float bias_correction1 = 1;   // Adam: 1 - beta1^step, in f64 then rounded
+  float bias_correction2 = 1;   // Adam: 1 - beta2^step
 };
 
 // The lr of the step numbered `step` (1 for the first applied step): h.lr, or
 // h.lr times the device-side schedule's factor after step - 1 applied steps.
-HG_HOST_DEVICE inline float scheduled_lr(const OptimizerHyper& h, float step) {
+HG_HOST_DEVICE inline float scheduled_lr(const OptimizerHyper& h, int64_t step) {
   if (h.schedule.kind == LrScheduleKind::kConstant) return h.lr;
-  const int64_t applied_before = static_cast<int64_t>(step) - 1;
-  return static_cast<float>(static_cast<double>(h.lr) * lr_schedule_factor(h.schedule, applied_before));
+  return static_cast<float>(static_cast<double>(h.lr) * lr_schedule_factor(h.schedule, step - 1));
+}
+
+// The scalars of step `step`: the scheduled lr and Adam's bias corrections,
+// evaluated in f64 from the exact count (as PyTorch does in Python floats).
+HG_HOST_DEVICE inline StepScalars step_scalars(const OptimizerHyper& h, float inv_scale, int64_t step) {
+  StepScalars s{h, inv_scale, step, 1.0f, 1.0f};
+  s.h.lr = scheduled_lr(h, step);
+  if (h.kind != OptimizerKind::kSgd) {
+    s.bias_correction1 = static_cast<float>(1.0 - ::pow(static_cast<double>(h.beta1), static_cast<double>(step)));
+    s.bias_correction2 = static_cast<float>(1.0 - ::pow(static_cast<double>(h.beta2), static_cast<double>(step)));
+  }
+  return s;
 }
 
 // The update of one element: returns the new master value; updates m and v.
-// s.h.lr is the lr of this step (scheduled_lr applied once per launch).
+// s comes from step_scalars (once per launch).
 HG_HOST_DEVICE inline float optimizer_update(const StepScalars& s, float p, float g, float& m, float& v) {
   const OptimizerHyper& h = s.h;
   g *= s.inv_scale;
@@ -108,7 +125,7 @@ HG_HOST_DEVICE inline float optimizer_update(const StepScalars& s, float p, floa
     case OptimizerKind::kSgd: {
       if (h.weight_decay != 0.0f) g += h.weight_decay * p;
       if (h.momentum != 0.0f) {
-        m = s.step <= 1.0f ? g : h.momentum * m + (1.0f - h.dampening) * g;
+        m = s.step <= 1 ? g : h.momentum * m + (1.0f - h.dampening) * g;
         g = h.nesterov ? g + h.momentum * m : m;
       }
       return p - h.lr * g;
@@ -122,17 +139,16 @@ HG_HOST_DEVICE inline float optimizer_update(const StepScalars& s, float p, floa
       }
       m = h.beta1 * m + (1.0f - h.beta1) * g;
       v = h.beta2 * v + (1.0f - h.beta2) * g * g;
-      const float bc1 = 1.0f - powf(h.beta1, s.step);
-      const float bc2 = 1.0f - powf(h.beta2, s.step);
-      return p - h.lr * (m / bc1) / (sqrtf(v / bc2) + h.eps);
+      return p - h.lr * (m / s.bias_correction1) / (sqrtf(v / s.bias_correction2) + h.eps);
     }
   }
   return p;
 }
 
 namespace ops {
-// Applies one step to every slot (Note [Fused optimizer step]). step, and the
-// optional inv_scale and found_inf, are f32 [1] tensors on the slots' device.
+// Applies one step to every slot (Note [Fused optimizer step]). step is an
+// i64 [1] tensor, the optional inv_scale and found_inf are f32 [1] tensors,
+// all on the slots' device.
 void fused_optimizer_step(const std::vector<OptimizerSlot>& slots, const OptimizerHyper& hyper,
                           const Tensor& step, const Tensor& inv_scale = Tensor(),
                           const Tensor& found_inf = Tensor());

@@ -17,7 +17,9 @@ void fused_optimizer_step(const std::vector<OptimizerSlot>& slots, const Optimiz
                           const Tensor& step, const Tensor& inv_scale, const Tensor& found_inf) {
   HG_CHECK(step.defined(), "optimizer step: the step counter is undefined");
   const Device device = step.device();
-  check_scalar_tensor(step, device, "the step counter");
+  HG_CHECK(step.dtype() == kI64 && step.numel() == 1 && step.is_contiguous(),
+           "optimizer step: the step counter must be an i64 one-element tensor, got ", step.dtype(), " ",
+           step.shape_str());
   check_scalar_tensor(inv_scale, device, "inv_scale");
   check_scalar_tensor(found_inf, device, "found_inf");
   const bool adam = hyper.kind != OptimizerKind::kSgd;

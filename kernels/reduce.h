@@ -73,7 +73,7 @@ Tensor argmax(const Tensor& x, std::optional<int64_t> dim = std::nullopt, bool k
 
 // The backend kernels (hg::cpu:: in kernels/cpu/reduce.cpp, hg::cuda:: in
 // kernels/cuda/reduce.cu). kernels/reduce_ops.cpp permutes the reduced dims
-// innermost and hands the backends a row view. Preconditions (HG_DCHECK only):
+// innermost and hands the backends a row view. Preconditions (HG_CHECK: they guard memory):
 //   x    [rows, cols], 2-D, on out's device; stride(1) == 1 (rows are dense;
 //        stride(0) may be anything, so sliced row blocks need no copy)
 //   out  [rows], contiguous; dtype == x's (i64 for argmax_rows); for sum of

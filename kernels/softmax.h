@@ -72,6 +72,23 @@ Tensor cross_entropy_backward(const Tensor& d_loss, const Tensor& logits, const 
                               int64_t ignore_index, double label_smoothing);
 // clang-format on
 
+namespace hg::detail {
+// The preconditions of the cross-entropy backends that guard memory: checked
+// by both backends with HG_CHECK (always on), since a backend called with a
+// short targets or d_logits buffer would read or write past it.
+inline void check_cross_entropy_buffers(const Tensor& logits, const Tensor& targets,
+                                        const Tensor& d_logits = Tensor()) {
+  HG_CHECK(logits.dim() == 2 && logits.is_contiguous() && targets.dtype() == kI64 && targets.is_contiguous() &&
+               targets.numel() == logits.size(0),
+           "cross_entropy backend: wants contiguous logits [N, C] and contiguous i64 targets [N], got logits ",
+           logits.shape_str(), " and ", targets.dtype(), " targets ", targets.shape_str());
+  HG_CHECK(!d_logits.defined() || (d_logits.sizes() == logits.sizes() && d_logits.is_contiguous() &&
+                                   d_logits.dtype() == logits.dtype()),
+           "cross_entropy_backward backend: d_logits must be contiguous with logits' shape and dtype, got ",
+           d_logits.dtype(), " ", d_logits.shape_str());
+}
+}  // namespace hg::detail
+
 namespace hg::cpu {
 HG_DECLARE_SOFTMAX_KERNELS
 }  // namespace hg::cpu

@@ -14,7 +14,8 @@
 // Tensors: "model.<name>" for every entry of model.state_dict() (parameters in
 // their own dtype: a 16-bit model stores 16-bit weights), and "optim.<key>" for
 // every entry of optimizer.state_dict() (the fp32 masters, fp32 moments and the
-// per-group step counters). Metadata (strings): "halfgrad.checkpoint" = format
+// per-group i64 step counters; files from before the counters were i64 hold
+// f32 ones, which still load: Optimizer::load_state_dict converts them). Metadata (strings): "halfgrad.checkpoint" = format
 // version, the progress counters as decimal integers, the generator's seed and
 // offset, and the caller's extra strings as "extra.<key>". Nothing in the file
 // depends on time or the machine, so two runs that reach the same state write

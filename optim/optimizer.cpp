@@ -59,7 +59,7 @@ void Optimizer::set_lr(size_t group, double lr) {
 void Optimizer::ensure_state(size_t g) {
   const ParamGroup& group = groups_[g];
   const Device device = group.params[0].device();
-  if (!steps_[g].defined()) steps_[g] = zeros({1}, {.device = device});
+  if (!steps_[g].defined()) steps_[g] = zeros({1}, {.dtype = kI64, .device = device});
   if (!state_[g].empty()) return;
   const bool adam = group.hyper.kind != OptimizerKind::kSgd;
   for (const Tensor& p : group.params) {
@@ -90,7 +90,7 @@ void Optimizer::step(const Tensor& inv_scale, const Tensor& found_inf) {
 
 int64_t Optimizer::steps_applied(size_t group) const {
   HG_CHECK(group < groups_.size(), "optimizer: no parameter group ", group);
-  return steps_[group].defined() ? static_cast<int64_t>(steps_[group].item<float>()) : 0;
+  return steps_[group].defined() ? steps_[group].item<int64_t>() : 0;
 }
 
 NamedTensors Optimizer::state_dict() const {
@@ -127,6 +127,11 @@ void Optimizer::load_state_dict(const NamedTensors& state) {
                it->second.shape_str(), " but the optimizer expects ", target.shape_str());
       target.copy_(it->second);
     };
+    // The counter is i64; checkpoints written before it was (f32 counters,
+    // exact below 2^24, the only values one could hold) load converted.
+    const Tensor& saved_step = given.at("step." + std::to_string(g));
+    HG_CHECK(saved_step.dtype() == kI64 || saved_step.dtype() == kF32, "optimizer load_state_dict: 'step.", g,
+             "' is ", saved_step.dtype(), "; the step counter must be i64 (or f32 from an older checkpoint)");
     load("step." + std::to_string(g), steps_[g]);
     for (size_t i = 0; i < state_[g].size(); ++i) {
       const std::string key = std::to_string(g) + "." + std::to_string(i);

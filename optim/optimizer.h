@@ -92,7 +92,7 @@ class Optimizer {
   OptimizerHyper defaults_;
   std::vector<ParamGroup> groups_;
   std::vector<std::vector<ParamState>> state_;  // [group][param]
-  std::vector<Tensor> steps_;                   // [group], f32 [1] on the group's device
+  std::vector<Tensor> steps_;                   // [group], i64 [1] on the group's device
   bool stepped_by_scaler_ = false;
 };
 

@@ -117,6 +117,7 @@ void cross_entropy_backward_typed(const Tensor& d_logits, const Tensor& d_loss, 
 
 void cross_entropy(const Tensor& loss, const Tensor& logits, const Tensor& targets,
                    int64_t ignore_index, double label_smoothing) {
+  ::hg::detail::check_cross_entropy_buffers(logits, targets);
   dispatch_floating(logits.dtype(), "cross_entropy", [&](auto tag) {
     cross_entropy_typed<decltype(tag)>(loss, logits, targets, ignore_index, label_smoothing);
   });
@@ -124,6 +125,7 @@ void cross_entropy(const Tensor& loss, const Tensor& logits, const Tensor& targe
 
 void cross_entropy_backward(const Tensor& d_logits, const Tensor& d_loss, const Tensor& logits,
                             const Tensor& targets, int64_t ignore_index, double label_smoothing) {
+  ::hg::detail::check_cross_entropy_buffers(logits, targets, d_logits);
   dispatch_floating(logits.dtype(), "cross_entropy_backward", [&](auto tag) {
     cross_entropy_backward_typed<decltype(tag)>(d_logits, d_loss, logits, targets, ignore_index,
                                                 label_smoothing);

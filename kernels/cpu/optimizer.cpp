@@ -32,10 +32,10 @@ void update_slot(const OptimizerSlot& s, const StepScalars& scalars) {
 void fused_optimizer_step(const std::vector<OptimizerSlot>& slots, const OptimizerHyper& hyper,
                           const Tensor& step, const Tensor& inv_scale, const Tensor& found_inf) {
   if (found_inf.defined() && found_inf.data<float>()[0] != 0.0f) return;  // skipped step
-  float& counter = step.data<float>()[0];
-  counter += 1.0f;
-  StepScalars scalars{hyper, inv_scale.defined() ? inv_scale.data<float>()[0] : 1.0f, counter};
-  scalars.h.lr = scheduled_lr(hyper, counter);
+  int64_t& counter = step.data<int64_t>()[0];
+  counter += 1;
+  const StepScalars scalars =
+      step_scalars(hyper, inv_scale.defined() ? inv_scale.data<float>()[0] : 1.0f, counter);
   for (const OptimizerSlot& s : slots) {
     dispatch_floating(s.param.dtype(), "optimizer step", [&](auto p_tag) {
       using P = decltype(p_tag);

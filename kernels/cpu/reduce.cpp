@@ -111,21 +111,21 @@ void reduce_rows_typed(OpId op, const Tensor& out, const Tensor& x) {
 }  // namespace
 
 void reduce_rows(OpId op, const Tensor& out, const Tensor& x) {
-  HG_DCHECK(x.dim() == 2 && (x.sizes()[1] <= 1 || x.strides()[1] == 1), "reduce_rows wants dense rows, got ",
+  HG_CHECK(x.dim() == 2 && (x.sizes()[1] <= 1 || x.strides()[1] == 1), "reduce_rows wants dense rows, got ",
             x.shape_str());
-  HG_DCHECK(out.is_contiguous() && out.numel() == x.sizes()[0] && out.dtype() == x.dtype(),
+  HG_CHECK(out.is_contiguous() && out.numel() == x.sizes()[0] && out.dtype() == x.dtype(),
             "reduce_rows: bad output ", out.shape_str());
-  HG_DCHECK(x.sizes()[1] > 0 || (op != OpId::max && op != OpId::min), "empty max/min row");
+  HG_CHECK(x.sizes()[1] > 0 || (op != OpId::max && op != OpId::min), "empty max/min row");
   if (out.numel() == 0) return;
   dispatch_dtype(x.dtype(), [&](auto tag) { reduce_rows_typed<decltype(tag)>(op, out, x); });
 }
 
 void argmax_rows(const Tensor& out, const Tensor& x) {
-  HG_DCHECK(x.dim() == 2 && (x.sizes()[1] <= 1 || x.strides()[1] == 1), "argmax_rows wants dense rows, got ",
+  HG_CHECK(x.dim() == 2 && (x.sizes()[1] <= 1 || x.strides()[1] == 1), "argmax_rows wants dense rows, got ",
             x.shape_str());
-  HG_DCHECK(out.is_contiguous() && out.dtype() == kI64 && out.numel() == x.sizes()[0],
+  HG_CHECK(out.is_contiguous() && out.dtype() == kI64 && out.numel() == x.sizes()[0],
             "argmax_rows: bad output ", out.shape_str());
-  HG_DCHECK(x.sizes()[1] > 0, "empty argmax row");
+  HG_CHECK(x.sizes()[1] > 0, "empty argmax row");
   if (out.numel() == 0) return;
   int64_t* o = static_cast<int64_t*>(out.data_ptr());
   const int64_t cols = x.sizes()[1];

@@ -63,7 +63,10 @@ void softmax_backward_rows(bool log, const T* d_y, const T* y, T* d_x, int64_t r
 }  // namespace
 
 void softmax(OpId op, const Tensor& y, const Tensor& x) {
-  HG_DCHECK(x.is_contiguous() && y.is_contiguous(), "cpu::softmax needs contiguous tensors");
+  HG_CHECK(x.is_contiguous() && y.is_contiguous() && x.dim() >= 1 && y.numel() == x.numel() &&
+               y.dtype() == x.dtype(),
+           "cpu::softmax needs contiguous tensors of one shape and dtype, got ", x.shape_str(), " -> ",
+           y.shape_str());
   HG_CHECK(op == OpId::softmax || op == OpId::log_softmax, "cpu::softmax: ", op_name(op),
            " is not softmax or log_softmax");
   if (x.numel() == 0) return;
@@ -77,8 +80,11 @@ void softmax(OpId op, const Tensor& y, const Tensor& x) {
 }
 
 void softmax_backward(OpId op, const Tensor& d_x, const Tensor& d_y, const Tensor& y) {
-  HG_DCHECK(d_x.is_contiguous() && d_y.is_contiguous() && y.is_contiguous(),
-            "cpu::softmax_backward needs contiguous tensors");
+  HG_CHECK(d_x.is_contiguous() && d_y.is_contiguous() && y.is_contiguous() && y.dim() >= 1 &&
+               d_x.numel() == y.numel() && d_y.numel() == y.numel() && d_x.dtype() == y.dtype() &&
+               d_y.dtype() == y.dtype(),
+           "cpu::softmax_backward needs contiguous tensors of one shape and dtype, got ", d_y.shape_str(), " and ",
+           y.shape_str());
   HG_CHECK(op == OpId::softmax_backward || op == OpId::log_softmax_backward,
            "cpu::softmax_backward: ", op_name(op), " is not a softmax backward op");
   if (y.numel() == 0) return;

@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/device_limits.h"
 #include "kernels/cuda/runtime.h"
 
 // In the emu build device memory is host heap memory, so AddressSanitizer can
@@ -38,9 +39,6 @@ void unpoison(void* ptr, size_t n) {
   (void)n;
 #endif
 }
-
-// Devices we keep state for; far above any real machine (8 GPUs per node).
-constexpr int kMaxDevices = 64;
 
 size_t round_size(size_t nbytes) {
   return nbytes < kMinBlockSize ? kMinBlockSize

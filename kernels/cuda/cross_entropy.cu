@@ -4,9 +4,10 @@
 //
 // Rows use the split of kernels/cuda/softmax.cu: one warp per row up to 1024
 // classes (4 rows per 128-thread block), else one block per row (256-1024
-// threads), grid-stride over rows. The mean over rows is deterministic: the
-// row kernel writes one loss per row to a scratch buffer and a single
-// 256-thread block sums it in a fixed order (no float atomics).
+// threads, __launch_bounds__(1024)), grid-stride over rows
+// (kernels/cuda/row_reduce.cuh). The mean over rows is deterministic: the row
+// kernel writes one loss per row to a scratch buffer and a single 256-thread
+// block sums it in a fixed order (block_allreduce; no float atomics).
 //
 // Bad targets (outside [0, C), not ignore_index) set the device error flag
 // (kernels/cuda/device_error.h) and make the row NaN; the host sees the error
@@ -27,8 +28,7 @@ namespace hg::cuda {
 
 namespace {
 
-constexpr int kReduceThreads = 256;  // the single block of the row-sum kernels
-
+constexpr int kSumThreads = kBlockThreads;  // the single block of the row-sum kernels
 
 // Two sums reduced together: s = sum exp(x - m), gap = sum (m - x).
 template <typename A>
@@ -39,9 +39,20 @@ struct SumPair {
 
 template <typename A>
 __device__ __forceinline__ SumPair<A> shuffle_xor(SumPair<A> v, int lane_mask) {
-  return {__shfl_xor_sync(0xffffffffu, v.s, lane_mask), __shfl_xor_sync(0xffffffffu, v.gap, lane_mask)};
+  return {::hg::cuda::shuffle_xor(v.s, lane_mask), ::hg::cuda::shuffle_xor(v.gap, lane_mask)};
 }
 
+// A partial sum of row losses and the count of rows it covers.
+template <typename A>
+struct SumCount {
+  A sum;
+  long long count;
+};
+
+template <typename A>
+__device__ __forceinline__ SumCount<A> shuffle_xor(SumCount<A> v, int lane_mask) {
+  return {::hg::cuda::shuffle_xor(v.sum, lane_mask), ::hg::cuda::shuffle_xor(v.count, lane_mask)};
+}
 
 // Row statistics shared by forward and backward: m = max_c x_c (NaN-propagating),
 // s = sum_c exp(x_c - m), and (need_gap) gap = sum_c (m - x_c).
@@ -77,9 +88,10 @@ __device__ __forceinline__ void row_stats(const T* x_row, int64_t cols, const Ro
 //   precision  acc_t<T> math; m - x stays exact for nearby values, so logits of
 //              +-1000 lose nothing to cancellation against log-sum-exp
 template <typename T, bool kBlockPerRow>
-__global__ void cross_entropy_rows_kernel(const T* __restrict__ logits, const int64_t* __restrict__ targets,
-                                          acc_t<T>* __restrict__ row_loss, int64_t rows, int64_t cols,
-                                          int64_t ignore_index, acc_t<T> eps, DeviceError* error) {
+__global__ void __launch_bounds__(kRowMaxThreads)
+    cross_entropy_rows_kernel(const T* __restrict__ logits, const int64_t* __restrict__ targets,
+                              acc_t<T>* __restrict__ row_loss, int64_t rows, int64_t cols, int64_t ignore_index,
+                              acc_t<T> eps, DeviceError* error) {
   using A = acc_t<T>;
   __shared__ A max_partials[kMaxWarpsPerBlock];
   __shared__ SumPair<A> sum_partials[kMaxWarpsPerBlock];
@@ -111,39 +123,30 @@ __global__ void cross_entropy_rows_kernel(const T* __restrict__ logits, const in
 }
 
 // Sums per-row values in a fixed order: thread k takes rows k, k + 256, ...
-// (serially), then a shared-memory tree; also counts the non-ignored rows.
-// Every thread of the (single) block gets the totals. row_values == nullptr:
-// count only.
+// (serially), then block_allreduce (kernels/cuda/block_reduce.cuh); also
+// counts the non-ignored rows. Every thread of the (single) block gets the
+// totals. row_values == nullptr: count only.
 template <typename A>
 __device__ __forceinline__ void block_sum_rows(const A* row_values, const int64_t* targets, int64_t rows,
                                                int64_t ignore_index, A& total, long long& valid) {
-  __shared__ A sums[kReduceThreads];
-  __shared__ long long counts[kReduceThreads];
-  A sum = A(0);
-  long long count = 0;
-  for (int64_t r = threadIdx.x; r < rows; r += kReduceThreads) {
+  __shared__ SumCount<A> partials[kSumThreads / kWarpSize];  // shared: one per warp
+  SumCount<A> mine{A(0), 0};
+  for (int64_t r = threadIdx.x; r < rows; r += kSumThreads) {
     if (targets[r] == ignore_index) continue;
-    if (row_values != nullptr) sum += row_values[r];
-    ++count;
+    if (row_values != nullptr) mine.sum += row_values[r];
+    ++mine.count;
   }
-  sums[threadIdx.x] = sum;
-  counts[threadIdx.x] = count;
-  __syncthreads();
-  for (int stride = kReduceThreads / 2; stride > 0; stride /= 2) {
-    if (static_cast<int>(threadIdx.x) < stride) {
-      sums[threadIdx.x] += sums[threadIdx.x + stride];
-      counts[threadIdx.x] += counts[threadIdx.x + stride];
-    }
-    __syncthreads();
-  }
-  total = sums[0];
-  valid = counts[0];
+  mine = block_allreduce(
+      mine, [](SumCount<A> a, SumCount<A> b) { return SumCount<A>{a.sum + b.sum, a.count + b.count}; },
+      partials);
+  total = mine.sum;
+  valid = mine.count;
 }
 
 // cross_entropy_mean_kernel<A>
 //   formula    loss = sum_{i valid} row_loss_i / |valid|   (0/0 = NaN when none)
 //   shapes     row_loss [N], targets [N] -> loss []
-//   launch     one block of 256 threads
+//   launch     one block of kSumThreads (256) threads
 //   bytes      N * (sizeof(A) + 8) read, sizeof(A) written
 //   precision  acc_t sums in a fixed order: bit-identical run to run
 template <typename A>
@@ -156,7 +159,7 @@ __global__ void cross_entropy_mean_kernel(const A* __restrict__ row_loss, const 
 }
 
 // cross_entropy_scale_kernel<A>: scale = d_loss / |valid| for the backward.
-//   launch one block of 256 threads; bytes N * 8 read
+//   launch one block of kSumThreads (256) threads; bytes N * 8 read
 template <typename A>
 __global__ void cross_entropy_scale_kernel(const A* __restrict__ d_loss, const int64_t* __restrict__ targets,
                                            int64_t rows, int64_t ignore_index, A* __restrict__ scale) {
@@ -175,11 +178,10 @@ __global__ void cross_entropy_scale_kernel(const A* __restrict__ d_loss, const i
 //   bytes      per element: 3 reads of T (2 mostly cached) + 1 write
 //   precision  acc_t<T> math, one rounding on store
 template <typename T, bool kBlockPerRow>
-__global__ void cross_entropy_backward_rows_kernel(const T* __restrict__ logits,
-                                                   const int64_t* __restrict__ targets,
-                                                   const acc_t<T>* __restrict__ scale,
-                                                   T* __restrict__ d_logits, int64_t rows, int64_t cols,
-                                                   int64_t ignore_index, acc_t<T> eps, DeviceError* error) {
+__global__ void __launch_bounds__(kRowMaxThreads)
+    cross_entropy_backward_rows_kernel(const T* __restrict__ logits, const int64_t* __restrict__ targets,
+                                       const acc_t<T>* __restrict__ scale, T* __restrict__ d_logits, int64_t rows,
+                                       int64_t cols, int64_t ignore_index, acc_t<T> eps, DeviceError* error) {
   using A = acc_t<T>;
   __shared__ A max_partials[kMaxWarpsPerBlock];
   __shared__ SumPair<A> sum_partials[kMaxWarpsPerBlock];
@@ -214,10 +216,12 @@ __global__ void cross_entropy_backward_rows_kernel(const T* __restrict__ logits,
 
 void cross_entropy(const Tensor& loss, const Tensor& logits, const Tensor& targets, int64_t ignore_index,
                    double label_smoothing) {
+  ::hg::detail::check_cross_entropy_buffers(logits, targets);
   const int64_t rows = logits.size(0), cols = logits.size(1);
   DeviceGuard guard(logits.device().index);
-  const cudaStream_t stream = current_stream().handle();
-  DeviceError* error = device_error_slot(logits.device().index);
+  const Stream launch_stream = current_stream();
+  const cudaStream_t stream = launch_stream.handle();
+  DeviceError* error = device_error_slot(launch_stream);  // notes the stream for the next check
   dispatch_floating(logits.dtype(), "cross_entropy", [&](auto tag) {
     using T = decltype(tag);
     using A = acc_t<T>;
@@ -226,27 +230,25 @@ void cross_entropy(const Tensor& loss, const Tensor& logits, const Tensor& targe
     const int64_t* t = static_cast<const int64_t*>(targets.data_ptr());
     A* per_row = static_cast<A*>(row_loss.data_ptr());
     const A eps = static_cast<A>(label_smoothing);
-    const RowLaunch l = row_launch(rows, cols);
-    if (l.block_per_row) {
-      launch_kernel("cross_entropy_rows_kernel", __FILE__, __LINE__, cross_entropy_rows_kernel<T, true>,
-                    l.grid, l.block, 0, stream, x, t, per_row, rows, cols, ignore_index, eps, error);
-    } else {
-      launch_kernel("cross_entropy_rows_kernel", __FILE__, __LINE__, cross_entropy_rows_kernel<T, false>,
-                    l.grid, l.block, 0, stream, x, t, per_row, rows, cols, ignore_index, eps, error);
-    }
+    launch_row_kernel(
+        "cross_entropy_rows_kernel", __FILE__, __LINE__,
+        [](auto block_per_row) { return cross_entropy_rows_kernel<T, decltype(block_per_row)::value>; }, rows,
+        cols, stream, x, t, per_row, rows, cols, ignore_index, eps, error);
     launch_kernel("cross_entropy_mean_kernel", __FILE__, __LINE__, cross_entropy_mean_kernel<A>, dim3(1),
-                  dim3(kReduceThreads), 0, stream, static_cast<const A*>(per_row), t, rows, ignore_index,
+                  dim3(kSumThreads), 0, stream, static_cast<const A*>(per_row), t, rows, ignore_index,
                   static_cast<A*>(loss.data_ptr()));
   });
 }
 
 void cross_entropy_backward(const Tensor& d_logits, const Tensor& d_loss, const Tensor& logits,
                             const Tensor& targets, int64_t ignore_index, double label_smoothing) {
+  ::hg::detail::check_cross_entropy_buffers(logits, targets, d_logits);
   const int64_t rows = logits.size(0), cols = logits.size(1);
   if (rows == 0) return;
   DeviceGuard guard(logits.device().index);
-  const cudaStream_t stream = current_stream().handle();
-  DeviceError* error = device_error_slot(logits.device().index);
+  const Stream launch_stream = current_stream();
+  const cudaStream_t stream = launch_stream.handle();
+  DeviceError* error = device_error_slot(launch_stream);  // notes the stream for the next check
   dispatch_floating(logits.dtype(), "cross_entropy_backward", [&](auto tag) {
     using T = decltype(tag);
     using A = acc_t<T>;
@@ -254,21 +256,17 @@ void cross_entropy_backward(const Tensor& d_logits, const Tensor& d_loss, const 
     const int64_t* t = static_cast<const int64_t*>(targets.data_ptr());
     A* scale_ptr = static_cast<A*>(scale.data_ptr());
     launch_kernel("cross_entropy_scale_kernel", __FILE__, __LINE__, cross_entropy_scale_kernel<A>, dim3(1),
-                  dim3(kReduceThreads), 0, stream, static_cast<const A*>(d_loss.data_ptr()), t, rows,
+                  dim3(kSumThreads), 0, stream, static_cast<const A*>(d_loss.data_ptr()), t, rows,
                   ignore_index, scale_ptr);
     const T* x = static_cast<const T*>(logits.data_ptr());
     T* d_x = static_cast<T*>(d_logits.data_ptr());
     const A eps = static_cast<A>(label_smoothing);
-    const RowLaunch l = row_launch(rows, cols);
-    if (l.block_per_row) {
-      launch_kernel("cross_entropy_backward_rows_kernel", __FILE__, __LINE__,
-                    cross_entropy_backward_rows_kernel<T, true>, l.grid, l.block, 0, stream, x, t,
-                    static_cast<const A*>(scale_ptr), d_x, rows, cols, ignore_index, eps, error);
-    } else {
-      launch_kernel("cross_entropy_backward_rows_kernel", __FILE__, __LINE__,
-                    cross_entropy_backward_rows_kernel<T, false>, l.grid, l.block, 0, stream, x, t,
-                    static_cast<const A*>(scale_ptr), d_x, rows, cols, ignore_index, eps, error);
-    }
+    launch_row_kernel(
+        "cross_entropy_backward_rows_kernel", __FILE__, __LINE__,
+        [](auto block_per_row) {
+          return cross_entropy_backward_rows_kernel<T, decltype(block_per_row)::value>;
+        },
+        rows, cols, stream, x, t, static_cast<const A*>(scale_ptr), d_x, rows, cols, ignore_index, eps, error);
   });
 }
 

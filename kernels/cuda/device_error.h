@@ -5,7 +5,7 @@
 //   // kernel: report and carry on (write NaN or skip; never trap)
 //   if (t < 0 || t >= classes) report_device_error(error_slot, DeviceErrorCode::kTargetOutOfRange,
 //                                                  OpId::cross_entropy, t, row, classes, ignore_index);
-//   // launcher: DeviceError* error_slot = device_error_slot(device);
+//   // launcher: DeviceError* error_slot = device_error_slot(stream);  // the launch's stream
 //   // host, at a sync point (Tensor::item, a copy to the CPU, synchronize):
 //   hg::cuda::check_device_errors();  // throws hg::Error naming the op, value and row
 //
@@ -14,16 +14,21 @@
 // use (cudaMalloc) and zeroed. A kernel that finds bad input claims the record
 // with atomicCAS on `code` (0 -> its code); only the winner writes the details,
 // so the first error reported wins and later ones are dropped until the record
-// is read. check_device_errors copies the record back on the current stream
-// (a sync point for that stream), clears it, and throws. Kernels on other
-// streams still running are seen by a later check. A process that never runs
-// a reporting kernel never allocates the record and its checks cost nothing.
+// is read. A launcher fetches the record with device_error_slot(stream), which
+// also notes `stream` as one that may raise. check_device_errors waits for
+// every stream noted since the last check (whichever stream is current: a
+// kernel on a side stream is seen even when the check runs on another one),
+// copies the record back on one of them, clears it, and throws. With no stream
+// noted since the last check it returns at once: no copy and no sync, so
+// Tensor::item() and copies to the CPU pay for the flag only after a kernel
+// that can report ran. The noted streams are kept alive until that check.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
+#include "kernels/cuda/runtime.h"
 #include "kernels/op_list.h"
 
 namespace hg::cuda {
@@ -58,15 +63,20 @@ __device__ __forceinline__ void report_device_error(DeviceError* slot, DeviceErr
 }
 #endif
 
-// The record of `device` (current when negative), allocated and zeroed on
-// first use. Thread-safe.
-DeviceError* device_error_slot(int device = -1);
+// The record of stream.device(), allocated and zeroed on first use, for a
+// kernel about to be launched on `stream`; notes `stream` for the next
+// check_device_errors of that device. Thread-safe.
+DeviceError* device_error_slot(const Stream& stream);
 
-// Copies the record of `device` (current when negative) back, waiting for the
-// current stream; when a kernel reported an error, clears the record and
-// throws hg::Error with its message, e.g. "cross_entropy: target 12 at row 3 is
-// out of range [0, 10); targets must be class indices or ignore_index (-100)".
-// No-op (and no sync) when the device has never allocated its record.
+// Waits for the streams noted on `device` (current when negative) since the
+// last check and copies the record back; when a kernel reported an error,
+// clears the record and throws hg::Error with its message, e.g.
+// "cross_entropy: target 12 at row 3 is out of range [0, 10); targets must be
+// class indices or ignore_index (-100)". No-op (no copy, no sync) when no
+// stream was noted since the last check.
 void check_device_errors(int device = -1);
+
+// The number of streams check_device_errors(device) would wait for (tests).
+int device_error_streams_pending(int device = -1);
 
 }  // namespace hg::cuda

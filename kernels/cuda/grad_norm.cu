@@ -13,9 +13,9 @@
 //   shapes     chunks [num_chunks] -> partials [num_chunks] f64
 //   split      one block per chunk; thread t accumulates elements t, t + 256,
 //              ... of its chunk in a register (acc_t), then the block combines
-//              the 256 values in f64 by row_allreduce (warp xor butterfly,
+//              the 256 values in f64 by block_allreduce (warp xor butterfly,
 //              then the 8 warp results in warp order through shared memory)
-//   launch     256 threads per block, grid.x = num_chunks
+//   launch     kBlockThreads (256) threads per block, grid.x = num_chunks
 //   bytes      each gradient element read once (sizeof(G)); 8 bytes written
 //              per chunk
 //   precision  fp32 per thread for f32/f16/bf16 (f64 for f64), f64 across
@@ -25,8 +25,8 @@
 //   formula    total = combine_c partial[c]; norm = total^(1/p) rounded to
 //              f32; coef = min(1, max_norm / (norm + 1e-6))
 //   split      one block: thread t combines partials t, t + 256, ... in f64,
-//              then row_allreduce as above; thread 0 writes both results
-//   launch     1 block of 256 threads
+//              then block_allreduce as above; thread 0 writes both results
+//   launch     1 block of kBlockThreads (256) threads
 //   bytes      8 per partial read, 2 x 4 written
 //   precision  f64 throughout, one rounding of the norm to f32; coef in f32
 //              from the f32 norm (as PyTorch)
@@ -34,7 +34,7 @@
 // scale_grads_kernel
 //   formula    g[k] = round_G(g[k] * coef), coef = *factor (device memory)
 //   split      one block per chunk, thread t handles t, t + 256, ...
-//   launch     256 threads per block, grid.x = num_chunks
+//   launch     kBlockThreads (256) threads per block, grid.x = num_chunks
 //   bytes      sizeof(G) read + written per element; nothing when coef == 1
 //              (every block returns before touching its chunk)
 //   precision  the product in acc_t (fp32, f64 for f64), rounded once
@@ -43,18 +43,17 @@
 #include <vector>
 
 #include "core/convert.h"
+#include "kernels/cuda/block_reduce.cuh"
+#include "kernels/cuda/device_limits.h"
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/device_table.h"
 #include "kernels/cuda/launch.cuh"
-#include "kernels/cuda/row_reduce.cuh"
 #include "kernels/cuda/runtime.h"
 #include "kernels/grad_norm.h"
 
 namespace hg::cuda {
 
 namespace {
-
-constexpr int kThreads = 256;  // per block, all three kernels
 
 struct GradChunk {
   void* data;     // the gradient's element 0 (global memory)
@@ -83,7 +82,7 @@ __device__ double thread_partial(const GradChunk& c, GradNormKind kind, double p
 
 __global__ void grad_norm_partials_kernel(const GradChunk* chunks, GradNormKind kind, double p,
                                           double* partials) {
-  __shared__ double warp_partials[kMaxWarpsPerBlock];  // shared: one per warp
+  __shared__ double warp_partials[kBlockThreads / kWarpSize];  // shared: one per warp
   const GradChunk c = chunks[blockIdx.x];
   double value = 0.0;
   switch (c.dtype) {  // the same branch for the whole block
@@ -93,18 +92,18 @@ __global__ void grad_norm_partials_kernel(const GradChunk* chunks, GradNormKind 
     case DType::F64: value = thread_partial<double>(c, kind, p); break;
     default: break;  // rejected by the ops layer
   }
-  value = row_allreduce<true>(value, [kind](double a, double b) { return grad_norm_combine(kind, a, b); },
-                              warp_partials);
+  value = block_allreduce(value, [kind](double a, double b) { return grad_norm_combine(kind, a, b); },
+                          warp_partials);
   if (threadIdx.x == 0) partials[blockIdx.x] = value;
 }
 
 __global__ void grad_norm_finish_kernel(const double* partials, int64_t count, GradNormKind kind, double p,
                                         float max_norm, float* total_norm, float* clip_coef) {
-  __shared__ double warp_partials[kMaxWarpsPerBlock];  // shared: one per warp
+  __shared__ double warp_partials[kBlockThreads / kWarpSize];  // shared: one per warp
   double value = 0.0;
   for (int64_t i = threadIdx.x; i < count; i += blockDim.x) value = grad_norm_combine(kind, value, partials[i]);
-  value = row_allreduce<true>(value, [kind](double a, double b) { return grad_norm_combine(kind, a, b); },
-                              warp_partials);
+  value = block_allreduce(value, [kind](double a, double b) { return grad_norm_combine(kind, a, b); },
+                          warp_partials);
   if (threadIdx.x == 0) {
     const float norm = static_cast<float>(grad_norm_finish(kind, p, value));
     *total_norm = norm;
@@ -167,11 +166,11 @@ void grad_norm(const std::vector<Tensor>& grads, GradNormKind kind, double p, fl
   // One f64 partial per chunk; every entry is written by pass 1.
   const Tensor partials = empty({std::max<int64_t>(table.count, 1)}, {.dtype = kF64, .device = device});
   auto* partials_ptr = static_cast<double*>(partials.data_ptr());
-  HG_LAUNCH(grad_norm_partials_kernel, dim3(static_cast<unsigned>(table.count)), dim3(kThreads), 0, stream,
+  HG_LAUNCH(grad_norm_partials_kernel, dim3(static_cast<unsigned>(table.count)), dim3(kBlockThreads), 0, stream,
             table.chunks, kind, p, partials_ptr);
-  HG_LAUNCH(grad_norm_finish_kernel, dim3(1), dim3(kThreads), 0, stream, static_cast<const double*>(partials_ptr),
-            table.count, kind, p, max_norm, static_cast<float*>(total_norm.data_ptr()),
-            static_cast<float*>(clip_coef.data_ptr()));
+  HG_LAUNCH(grad_norm_finish_kernel, dim3(1), dim3(kBlockThreads), 0, stream,
+            static_cast<const double*>(partials_ptr), table.count, kind, p, max_norm,
+            static_cast<float*>(total_norm.data_ptr()), static_cast<float*>(clip_coef.data_ptr()));
 }
 
 void scale_grads_(const std::vector<Tensor>& grads, const Tensor& factor) {
@@ -179,8 +178,8 @@ void scale_grads_(const std::vector<Tensor>& grads, const Tensor& factor) {
   DeviceGuard guard(device.index);
   const cudaStream_t stream = current_stream().handle();
   const DeviceTable table = upload_chunk_table(grads, device);
-  HG_LAUNCH(scale_grads_kernel, dim3(static_cast<unsigned>(table.count)), dim3(kThreads), 0, stream, table.chunks,
-            static_cast<const float*>(factor.data_ptr()));
+  HG_LAUNCH(scale_grads_kernel, dim3(static_cast<unsigned>(table.count)), dim3(kBlockThreads), 0, stream,
+            table.chunks, static_cast<const float*>(factor.data_ptr()));
 }
 
 }  // namespace hg::cuda

@@ -9,18 +9,20 @@
 //   split      multi-tensor apply: a table of chunks of kChunk elements over
 //              all slots of one (param, grad) dtype pair; one block per chunk,
 //              each thread strides over its chunk
-//   launch     256 threads per block, one block per chunk, one launch per pair
+//   launch     kBlockThreads (256) threads per block, one block per chunk, one launch per pair
 //   bytes      per element: sizeof(G) + 4 (master) + 4 + 4 (moments) read,
 //              sizeof(P) + 4 + 4 + 4 written (less without master/moments)
 //   precision  fp32 math; a 16-bit parameter is the master rounded once
 //   lr         h.lr, or with a device-side schedule h.lr * factor(*step - 1),
-//              evaluated in f64 once per thread (Note [Schedules on the device])
+//              evaluated in f64 once per thread (Note [Schedules on the device]),
+//              as are Adam's bias corrections, from the exact i64 count
 //   skip       if *found_inf != 0 every block returns before touching memory
 #include <cuda_runtime.h>
 
 #include <map>
 
 #include "core/convert.h"
+#include "kernels/cuda/device_limits.h"
 #include "kernels/cuda/device_table.h"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/runtime.h"
@@ -30,7 +32,6 @@ namespace hg::cuda {
 
 namespace {
 
-constexpr int kThreads = 256;
 constexpr int64_t kChunk = 2048;
 
 struct SlotChunk {
@@ -43,19 +44,18 @@ struct SlotChunk {
   int64_t n;      // elements in this chunk
 };
 
-__global__ void advance_step_kernel(float* step, const float* found_inf) {
+__global__ void advance_step_kernel(int64_t* step, const float* found_inf) {
   if (found_inf != nullptr && *found_inf != 0.0f) return;
-  *step += 1.0f;
+  *step += 1;
 }
 
 template <typename P, typename G>
-__global__ void optimizer_step_kernel(const SlotChunk* chunks, StepScalars scalars, const float* step,
+__global__ void optimizer_step_kernel(const SlotChunk* chunks, OptimizerHyper hyper, const int64_t* step,
                                       const float* inv_scale, const float* found_inf) {
   if (found_inf != nullptr && *found_inf != 0.0f) return;  // skipped: write nothing
   const SlotChunk c = chunks[blockIdx.x];
-  scalars.step = *step;
-  scalars.h.lr = scheduled_lr(scalars.h, scalars.step);  // once per thread (Note [Schedules on the device])
-  scalars.inv_scale = inv_scale != nullptr ? *inv_scale : 1.0f;
+  // Once per thread, from the exact count (Note [Schedules on the device]).
+  const StepScalars scalars = step_scalars(hyper, inv_scale != nullptr ? *inv_scale : 1.0f, *step);
   P* param = static_cast<P*>(c.param);
   const G* grad = static_cast<const G*>(c.grad);
   for (int64_t k = threadIdx.x; k < c.n; k += blockDim.x) {
@@ -78,7 +78,7 @@ void fused_optimizer_step(const std::vector<OptimizerSlot>& slots, const Optimiz
                           const Tensor& step, const Tensor& inv_scale, const Tensor& found_inf) {
   DeviceGuard guard(step.device().index);
   const cudaStream_t stream = current_stream().handle();
-  float* step_ptr = float_ptr(step);
+  auto* step_ptr = static_cast<int64_t*>(step.data_ptr());
   const float* inv_scale_ptr = float_ptr(inv_scale);
   const float* found_inf_ptr = float_ptr(found_inf);
   HG_LAUNCH(advance_step_kernel, dim3(1), dim3(1), 0, stream, step_ptr, found_inf_ptr);
@@ -92,7 +92,6 @@ void fused_optimizer_step(const std::vector<OptimizerSlot>& slots, const Optimiz
                        float_ptr(s.state2), begin, std::min(kChunk, s.param.numel() - begin)});
     }
   }
-  const StepScalars scalars{hyper, 1.0f, 1.0f};
   for (const auto& [dtypes, table] : tables) {
     if (table.empty()) continue;
     // The table travels to the device as bytes; the stream orders its use.
@@ -104,8 +103,8 @@ void fused_optimizer_step(const std::vector<OptimizerSlot>& slots, const Optimiz
       dispatch_floating(dtypes.second, "optimizer step", [&](auto g_tag) {
         using G = decltype(g_tag);
         if constexpr (!std::is_same_v<P, double> && !std::is_same_v<G, double>) {
-          HG_LAUNCH((optimizer_step_kernel<P, G>), grid, dim3(kThreads), 0, stream, chunks, scalars, step_ptr,
-                    inv_scale_ptr, found_inf_ptr);
+          HG_LAUNCH((optimizer_step_kernel<P, G>), grid, dim3(kBlockThreads), 0, stream, chunks, hyper,
+                    static_cast<const int64_t*>(step_ptr), inv_scale_ptr, found_inf_ptr);
         }
       });
     });

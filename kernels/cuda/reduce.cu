@@ -13,17 +13,17 @@
 //               shorter than kBlockRowCols, 8 rows per block) or G = 256 (the
 //               whole block). Thread `lane` of the group accumulates columns
 //               lane, lane + G, lane + 2G, ... into a register Acc; the group
-//               then combines with __shfl_down_sync (16, 8, 4, 2, 1) and, for
-//               G = 256, the 8 warp results through shared memory (warp 0
-//               combines them in warp order). No atomics anywhere.
+//               then combines with warp_allreduce (G = 32) or block_allreduce
+//               (G = 256: the 8 warp results through shared memory, folded in
+//               warp order), kernels/cuda/block_reduce.cuh. No atomics.
 //   two-pass    a few very long rows (rows * cols large, rows < the SM count
 //               would leave most of the GPU idle) are cut into `splits`
 //               column chunks: pass 1 (grid.y = splits) writes one partial
 //               Acc per (row, chunk) to a workspace [rows, splits]; pass 2 runs
 //               the same kernel over the workspace (kLoadRaw = false) and
 //               applies finish with the original cols.
-//   launch      256 threads per block; grid.x = ceil(rows / (256 / G)),
-//               grid.y = splits (1 when single-pass)
+//   launch      kBlockThreads (256) threads per block;
+//               grid.x = ceil(rows / (256 / G)), grid.y = splits (1 when single-pass)
 //   bytes       each element of x read once (sizeof(T)); one write per row
 //               (sizeof(T), 8 for argmax); two-pass adds rows * splits
 //               * sizeof(Acc) written and read back
@@ -32,7 +32,8 @@
 //   determinism the combination order is a function of (rows, cols, the SM
 //               count) only, so results are bit-identical run to run; argmax's
 //               combine is a total order (value, then lowest index; NaN above
-//               everything), so its result does not depend on the order at all
+//               everything), so its result does not depend on the order at all;
+//               every combine is commutative, as the xor butterfly needs
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -41,6 +42,8 @@
 #include <type_traits>
 
 #include "core/tensor.h"
+#include "kernels/cuda/block_reduce.cuh"
+#include "kernels/cuda/device_limits.h"
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/runtime.h"
@@ -50,10 +53,7 @@ namespace hg::cuda {
 
 namespace {
 
-constexpr int kReduceThreads = 256;                 // threads per block
-constexpr int kWarpThreads = 32;
-constexpr int kWarpsPerBlock = kReduceThreads / kWarpThreads;
-constexpr unsigned kFullMask = 0xffffffffu;
+constexpr int kWarpsPerBlock = kBlockThreads / kWarpSize;
 constexpr int64_t kBlockRowCols = 512;              // rows this long get a whole block
 constexpr int64_t kSplitMinCols = 16384;            // rows this long may be split (two-pass)
 constexpr int64_t kColsPerSplit = 8192;             // target columns per pass-1 block
@@ -70,19 +70,10 @@ struct ArgAcc {
   int64_t index;
 };
 
-// Warp shuffles of each Acc type, spelled with the overloads nvcc provides.
-__device__ __forceinline__ float shfl_down(float v, unsigned delta) {
-  return __shfl_down_sync(kFullMask, v, delta);
-}
-__device__ __forceinline__ double shfl_down(double v, unsigned delta) {
-  return __shfl_down_sync(kFullMask, v, delta);
-}
-__device__ __forceinline__ int64_t shfl_down(int64_t v, unsigned delta) {
-  return static_cast<int64_t>(__shfl_down_sync(kFullMask, static_cast<long long>(v), delta));
-}
+// The warp shuffle of argmax's accumulator (block_reduce.cuh shuffles scalars).
 template <typename A>
-__device__ __forceinline__ ArgAcc<A> shfl_down(ArgAcc<A> v, unsigned delta) {
-  return {shfl_down(v.value, delta), shfl_down(v.index, delta)};
+__device__ __forceinline__ ArgAcc<A> shuffle_xor(ArgAcc<A> v, int lane_mask) {
+  return {::hg::cuda::shuffle_xor(v.value, lane_mask), ::hg::cuda::shuffle_xor(v.index, lane_mask)};
 }
 
 template <typename A>
@@ -169,42 +160,27 @@ struct RowArgs {
   int group;           // threads per row: 32 or 256
 };
 
-// Combines the Accs of the `group` threads of each row; the result is valid in
-// the group's first thread. Every thread of the block must call it.
+// Combines the Accs of the `group` threads of each row; every thread of the
+// group gets the result. Every thread of the block must call it (`group` is
+// the same for the whole block, so the branch is uniform).
 template <typename Op>
-__device__ typename Op::Acc group_combine(const Op& op, typename Op::Acc acc, int group) {
+__device__ typename Op::Acc group_allreduce(const Op& op, typename Op::Acc acc, int group) {
   using Acc = typename Op::Acc;
-  // warp level: lanes 0..31 of each warp, registers only
-#pragma unroll
-  for (unsigned delta = kWarpThreads / 2; delta > 0; delta /= 2) {
-    acc = op.combine(acc, shfl_down(acc, delta));
-  }
-  if (group == kWarpThreads) return acc;
-  // block level: warp w's result in shared slot w, combined by warp 0 in order
   __shared__ Acc warp_results[kWarpsPerBlock];  // shared, one per warp
-  const int lane_id = static_cast<int>(threadIdx.x) % kWarpThreads;
-  const int warp_id = static_cast<int>(threadIdx.x) / kWarpThreads;
-  if (lane_id == 0) warp_results[warp_id] = acc;
-  __syncthreads();
-  if (warp_id == 0) {
-    acc = lane_id < kWarpsPerBlock ? warp_results[lane_id] : op.identity();
-#pragma unroll
-    for (unsigned delta = kWarpsPerBlock / 2; delta > 0; delta /= 2) {
-      acc = op.combine(acc, shfl_down(acc, delta));
-    }
-  }
-  return acc;
+  const auto combine = [&op](Acc a, Acc b) { return op.combine(a, b); };
+  if (group == kWarpSize) return warp_allreduce(acc, combine);
+  return block_allreduce(acc, combine, warp_results);
 }
 
 // kLoadRaw: `in` holds input values T (load each); otherwise Accs of pass 1.
 // kWritePartial: write the Acc of (row, blockIdx.y) instead of finishing.
 template <typename Op, typename In, bool kLoadRaw, bool kWritePartial>
-__global__ void __launch_bounds__(kReduceThreads) reduce_rows_kernel(RowArgs args, Op op) {
+__global__ void __launch_bounds__(kBlockThreads) reduce_rows_kernel(RowArgs args, Op op) {
   using Acc = typename Op::Acc;
   // registers: acc (this thread's slice); global: in (read once), out
   const int thread_id = static_cast<int>(threadIdx.x);
   const int lane_in_row = thread_id % args.group;
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * (kReduceThreads / args.group) +
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * (kBlockThreads / args.group) +
                       thread_id / args.group;
   const int64_t col_begin = static_cast<int64_t>(blockIdx.y) * args.chunk;
   const int64_t col_end = col_begin + args.chunk < args.in_cols ? col_begin + args.chunk : args.in_cols;
@@ -219,7 +195,7 @@ __global__ void __launch_bounds__(kReduceThreads) reduce_rows_kernel(RowArgs arg
       }
     }
   }
-  acc = group_combine(op, acc, args.group);
+  acc = group_allreduce(op, acc, args.group);
   if (lane_in_row != 0 || row >= args.rows) return;
   if constexpr (kWritePartial) {
     static_cast<Acc*>(args.out)[row * gridDim.y + blockIdx.y] = acc;
@@ -229,10 +205,10 @@ __global__ void __launch_bounds__(kReduceThreads) reduce_rows_kernel(RowArgs arg
   }
 }
 
-int group_for(int64_t cols) { return cols >= kBlockRowCols ? kReduceThreads : kWarpThreads; }
+int group_for(int64_t cols) { return cols >= kBlockRowCols ? kBlockThreads : kWarpSize; }
 
 dim3 grid_for(int64_t rows, int group, int64_t splits) {
-  const int64_t rows_per_block = kReduceThreads / group;
+  const int64_t rows_per_block = kBlockThreads / group;
   return dim3(static_cast<unsigned>((rows + rows_per_block - 1) / rows_per_block),
               static_cast<unsigned>(splits));
 }
@@ -268,7 +244,7 @@ void run_rows(const char* name, const Op& op, const Tensor& out, const Tensor& x
     args.out = out.data_ptr();
     args.chunk = cols;
     launch_kernel(name, __FILE__, __LINE__, reduce_rows_kernel<Op, T, true, false>,
-                  grid_for(rows, args.group, 1), dim3(kReduceThreads), 0, stream, args, op);
+                  grid_for(rows, args.group, 1), dim3(kBlockThreads), 0, stream, args, op);
     return;
   }
   // Pass 1: one partial Acc per (row, chunk) into a device workspace.
@@ -277,7 +253,7 @@ void run_rows(const char* name, const Op& op, const Tensor& out, const Tensor& x
   args.out = workspace.data_ptr();
   args.chunk = (cols + splits - 1) / splits;
   launch_kernel(name, __FILE__, __LINE__, reduce_rows_kernel<Op, T, true, true>,
-                grid_for(rows, args.group, splits), dim3(kReduceThreads), 0, stream, args, op);
+                grid_for(rows, args.group, splits), dim3(kBlockThreads), 0, stream, args, op);
   // Pass 2: combine each row's partials in chunk order, then finish.
   RowArgs final_args{};
   final_args.in = workspace.data_ptr();
@@ -289,7 +265,7 @@ void run_rows(const char* name, const Op& op, const Tensor& out, const Tensor& x
   final_args.count = cols;
   final_args.group = group_for(splits);
   launch_kernel(name, __FILE__, __LINE__, reduce_rows_kernel<Op, Acc, false, false>,
-                grid_for(rows, final_args.group, 1), dim3(kReduceThreads), 0, stream, final_args, op);
+                grid_for(rows, final_args.group, 1), dim3(kBlockThreads), 0, stream, final_args, op);
   // The workspace goes back to the caching allocator, which orders its reuse
   // after this stream's work.
 }
@@ -297,9 +273,9 @@ void run_rows(const char* name, const Op& op, const Tensor& out, const Tensor& x
 }  // namespace
 
 void reduce_rows(OpId op, const Tensor& out, const Tensor& x) {
-  HG_DCHECK(x.dim() == 2 && (x.sizes()[1] <= 1 || x.strides()[1] == 1), "reduce_rows wants dense rows, got ",
+  HG_CHECK(x.dim() == 2 && (x.sizes()[1] <= 1 || x.strides()[1] == 1), "reduce_rows wants dense rows, got ",
             x.shape_str());
-  HG_DCHECK(out.is_contiguous() && out.numel() == x.sizes()[0] && out.dtype() == x.dtype(),
+  HG_CHECK(out.is_contiguous() && out.numel() == x.sizes()[0] && out.dtype() == x.dtype(),
             "reduce_rows: bad output ", out.shape_str());
   const char* name = op_name(op).data();
   dispatch_dtype(x.dtype(), [&](auto tag) {
@@ -324,9 +300,9 @@ void reduce_rows(OpId op, const Tensor& out, const Tensor& x) {
 }
 
 void argmax_rows(const Tensor& out, const Tensor& x) {
-  HG_DCHECK(x.dim() == 2 && (x.sizes()[1] <= 1 || x.strides()[1] == 1), "argmax_rows wants dense rows, got ",
+  HG_CHECK(x.dim() == 2 && (x.sizes()[1] <= 1 || x.strides()[1] == 1), "argmax_rows wants dense rows, got ",
             x.shape_str());
-  HG_DCHECK(out.is_contiguous() && out.dtype() == kI64 && out.numel() == x.sizes()[0],
+  HG_CHECK(out.is_contiguous() && out.dtype() == kI64 && out.numel() == x.sizes()[0],
             "argmax_rows: bad output ", out.shape_str());
   dispatch_dtype(x.dtype(), [&](auto tag) {
     using T = decltype(tag);

@@ -1,55 +1,39 @@
-// Row-wise reductions shared by the softmax and cross-entropy kernels.
+// The row split shared by the softmax and cross-entropy kernels, and its
+// launcher.
 //
 // Rows are contiguous; a row is handled by one warp (rows up to kWarpRowMax
 // elements, kWarpRowsPerBlock rows per block) or by one whole block (longer
-// rows), and kernels loop grid-stride over rows (grid capped at kMaxGridRows).
-// row_allreduce combines a per-thread value over the row's threads:
-//   warp rows:  an xor butterfly of __shfl_xor_sync (a+b == b+a bit for bit,
-//               so every lane ends with the same value);
-//   block rows: then lane 0 of each warp posts to `partials` (shared memory,
-//               >= blockDim.x / 32 entries) and every thread folds them in warp
-//               order: a fixed order, so results are deterministic (no atomics).
+// rows, 256 to 1024 threads), and kernels loop grid-stride over rows (grid
+// capped at kMaxGridRows). A row kernel is a template over kBlockPerRow; it
+// reduces across the row's threads with row_allreduce<kBlockPerRow>
+// (kernels/cuda/block_reduce.cuh), declares __launch_bounds__(kRowMaxThreads)
+// (the block-per-row launch reaches 1024 threads), and is launched with
+// launch_row_kernel, which picks the shape and the matching instantiation:
+//
+//   launch_row_kernel("softmax_forward_kernel", __FILE__, __LINE__,
+//                     [](auto block_per_row) {
+//                       return softmax_forward_kernel<T, kLog, decltype(block_per_row)::value>;
+//                     },
+//                     rows, cols, stream, x, y, rows, cols);
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
+#include <utility>
 
-#include "kernels/cuda/device_math.cuh"
+#include "kernels/cuda/block_reduce.cuh"
+#include "kernels/cuda/device_limits.h"
+#include "kernels/cuda/launch.cuh"
 
 namespace hg::cuda {
 
-inline constexpr int kWarpSize = 32;
-inline constexpr int kWarpRowMax = 1024;         // longest row handled by one warp
-inline constexpr int kWarpRowsPerBlock = 4;      // warp-per-row blocks: 128 threads
-inline constexpr int kMaxWarpsPerBlock = 32;     // 1024 threads
+inline constexpr int kWarpRowMax = 1024;          // longest row handled by one warp
+inline constexpr int kWarpRowsPerBlock = 4;       // warp-per-row blocks: 128 threads
+inline constexpr int kRowMaxThreads = kMaxThreadsPerBlock;  // largest block-per-row launch
 inline constexpr int64_t kMaxGridRows = 1 << 20;  // grid cap; kernels loop over the rest
-
-// Scalar lanes exchange; reductions over structs add their own overload next
-// to the struct (found by argument-dependent lookup).
-template <typename A>
-__device__ __forceinline__ A shuffle_xor(A v, int lane_mask) {
-  return __shfl_xor_sync(0xffffffffu, v, lane_mask);
-}
-
-template <bool kBlockPerRow, typename V, typename Merge>
-__device__ __forceinline__ V row_allreduce(V value, Merge merge_fn, V* partials) {
-#pragma unroll
-  for (int lane_mask = kWarpSize / 2; lane_mask > 0; lane_mask /= 2) {
-    value = merge_fn(value, shuffle_xor(value, lane_mask));
-  }
-  if constexpr (kBlockPerRow) {
-    const int warp_id = threadIdx.x / kWarpSize, lane_id = threadIdx.x % kWarpSize;
-    const int num_warps = blockDim.x / kWarpSize;
-    if (lane_id == 0) partials[warp_id] = value;
-    __syncthreads();
-    value = partials[0];
-    for (int w = 1; w < num_warps; ++w) value = merge_fn(value, partials[w]);
-    __syncthreads();  // partials may be reused by the next reduction
-  }
-  return value;
-}
 
 // Which row this thread starts on, its index within the row, the row stride.
 struct RowSplit {
@@ -86,8 +70,23 @@ inline RowLaunch row_launch(int64_t rows, int64_t cols) {
     return {false, dim3(static_cast<unsigned>(std::min(blocks, kMaxGridRows))),
             dim3(kWarpRowsPerBlock * kWarpSize)};
   }
-  const int threads = cols <= 4096 ? 256 : (cols <= 16384 ? 512 : 1024);
+  const int threads = cols <= 4096 ? kBlockThreads : (cols <= 16384 ? 2 * kBlockThreads : kRowMaxThreads);
   return {true, dim3(static_cast<unsigned>(std::min(rows, kMaxGridRows))), dim3(threads)};
+}
+
+// Launches the row kernel for rows x cols: `pick(std::bool_constant<B>)`
+// returns the kernel instantiated for kBlockPerRow = B.
+template <typename Pick, typename... Args>
+void launch_row_kernel(const char* name, const char* file, int line, Pick pick, int64_t rows, int64_t cols,
+                       cudaStream_t stream, Args&&... args) {
+  const RowLaunch l = row_launch(rows, cols);
+  if (l.block_per_row) {
+    launch_kernel(name, file, line, pick(std::true_type{}), l.grid, l.block, 0, stream,
+                  std::forward<Args>(args)...);
+  } else {
+    launch_kernel(name, file, line, pick(std::false_type{}), l.grid, l.block, 0, stream,
+                  std::forward<Args>(args)...);
+  }
 }
 
 }  // namespace hg::cuda

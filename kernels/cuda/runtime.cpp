@@ -7,8 +7,13 @@
 #include <cudnn.h>
 
 #include <atomic>
+#include <cstdint>
 #include <mutex>
 #include <vector>
+
+#if defined(HG_CUDA_EMU)
+#include <hg_emu_runtime.h>
+#endif
 
 #include "core/error.h"
 #include "kernels/cuda/cuda_check.h"
@@ -17,7 +22,9 @@ namespace hg::cuda {
 
 // ---- devices ------------------------------------------------------------------
 
-int device_count() {
+namespace {
+
+int query_device_count() {
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess) {
     // No driver, no GPU, or a driver too old: all of these mean zero devices.
@@ -25,6 +32,32 @@ int device_count() {
     (void)cudaGetLastError();
     return 0;
   }
+  return count;
+}
+
+// Which configuration the cached count belongs to: a real GPU's device count
+// is fixed for the life of the process (CUDA_VISIBLE_DEVICES is read once, at
+// initialisation); the emulator's changes with hg::emu::set_device_count.
+uint64_t device_count_generation() {
+#if defined(HG_CUDA_EMU)
+  return ::hg::emu::device_count_generation();
+#else
+  return 0;
+#endif
+}
+
+}  // namespace
+
+// Queried once and cached: DeviceGuard and every launcher that names a device
+// check the index, and cudaGetDeviceCount costs a driver call each time.
+int device_count() {
+  // (generation << 32) | (count + 1); 0 until the first query.
+  static std::atomic<uint64_t> cached{0};
+  const uint64_t generation = device_count_generation();
+  const uint64_t entry = cached.load(std::memory_order_acquire);
+  if (entry != 0 && (entry >> 32) == generation) return static_cast<int>(entry & 0xffffffffu) - 1;
+  const int count = query_device_count();
+  cached.store((generation << 32) | static_cast<uint64_t>(count + 1), std::memory_order_release);
   return count;
 }
 
@@ -297,6 +330,10 @@ struct ThreadHandles {
   std::vector<cublasHandle_t> cublas;
   std::vector<cublasLtHandle_t> cublaslt;
   std::vector<cudnnHandle_t> cudnn;
+  // The stream each handle is bound to: rebinding only when it changes
+  // matters for cuBLAS, whose cublasSetStream also resets its workspace.
+  std::vector<cudaStream_t> cublas_stream;
+  std::vector<cudaStream_t> cudnn_stream;
 
   ~ThreadHandles() {
     // Destroy failures at thread/process exit cannot be acted upon.
@@ -323,6 +360,12 @@ Handle& handle_slot(std::vector<Handle>& slots, int device) {
   return slots[device];
 }
 
+// Note [Library handle streams]
+// A handle remembers the stream it was last bound to, and is rebound only
+// when the current stream differs. A stream destroyed and another created at
+// the same address is the same cudaStream_t value to the library, so the
+// remembered binding stays right.
+
 }  // namespace
 
 cublasContext* cublas_handle() {
@@ -333,8 +376,19 @@ cublasContext* cublas_handle() {
     // Host-side alpha/beta; fp32 GEMMs stay fp32 unless a caller opts into
     // TF32 per call (CUBLAS_COMPUTE_32F_FAST_TF32).
     HG_CUBLAS_CHECK(cublasSetPointerMode(handle, CUBLAS_POINTER_MODE_HOST));
+    // 16-bit GEMMs accumulate in fp32 (CUBLAS_COMPUTE_32F): forbid split-K
+    // reductions in the 16-bit output type, so the contract "fp32
+    // accumulation, one rounding" holds on a GPU too (docs/kernels.md, GEMM).
+    HG_CUBLAS_CHECK(cublasSetMathMode(
+        handle, static_cast<cublasMath_t>(CUBLAS_DEFAULT_MATH | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)));
   }
-  HG_CUBLAS_CHECK(cublasSetStream(handle, current_stream(device).handle()));
+  // Note [Library handle streams]
+  cudaStream_t& bound = handle_slot(thread_handles().cublas_stream, device);
+  const cudaStream_t stream = current_stream(device).handle();
+  if (bound != stream) {  // a new handle starts on the default stream (nullptr)
+    HG_CUBLAS_CHECK(cublasSetStream(handle, stream));
+    bound = stream;
+  }
   return handle;
 }
 
@@ -351,7 +405,13 @@ cudnnContext* cudnn_handle() {
   const int device = current_device();
   cudnnHandle_t& handle = handle_slot(thread_handles().cudnn, device);
   if (handle == nullptr) HG_CUDNN_CHECK(cudnnCreate(&handle));
-  HG_CUDNN_CHECK(cudnnSetStream(handle, current_stream(device).handle()));
+  // Note [Library handle streams]
+  cudaStream_t& bound = handle_slot(thread_handles().cudnn_stream, device);
+  const cudaStream_t stream = current_stream(device).handle();
+  if (bound != stream) {  // a new handle starts on the default stream (nullptr)
+    HG_CUDNN_CHECK(cudnnSetStream(handle, stream));
+    bound = stream;
+  }
   return handle;
 }
 

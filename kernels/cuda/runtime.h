@@ -14,8 +14,8 @@
 //
 // Threading: the current device and the current stream are per host thread
 // (the current stream is kept per device), as in the CUDA runtime and PyTorch.
-// Library handles are per thread and device and are bound to the current
-// stream each time they are fetched (cuBLASLt takes its stream per call).
+// Library handles are per thread and device and follow the current stream
+// each time they are fetched (cuBLASLt takes its stream per call).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -38,7 +38,8 @@ namespace hg::cuda {
 // True when at least one CUDA device is usable. Never throws: no driver, no
 // GPU or a driver error all mean "not available".
 bool is_available();
-// Number of usable devices (0 when none; never throws).
+// Number of usable devices (0 when none; never throws). Queried once and
+// cached (the emulator's set_device_count refreshes it).
 int device_count();
 // Throws hg::Error unless 0 <= device < device_count(); the message says how
 // many devices exist and what to do instead.
@@ -210,8 +211,9 @@ class PinnedBuffer {
 // ---- library handles ----------------------------------------------------------
 
 // Lazily created per (thread, current device), destroyed when the thread
-// exits, and bound to current_stream() on every call: fetch the handle right
-// before use instead of caching it.
+// exits, and bound to current_stream() on every call (rebound only when that
+// stream changed: cuBLAS's cublasSetStream also resets its workspace). Fetch
+// the handle right before use instead of caching it.
 cublasContext* cublas_handle();      // a cublasHandle_t
 cublasLtContext* cublaslt_handle();  // a cublasLtHandle_t
 cudnnContext* cudnn_handle();        // a cudnnHandle_t

@@ -5,10 +5,11 @@
 // splits, picked by the row length:
 //   cols <= kWarpRowMax (1024): one warp per row, kWarpRowsPerBlock rows per
 //     128-thread block; the row reduction is 5 xor-shuffles, no shared memory.
-//   longer rows: one block per row (256-1024 threads); warps reduce with
-//     shuffles, then across warps through a 32-entry shared array, read back in
-//     warp order (fixed order: deterministic, no atomics).
-// Both loop grid-stride over rows, so any row count fits a capped grid.
+//   longer rows: one block per row (256-1024 threads, __launch_bounds__(1024));
+//     warps reduce with shuffles, then across warps through a 32-entry shared
+//     array, read back in warp order (fixed order: deterministic, no atomics).
+// Both loop grid-stride over rows, so any row count fits a capped grid. The
+// split and the reductions: kernels/cuda/row_reduce.cuh, block_reduce.cuh.
 //
 // Precision contract: 16-bit in/out, fp32 math (f64 for f64), max subtracted
 // before exp, one rounding on store; NaN anywhere in a row makes the row NaN.
@@ -26,7 +27,6 @@
 namespace hg::cuda {
 
 namespace {
-
 
 // A running (max, sum of exp(x - max)) pair: the online-softmax state.
 template <typename A>
@@ -69,7 +69,7 @@ __device__ __forceinline__ A merge_sum(A a, A b) {
 
 template <typename A>
 __device__ __forceinline__ MaxSum<A> shuffle_xor(MaxSum<A> v, int lane_mask) {
-  return {__shfl_xor_sync(0xffffffffu, v.m, lane_mask), __shfl_xor_sync(0xffffffffu, v.s, lane_mask)};
+  return {::hg::cuda::shuffle_xor(v.m, lane_mask), ::hg::cuda::shuffle_xor(v.s, lane_mask)};
 }
 
 
@@ -82,8 +82,8 @@ __device__ __forceinline__ MaxSum<A> shuffle_xor(MaxSum<A> v, int lane_mask) {
 //   bytes      per element: 2 reads of T (the second mostly from L1/L2) + 1 write
 //   precision  acc_t<T> math, one rounding on store
 template <typename T, bool kLog, bool kBlockPerRow>
-__global__ void softmax_forward_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t rows,
-                                       int64_t cols) {
+__global__ void __launch_bounds__(kRowMaxThreads)
+    softmax_forward_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t rows, int64_t cols) {
   using A = acc_t<T>;
   __shared__ MaxSum<A> partials[kMaxWarpsPerBlock];
   const RowSplit split = row_split<kBlockPerRow>();
@@ -109,8 +109,9 @@ __global__ void softmax_forward_kernel(const T* __restrict__ x, T* __restrict__ 
 //   bytes      per element: 2 reads of d_y and (softmax) y, 1 read of y, 1 write
 //   precision  acc_t<T> math, one rounding on store
 template <typename T, bool kLog, bool kBlockPerRow>
-__global__ void softmax_backward_kernel(const T* __restrict__ d_y, const T* __restrict__ y,
-                                        T* __restrict__ d_x, int64_t rows, int64_t cols) {
+__global__ void __launch_bounds__(kRowMaxThreads)
+    softmax_backward_kernel(const T* __restrict__ d_y, const T* __restrict__ y, T* __restrict__ d_x, int64_t rows,
+                            int64_t cols) {
   using A = acc_t<T>;
   __shared__ A partials[kMaxWarpsPerBlock];
   const RowSplit split = row_split<kBlockPerRow>();
@@ -132,26 +133,18 @@ __global__ void softmax_backward_kernel(const T* __restrict__ d_y, const T* __re
 
 template <typename T, bool kLog>
 void launch_forward(const T* x, T* y, int64_t rows, int64_t cols, cudaStream_t stream) {
-  const RowLaunch l = row_launch(rows, cols);
-  if (l.block_per_row) {
-    launch_kernel("softmax_forward_kernel", __FILE__, __LINE__, softmax_forward_kernel<T, kLog, true>,
-                  l.grid, l.block, 0, stream, x, y, rows, cols);
-  } else {
-    launch_kernel("softmax_forward_kernel", __FILE__, __LINE__, softmax_forward_kernel<T, kLog, false>,
-                  l.grid, l.block, 0, stream, x, y, rows, cols);
-  }
+  launch_row_kernel(
+      "softmax_forward_kernel", __FILE__, __LINE__,
+      [](auto block_per_row) { return softmax_forward_kernel<T, kLog, decltype(block_per_row)::value>; }, rows,
+      cols, stream, x, y, rows, cols);
 }
 
 template <typename T, bool kLog>
 void launch_backward(const T* d_y, const T* y, T* d_x, int64_t rows, int64_t cols, cudaStream_t stream) {
-  const RowLaunch l = row_launch(rows, cols);
-  if (l.block_per_row) {
-    launch_kernel("softmax_backward_kernel", __FILE__, __LINE__, softmax_backward_kernel<T, kLog, true>,
-                  l.grid, l.block, 0, stream, d_y, y, d_x, rows, cols);
-  } else {
-    launch_kernel("softmax_backward_kernel", __FILE__, __LINE__, softmax_backward_kernel<T, kLog, false>,
-                  l.grid, l.block, 0, stream, d_y, y, d_x, rows, cols);
-  }
+  launch_row_kernel(
+      "softmax_backward_kernel", __FILE__, __LINE__,
+      [](auto block_per_row) { return softmax_backward_kernel<T, kLog, decltype(block_per_row)::value>; }, rows,
+      cols, stream, d_y, y, d_x, rows, cols);
 }
 
 }  // namespace
@@ -159,7 +152,10 @@ void launch_backward(const T* d_y, const T* y, T* d_x, int64_t rows, int64_t col
 void softmax(OpId op, const Tensor& y, const Tensor& x) {
   HG_CHECK(op == OpId::softmax || op == OpId::log_softmax, "cuda::softmax: ", op_name(op),
            " is not softmax or log_softmax");
-  HG_DCHECK(x.is_contiguous() && y.is_contiguous(), "cuda::softmax needs contiguous tensors");
+  HG_CHECK(x.is_contiguous() && y.is_contiguous() && x.dim() >= 1 && y.numel() == x.numel() &&
+               y.dtype() == x.dtype(),
+           "cuda::softmax needs contiguous tensors of one shape and dtype, got ", x.shape_str(), " -> ",
+           y.shape_str());
   if (x.numel() == 0) return;
   const int64_t cols = x.size(-1);
   const int64_t rows = x.numel() / cols;
@@ -180,8 +176,11 @@ void softmax(OpId op, const Tensor& y, const Tensor& x) {
 void softmax_backward(OpId op, const Tensor& d_x, const Tensor& d_y, const Tensor& y) {
   HG_CHECK(op == OpId::softmax_backward || op == OpId::log_softmax_backward,
            "cuda::softmax_backward: ", op_name(op), " is not a softmax backward op");
-  HG_DCHECK(d_x.is_contiguous() && d_y.is_contiguous() && y.is_contiguous(),
-            "cuda::softmax_backward needs contiguous tensors");
+  HG_CHECK(d_x.is_contiguous() && d_y.is_contiguous() && y.is_contiguous() && y.dim() >= 1 &&
+               d_x.numel() == y.numel() && d_y.numel() == y.numel() && d_x.dtype() == y.dtype() &&
+               d_y.dtype() == y.dtype(),
+           "cuda::softmax_backward needs contiguous tensors of one shape and dtype, got ", d_y.shape_str(), " and ",
+           y.shape_str());
   if (y.numel() == 0) return;
   const int64_t cols = y.size(-1);
   const int64_t rows = y.numel() / cols;

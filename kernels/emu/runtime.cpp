@@ -9,6 +9,7 @@
 // produces NaN instead of plausible zeros. A per-device capacity turns the
 // host's large RAM into a small GPU for out-of-memory tests.
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -134,11 +135,18 @@ size_t device_allocation_count(int device) {
   return device >= 0 && device < detail::kMaxDevices ? s.live_count[device] : 0;
 }
 
+namespace {
+std::atomic<unsigned> g_device_count_generation{0};
+}  // namespace
+
 void set_device_count(int count) {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
   s.device_count = std::clamp(count, 0, detail::kMaxDevices);
+  g_device_count_generation.fetch_add(1, std::memory_order_release);
 }
+
+unsigned device_count_generation() { return g_device_count_generation.load(std::memory_order_acquire); }
 
 int device_of_pointer(const void* ptr) {
   State& s = state();

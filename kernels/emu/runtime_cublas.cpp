@@ -114,7 +114,7 @@ float apply_rounding(float x, InputRounding rounding) {
   return x;
 }
 
-struct GemmArgs {
+struct GemmCall {
   cublasOperation_t transa, transb;
   int m, n, k;
   const void* alpha;
@@ -141,7 +141,7 @@ bool is_op(cublasOperation_t op) {
 
 // Checks the type combination against cuBLAS's GemmEx table (the subset we
 // emulate) and picks the accumulator and input rounding.
-cublasStatus_t check_types(const GemmArgs& g, const cublasContext& handle, bool* use_double,
+cublasStatus_t check_types(const GemmCall& g, const cublasContext& handle, bool* use_double,
                            InputRounding* rounding) {
   *use_double = false;
   *rounding = InputRounding::kNone;
@@ -219,7 +219,7 @@ void pack_rows(std::vector<Acc>& out, const void* base, cudaDataType type, int64
 }
 
 template <typename Acc>
-void run_gemm(const GemmArgs& g, InputRounding rounding) {
+void run_gemm(const GemmCall& g, InputRounding rounding) {
   const Acc alpha = *static_cast<const Acc*>(g.alpha);
   const Acc beta = *static_cast<const Acc*>(g.beta);
   std::vector<Acc> a_rows, b_cols;  // [m, k] and [n, k], reduction index contiguous
@@ -248,7 +248,7 @@ void run_gemm(const GemmArgs& g, InputRounding rounding) {
   }
 }
 
-cublasStatus_t gemm(cublasHandle_t handle, const GemmArgs& g) {
+cublasStatus_t gemm(cublasHandle_t handle, const GemmCall& g) {
   if (handle == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
   if (!is_op(g.transa) || !is_op(g.transb) || g.m < 0 || g.n < 0 || g.k < 0 ||
       g.batch_count < 0) {
@@ -412,7 +412,7 @@ cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa,
                             cudaDataType Btype, int ldb, const void* beta, void* C,
                             cudaDataType Ctype, int ldc, cublasComputeType_t computeType,
                             cublasGemmAlgo_t algo) {
-  const GemmArgs args{transa, transb, m,     n,    k,     alpha, A,     Atype, lda, 0,
+  const GemmCall args{transa, transb, m,     n,    k,     alpha, A,     Atype, lda, 0,
                       B,      Btype,  ldb,   0,    beta,  C,     Ctype, ldc,   0,   1,
                       computeType};
   return gemm(handle, args);
@@ -424,7 +424,7 @@ cublasStatus_t cublasGemmStridedBatchedEx(
     const void* B, cudaDataType Btype, int ldb, long long int strideB, const void* beta, void* C,
     cudaDataType Ctype, int ldc, long long int strideC, int batchCount,
     cublasComputeType_t computeType, cublasGemmAlgo_t algo) {
-  const GemmArgs args{transa, transb, m,   n,       k,    alpha, A,     Atype,      lda,
+  const GemmCall args{transa, transb, m,   n,       k,    alpha, A,     Atype,      lda,
                       strideA, B,     Btype, ldb,   strideB, beta, C,    Ctype, ldc, strideC,
                       batchCount, computeType};
   return gemm(handle, args);

@@ -25,7 +25,7 @@ struct CUevent_st {
 
 namespace hg::emu::detail {
 
-inline constexpr int kMaxDevices = 8;
+using ::hg::emu::kMaxDevices;  // kernels/cuda/device_limits.h
 // Stream priorities of a Hopper GPU: 0 is the lowest, -5 the highest.
 inline constexpr int kLeastStreamPriority = 0;
 inline constexpr int kGreatestStreamPriority = -5;

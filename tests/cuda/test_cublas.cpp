@@ -297,6 +297,8 @@ TEST_CASE("cublas stand-in: TF32 modes round the inputs, plain fp32 does not",
   da.upload(std::vector<float>{a});
   db.upload(std::vector<float>{b});
   cublasHandle_t h = hg::cuda::cublas_handle();
+  cublasMath_t saved_mode = CUBLAS_DEFAULT_MATH;
+  HG_CUBLAS_CHECK(cublasGetMathMode(h, &saved_mode));
   auto run = [&](cublasComputeType_t compute) {
     HG_CUBLAS_CHECK(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 1, &one, da.get(),
                                  CUDA_R_32F, 1, db.get(), CUDA_R_32F, 1, &zero, dc.get(),
@@ -308,7 +310,7 @@ TEST_CASE("cublas stand-in: TF32 modes round the inputs, plain fp32 does not",
   HG_CUBLAS_CHECK(cublasSetMathMode(h, CUBLAS_TF32_TENSOR_OP_MATH));
   CHECK(run(CUBLAS_COMPUTE_32F) == 1.0f);
   CHECK(run(CUBLAS_COMPUTE_32F_PEDANTIC) == a);
-  HG_CUBLAS_CHECK(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH));
+  HG_CUBLAS_CHECK(cublasSetMathMode(h, saved_mode));  // the thread's handle is shared
 }
 
 TEST_CASE("cublas stand-in: a matrix extent outside its allocation fails loudly",

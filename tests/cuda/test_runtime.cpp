@@ -250,3 +250,26 @@ TEST_CASE("cuda runtime: library handles are per device and follow the current s
   CHECK(other != nullptr);
   CHECK(other != blas);
 }
+
+TEST_CASE("cuda runtime: the cuBLAS handle forbids reduced-precision split-K reductions",
+          "[cuda][runtime]") {
+  HG_REQUIRE_CUDA_DEVICE();
+  // 16-bit GEMMs promise fp32 accumulation and one rounding: cuBLAS may
+  // otherwise reduce split-K partials in the 16-bit output type.
+  cublasMath_t mode = CUBLAS_DEFAULT_MATH;
+  REQUIRE(cublasGetMathMode(hg::cuda::cublas_handle(), &mode) == CUBLAS_STATUS_SUCCESS);
+  CHECK((static_cast<int>(mode) & CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION) != 0);
+  CHECK((static_cast<int>(mode) & ~CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION) == CUBLAS_DEFAULT_MATH);
+}
+
+TEST_CASE("cuda runtime: the device count is cached and follows the emulator's setting",
+          "[cuda][runtime]") {
+  const int count = hg::cuda::device_count();
+  CHECK(hg::cuda::device_count() == count);
+#if defined(HG_CUDA_EMU)
+  hg::emu::set_device_count(3);
+  CHECK(hg::cuda::device_count() == 3);
+  hg::emu::set_device_count(count);
+  CHECK(hg::cuda::device_count() == count);
+#endif
+}

@@ -1,7 +1,8 @@
 // Generated tests for the reductions (kernels/reduce.h): every op runs on every
 // device (cpu, and cuda when built) in f32, f16, bf16 and f64 over samples that
 // include rank 0, empty tensors and empty slices, odd lengths (warp-per-row,
-// block-per-row and two-pass CUDA paths), middle and multiple dims, keepdim,
+// block-per-row and two-pass CUDA paths; rows of 50,257 and 65,536), middle
+// and multiple dims, keepdim,
 // non-contiguous inputs (copied and copy-free row views) and extreme values
 // (NaN, +-inf, +-60000). The reference is an independent double computation on
 // the same (already rounded) inputs, rounded once to the output dtype, checked
@@ -67,6 +68,10 @@ const std::vector<ReduceSample>& reduce_samples() {
       {"rank3-noncontig", {4, 3, 5}, {0, 2}, false, ReduceSample::kNoncontiguous},
       {"block-rows", {3, 700}, {1}, true},
       {"two-pass", {20000}, {}},
+      // Rows of GPT-2's vocabulary (50,257) and of 2^16: long-row launch
+      // shapes a real GPU checks (two rows: few enough for the emulator).
+      {"vocab-rows", {2, 50257}, {1}},
+      {"rows-65536", {2, 65536}, {-1}},
   };
   return samples;
 }

@@ -361,6 +361,40 @@ TEST_CASE("softmax and cross_entropy reject bad input with a helpful error", "[k
   }
 }
 
+TEST_CASE("softmax family on rows of 50,257 and 65,536 columns", "[kernels][softmax][cross_entropy]") {
+  // GPT-2's vocabulary and 2^16: on CUDA one 1024-thread block per row, the
+  // largest launch of the row kernels (__launch_bounds__(1024)). Two rows
+  // each, so the emulator and ASan stay fast; every dtype, f64 references.
+  for (Device device : test_devices()) {
+    for (DType dtype : float_dtypes()) {
+      for (int64_t cols : {int64_t{50257}, int64_t{65536}}) {
+        const Tolerance tol = tolerance_for(dtype, OpKind::kReduction);
+        const Tensor x = make_input({2, cols}, dtype, Domain::kAny, 41).to(device);
+        const Tensor d_y = make_input({2, cols}, dtype, Domain::kAny, 42).to(device);
+        const std::vector<double> xs = values_of(x);
+        for (bool log : {false, true}) {
+          INFO(label(device, dtype, std::string(log ? "log_softmax " : "softmax ") + std::to_string(cols)));
+          const Tensor y = log ? ops::log_softmax(x) : ops::softmax(x);
+          CHECK(compare_values(values_of(y), round_to(softmax_ref(xs, cols, log), dtype), tol) == "");
+          const Tensor d_x = log ? ops::log_softmax_backward(d_y, y) : ops::softmax_backward(d_y, y);
+          const auto expected = softmax_backward_ref(values_of(d_y), values_of(y), cols, log);
+          CHECK(compare_values(values_of(d_x), round_to(expected, dtype), tol) == "");
+        }
+        INFO(label(device, dtype, "cross_entropy " + std::to_string(cols)));
+        const std::vector<int64_t> t{cols - 1, 17};
+        const Tensor targets = targets_tensor(t, device);
+        const Tensor loss = ops::cross_entropy(x, targets, -100, 0.1);
+        CHECK(compare_values(values_of(loss), round_to({cross_entropy_ref(xs, t, cols, -100, 0.1)}, loss.dtype()),
+                             tolerance_for(loss.dtype(), OpKind::kReduction)) == "");
+        const Tensor d_logits =
+            ops::cross_entropy_backward(scalar_tensor(1.5, {.device = device}), x, targets, -100, 0.1);
+        CHECK(compare_values(values_of(d_logits),
+                             round_to(cross_entropy_backward_ref(xs, t, cols, -100, 0.1, 1.5), dtype), tol) == "");
+      }
+    }
+  }
+}
+
 #if defined(HG_WITH_CUDA)
 TEST_CASE("out-of-range targets on CUDA set the device error flag", "[kernels][softmax][errors]") {
   using Catch::Contains;
@@ -385,5 +419,44 @@ TEST_CASE("out-of-range targets on CUDA set the device error flag", "[kernels][s
   const Tensor good = targets_tensor({1, 2, 3, 9}, device);
   const double expected = cross_entropy_ref(values_of(logits), {1, 2, 3, 9}, 10, -100, 0.0);
   CHECK(ops::cross_entropy(logits, good).item<float>() == Approx(expected).epsilon(1e-5));
+}
+#endif
+
+#if defined(HG_WITH_CUDA)
+TEST_CASE("the device error flag is checked on the stream that raised it", "[kernels][softmax][errors]") {
+  using Catch::Contains;
+  const Device device = Device::cuda(0);
+  const Tensor logits = make_input({4, 10}, kF32, Domain::kAny, 3).to(device);
+  const Tensor bad = targets_tensor({1, 2, 3, 12}, device);
+  const Tensor good = targets_tensor({1, 2, 3, 4}, device);
+  hg::cuda::check_device_errors();
+  CHECK(hg::cuda::device_error_streams_pending() == 0);
+  const hg::cuda::Stream side = hg::cuda::Stream::create();
+  const hg::cuda::Stream other = hg::cuda::Stream::create();
+  {
+    hg::cuda::StreamGuard on_side(side);
+    (void)ops::cross_entropy(logits, bad);  // reports on `side`
+  }
+  {
+    hg::cuda::StreamGuard on_other(other);
+    (void)ops::cross_entropy(logits, good);  // clean, on `other`
+    // Both streams may have raised: a check made while `other` is current
+    // waits for `side` too and finds the error `side` raised.
+    CHECK(hg::cuda::device_error_streams_pending() == 2);
+    CHECK_THROWS_WITH(hg::cuda::check_device_errors(), Contains("cross_entropy: target 12 at row 3"));
+    CHECK(hg::cuda::device_error_streams_pending() == 0);
+    CHECK_NOTHROW(hg::cuda::check_device_errors());  // reported once
+  }
+  // A sync point on the default stream (item of an unrelated tensor) sees an
+  // error raised on a side stream.
+  {
+    hg::cuda::StreamGuard on_side(side);
+    (void)ops::cross_entropy_backward(scalar_tensor(1.0, {.device = device}), logits, bad);
+  }
+  const Tensor unrelated = full({1}, 2.0, {.device = device});
+  CHECK_THROWS_WITH(unrelated.item<float>(), Contains("cross_entropy_backward: target 12"));
+  // No kernel that can report has run since: a sync point costs no flag copy.
+  CHECK(hg::cuda::device_error_streams_pending() == 0);
+  CHECK(unrelated.item<float>() == 2.0f);
 }
 #endif

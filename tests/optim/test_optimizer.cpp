@@ -199,3 +199,57 @@ TEST_CASE("optimizers reject bad setups", "[optim][errors]") {
   w.set_grad(zeros({3}));
   CHECK_THROWS_WITH(opt.step(), Catch::Contains("gradient shape [3]"));
 }
+
+TEST_CASE("the step counter is exact past 2^24 (bias correction and device schedule)", "[optim]") {
+  // An f32 counter stops at 2^24: 2^24 + 1 rounds back to 2^24. The counter is
+  // i64, so the steps below advance it, and both the device-side schedule and
+  // Adam's bias correction see the exact count.
+  constexpr int64_t kStart = int64_t{1} << 24;
+  for (Device dev : test_devices()) {
+    INFO("on " << dev);
+    // SGD, lr 1, grad 1, with a device-side StepLR (gamma 0.5) whose first decay
+    // is at k = 2^24 + 1 applied steps: step 2^24 + 1 runs at lr 1, step
+    // 2^24 + 2 at lr 0.5.
+    Tensor w = zeros({2}, {.device = dev}).requires_grad_(true);
+    optim::SGD sgd({w}, {.lr = 1.0});
+    sgd.param_groups()[0].hyper.schedule = {.kind = LrScheduleKind::kStep, .step_size = kStart + 1, .gamma = 0.5};
+    sgd.load_state_dict({{"step.0", full({1}, static_cast<double>(kStart), {.dtype = kI64})}});
+    CHECK(sgd.steps_applied() == kStart);
+    for (int i = 0; i < 2; ++i) {
+      w.set_grad(full({2}, 1.0, {.device = dev}));
+      sgd.step();
+    }
+    CHECK(sgd.steps_applied() == kStart + 2);
+    CHECK(values_of(w) == std::vector<double>(2, -1.5));
+
+    // Adam with beta2 as close to 1 as f32 allows, so 1 - beta2^t is still
+    // about 1 - e^-1 at t = 2^24 and the bias correction matters: the update
+    // matches the f64 reference at t = 2^24 + 6. (A t off by a few steps moves
+    // it by ~1e-7 relative, inside the f32 row; the counter check catches that.)
+    Tensor a = full({3}, 1.0, {.device = dev}).requires_grad_(true);
+    optim::Adam adam({a}, {.lr = 0.01, .beta1 = 0.9, .beta2 = 1.0 - std::ldexp(1.0, -24)});
+    adam.load_state_dict({{"step.0", full({1}, static_cast<double>(kStart + 5), {.dtype = kI64})},
+                          {"state1.0.0", zeros({3})},
+                          {"state2.0.0", zeros({3})}});
+    const Tensor g = make_input({3}, kF32, Domain::kAny, 77).to(dev);
+    a.set_grad(g);
+    adam.step();
+    CHECK(adam.steps_applied() == kStart + 6);
+    RefState ref{std::vector<double>(3, 1.0), std::vector<double>(3, 0.0), std::vector<double>(3, 0.0),
+                 static_cast<int>(kStart + 5)};
+    ref_step(ref, values_of(g), adam.param_groups()[0].hyper);
+    CHECK(compare_values(values_of(a), ref.p, tolerance_for(kF32, OpKind::kElementwise)) == "");
+  }
+}
+
+TEST_CASE("an optimizer state with an f32 step counter (older checkpoints) still loads", "[optim]") {
+  Tensor w = zeros({2}).requires_grad_(true);
+  optim::SGD opt({w}, {.lr = 0.5});
+  opt.load_state_dict({{"step.0", full({1}, 12345.0)}});  // f32, as written before the counter was i64
+  CHECK(opt.steps_applied() == 12345);
+  w.set_grad(full({2}, 1.0));
+  opt.step();
+  CHECK(opt.steps_applied() == 12346);
+  CHECK_THROWS_WITH(opt.load_state_dict({{"step.0", full({1}, 3.0, {.dtype = kF16})}}),
+                    Catch::Contains("step counter must be i64"));
+}

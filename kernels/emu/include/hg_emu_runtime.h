@@ -27,9 +27,12 @@ size_t device_memory_in_use(int device);
 // Number of live cudaMalloc allocations on `device`.
 size_t device_allocation_count(int device);
 
-// Number of emulated devices (0..8). Initial value: HG_EMU_DEVICE_COUNT if set,
+// Number of emulated devices (0..kMaxDevices, kernels/cuda/device_limits.h). Initial value: HG_EMU_DEVICE_COUNT if set,
 // else 1. With 0, cudaGetDeviceCount reports cudaErrorNoDevice, which is how a
 // machine without a GPU behaves.
 void set_device_count(int count);
+// Bumped by every set_device_count: lets hg::cuda cache the device count (a
+// real GPU's count is fixed for the process) and still see a test change it.
+unsigned device_count_generation();
 
 }  // namespace hg::emu

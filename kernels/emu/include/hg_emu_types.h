@@ -6,6 +6,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/cuda/device_limits.h"
+
 enum cudaError_t : int {
   cudaSuccess = 0,
   cudaErrorInvalidValue = 1,
@@ -41,8 +43,11 @@ namespace hg::emu {
 
 // Limits of the emulated device: a Hopper-class GPU (sm_90). A launch that a
 // real H100/H200 would refuse is refused here with the same error.
-inline constexpr int kWarpSize = 32;
-inline constexpr int kMaxThreadsPerBlock = 1024;
+// Warp size, block size and device limits: one definition, shared with the
+// kernels (kernels/cuda/device_limits.h).
+using ::hg::cuda::kMaxDevices;
+using ::hg::cuda::kMaxThreadsPerBlock;
+using ::hg::cuda::kWarpSize;
 inline constexpr unsigned kMaxBlockDimX = 1024, kMaxBlockDimY = 1024, kMaxBlockDimZ = 64;
 inline constexpr unsigned kMaxGridDimX = 2147483647u, kMaxGridDimY = 65535, kMaxGridDimZ = 65535;
 inline constexpr size_t kSharedMemPerBlock = 48 * 1024;          // default dynamic+static limit
