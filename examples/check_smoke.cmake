@@ -12,6 +12,11 @@ execute_process(COMMAND "${HG_TRAIN}" --limit 2000 --test-limit 1000 --epochs 1 
                         --out "${WORK}"
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 message("${out}")
+if(NOT rc EQUAL 0 AND err MATCHES "but 0 CUDA device\\(s\\) are available")
+  # A gpu build on a machine without a GPU: CTest reports this line as skipped.
+  message("hg_train_smoke skipped: no CUDA device")
+  return()
+endif()
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "hg-train exited with ${rc}:\n${err}")
 endif()
