@@ -1,10 +1,18 @@
-# kernels/ — floor 1. Explicit lists; add new files here.
-#   HG_SOURCES           : CPU kernels (every configuration)
-#   HG_CUDA_HOST_SOURCES : host C++ of the CUDA backend (runtime layer, allocator)
-#   HG_CUDA_SOURCES      : .cu kernel files
-#   HG_EMU_SOURCES       : the CUDA-on-CPU emulator (emu configuration only)
-include(${CMAKE_CURRENT_LIST_DIR}/cpu/sources.cmake OPTIONAL)
-include(${CMAKE_CURRENT_LIST_DIR}/cuda/sources.cmake OPTIONAL)   # runtime layer
-include(${CMAKE_CURRENT_LIST_DIR}/cuda/kernels.cmake OPTIONAL)   # .cu kernels
-include(${CMAKE_CURRENT_LIST_DIR}/emu/sources.cmake OPTIONAL)          # device side
-include(${CMAKE_CURRENT_LIST_DIR}/emu/runtime_sources.cmake OPTIONAL)  # host runtime shim
+# kernels/ — floor 1. Every folder has one sources.cmake that appends its files
+# to the lists declared in the top-level CMakeLists.txt:
+#   HG_SOURCES           : the ops layer (here) and the CPU kernels (cpu/)
+#   HG_CUDA_HOST_SOURCES : host C++ of the CUDA backend (cuda/: runtime layer, allocator)
+#   HG_CUDA_SOURCES      : .cu kernel files (cuda/)
+#   HG_EMU_SOURCES       : the CUDA-on-CPU emulator (emu/; emu configuration only)
+list(APPEND HG_SOURCES
+  ${CMAKE_CURRENT_LIST_DIR}/ops.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/reduce_ops.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/softmax_ops.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/gemm_ops.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/random_ops.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/optimizer_ops.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/grad_norm_ops.cpp
+)
+include(${CMAKE_CURRENT_LIST_DIR}/cpu/sources.cmake)
+include(${CMAKE_CURRENT_LIST_DIR}/cuda/sources.cmake)
+include(${CMAKE_CURRENT_LIST_DIR}/emu/sources.cmake)

@@ -1,3 +1,64 @@
 // The one Catch2 main for every test binary (compiled once per configuration).
-#define CATCH_CONFIG_MAIN
+//
+// A binary whose tests need something this machine may lack is started with
+// HG_TEST_REQUIRES=<comma list> (hg_add_test's REQUIRES in tests/CMakeLists.txt):
+//   cuda   a CUDA device (always there in the emu build)
+//   cudnn  a usable cuDNN (cudnnCreate succeeds; the emu build has a stand-in)
+// When one is missing it prints why and exits with kSkipReturnCode, which CTest
+// reports as skipped (SKIP_RETURN_CODE), not as passed.
+#define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
+
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <sstream>
+#include <string>
+
+#if defined(HG_WITH_CUDA)
+#include "kernels/cuda/runtime.h"
+#endif
+
+namespace {
+
+constexpr int kSkipReturnCode = 77;  // = HG_TEST_SKIP_RETURN_CODE in tests/CMakeLists.txt
+
+// Why this machine cannot meet `requirement` (empty: it can).
+std::string missing(const std::string& requirement) {
+#if defined(HG_WITH_CUDA)
+  if (requirement == "cuda" || requirement == "cudnn") {
+    if (!hg::cuda::is_available()) return "no CUDA device available";
+    if (requirement == "cuda") return "";
+    try {
+      (void)hg::cuda::cudnn_handle();
+      return "";
+    } catch (const std::exception& e) {
+      return std::string("cuDNN is not usable here: ") + e.what();
+    }
+  }
+#else
+  if (requirement == "cuda" || requirement == "cudnn") return "built without the CUDA backend";
+#endif
+  return "unknown requirement '" + requirement + "' in HG_TEST_REQUIRES (cuda, cudnn)";
+}
+
+}  // namespace
+
+int main(int argc, char* argv[]) {
+  if (const char* requires_list = std::getenv("HG_TEST_REQUIRES"); requires_list != nullptr) {
+    std::istringstream list(requires_list);
+    for (std::string requirement; std::getline(list, requirement, ',');) {
+      if (requirement.empty()) continue;
+      const std::string why = missing(requirement);
+      if (why.rfind("unknown requirement", 0) == 0) {
+        std::fprintf(stderr, "%s\n", why.c_str());
+        return 2;
+      }
+      if (!why.empty()) {
+        std::printf("skipped (needs %s): %s\n", requirement.c_str(), why.c_str());
+        return kSkipReturnCode;
+      }
+    }
+  }
+  return Catch::Session().run(argc, argv);
+}

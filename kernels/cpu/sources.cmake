@@ -1,12 +1,5 @@
-# kernels/ — the ops layer and the CPU reference kernels (every configuration).
+# kernels/cpu — the CPU kernels (every configuration).
 list(APPEND HG_SOURCES
-  ${CMAKE_CURRENT_LIST_DIR}/../ops.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/../reduce_ops.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/../softmax_ops.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/../gemm_ops.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/../random_ops.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/../optimizer_ops.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/../grad_norm_ops.cpp
   ${CMAKE_CURRENT_LIST_DIR}/elementwise.cpp
   ${CMAKE_CURRENT_LIST_DIR}/reduce.cpp
   ${CMAKE_CURRENT_LIST_DIR}/softmax.cpp

@@ -1,8 +1,20 @@
-# kernels/cuda — host C++ of the CUDA backend (emu and gpu builds). Kernel .cu
-# files go in HG_CUDA_SOURCES (added by the issues that write them).
+# kernels/cuda — the CUDA backend (emu and gpu configurations).
+# Host C++ (runtime layer, caching allocator, hooks):
 list(APPEND HG_CUDA_HOST_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/cuda_check.cpp
   ${CMAKE_CURRENT_LIST_DIR}/runtime.cpp
   ${CMAKE_CURRENT_LIST_DIR}/caching_allocator.cpp
   ${CMAKE_CURRENT_LIST_DIR}/device_hooks.cpp
+)
+# .cu kernel files (nvcc in gpu, g++ -x c++ in emu):
+list(APPEND HG_CUDA_SOURCES
+  ${CMAKE_CURRENT_LIST_DIR}/elementwise.cu
+  ${CMAKE_CURRENT_LIST_DIR}/reduce.cu
+  ${CMAKE_CURRENT_LIST_DIR}/softmax.cu
+  ${CMAKE_CURRENT_LIST_DIR}/cross_entropy.cu
+  ${CMAKE_CURRENT_LIST_DIR}/device_error.cu
+  ${CMAKE_CURRENT_LIST_DIR}/gemm.cu
+  ${CMAKE_CURRENT_LIST_DIR}/random.cu
+  ${CMAKE_CURRENT_LIST_DIR}/optimizer.cu
+  ${CMAKE_CURRENT_LIST_DIR}/grad_norm.cu
 )

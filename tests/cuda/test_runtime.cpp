@@ -197,16 +197,42 @@ TEST_CASE("cuda runtime: HG_CUDA_CHECK names the call, the error and the place",
   CHECK_NOTHROW([] { HG_CUDA_CHECK_LAST_ERROR(); }());
 }
 
-TEST_CASE("cuda runtime: cuBLAS/cuDNN errors become hg::Error", "[cuda][runtime]") {
+TEST_CASE("cuda runtime: cuBLAS errors become hg::Error", "[cuda][runtime]") {
   HG_REQUIRE_CUDA_DEVICE();
+  // cuBLAS documents CUBLAS_STATUS_INVALID_VALUE for cublasGemmEx with m < 0
+  // (cuBLAS API reference, cublasGemmEx, "Return Value").
+  const float one = 1.0f, zero = 0.0f;
   // The macros are statements; the lambdas make them expressions for Catch.
-  CHECK_THROWS_WITH([] {
-    HG_CUBLAS_CHECK(
-        cublasSetMathMode(hg::cuda::cublas_handle(), static_cast<cublasMath_t>(5)));
+  CHECK_THROWS_WITH([&] {
+    HG_CUBLAS_CHECK(cublasGemmEx(hg::cuda::cublas_handle(), CUBLAS_OP_N, CUBLAS_OP_N, -1, 1, 1,
+                                 &one, nullptr, CUDA_R_32F, 1, nullptr, CUDA_R_32F, 1, &zero,
+                                 nullptr, CUDA_R_32F, 1, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
   }(),
-                    Contains("CUBLAS_STATUS_INVALID_VALUE") && Contains("cublasSetMathMode"));
+                    Contains("CUBLAS_STATUS_INVALID_VALUE") && Contains("cublasGemmEx"));
+}
+
+TEST_CASE("cuda runtime: cuDNN errors become hg::Error", "[cuda][runtime][cudnn]") {
+  HG_REQUIRE_CUDA_DEVICE();
+  // cudnnSetStream documents CUDNN_STATUS_BAD_PARAM for a NULL handle.
   CHECK_THROWS_WITH([] { HG_CUDNN_CHECK(cudnnSetStream(nullptr, nullptr)); }(),
                     Contains("cuDNN error"));
+}
+
+TEST_CASE("cuda runtime: the cuDNN handle follows the current stream",
+          "[cuda][runtime][cudnn]") {
+  HG_REQUIRE_CUDA_DEVICE();
+  CHECK(cudnnGetVersion() >= 9000);
+  hg::cuda::Stream stream = hg::cuda::Stream::create();
+  cudaStream_t bound = reinterpret_cast<cudaStream_t>(0x1234);
+  {
+    hg::cuda::StreamGuard guard(stream);
+    cudnnHandle_t dnn = hg::cuda::cudnn_handle();
+    REQUIRE(dnn != nullptr);
+    REQUIRE(cudnnGetStream(dnn, &bound) == CUDNN_STATUS_SUCCESS);
+    CHECK(bound == stream.handle());
+  }
+  REQUIRE(cudnnGetStream(hg::cuda::cudnn_handle(), &bound) == CUDNN_STATUS_SUCCESS);
+  CHECK(bound == nullptr);
 }
 
 TEST_CASE("cuda runtime: library handles are per device and follow the current stream",
@@ -225,11 +251,6 @@ TEST_CASE("cuda runtime: library handles are per device and follow the current s
     CHECK(hg::cuda::cublas_handle() == blas);
     REQUIRE(cublasGetStream(blas, &bound) == CUBLAS_STATUS_SUCCESS);
     CHECK(bound == stream.handle());
-
-    cudnnHandle_t dnn = hg::cuda::cudnn_handle();
-    REQUIRE(dnn != nullptr);
-    REQUIRE(cudnnGetStream(dnn, &bound) == CUDNN_STATUS_SUCCESS);
-    CHECK(bound == stream.handle());
   }
   hg::cuda::cublas_handle();  // rebinds to the default stream
   REQUIRE(cublasGetStream(blas, &bound) == CUBLAS_STATUS_SUCCESS);
@@ -238,7 +259,6 @@ TEST_CASE("cuda runtime: library handles are per device and follow the current s
   cublasLtHandle_t lt = hg::cuda::cublaslt_handle();
   CHECK(lt != nullptr);
   CHECK(hg::cuda::cublaslt_handle() == lt);
-  CHECK(cudnnGetVersion() >= 9000);
   int version = 0;
   REQUIRE(cublasGetVersion(blas, &version) == CUBLAS_STATUS_SUCCESS);
   CHECK(version >= 120000);

@@ -3,6 +3,7 @@ if(HG_CUDA_MODE STREQUAL "emu")
   hg_add_test(test_emu LABEL emu SOURCES
     ${CMAKE_CURRENT_LIST_DIR}/test_emu_kernels.cu
     ${CMAKE_CURRENT_LIST_DIR}/test_emu_bugs.cu
+    ${CMAKE_CURRENT_LIST_DIR}/test_emu_assert.cu
     ${CMAKE_CURRENT_LIST_DIR}/test_emu_warp.cu
     ${CMAKE_CURRENT_LIST_DIR}/test_emu_half.cu
     ${CMAKE_CURRENT_LIST_DIR}/test_emu_perf.cu

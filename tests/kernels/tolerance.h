@@ -35,6 +35,14 @@ inline Tolerance tolerance_for(DType dtype, OpKind kind) {
   }
 }
 
+// f64 against a central-difference derivative (h = 1e-6 * max(1, |x|)): the
+// difference carries ~eps * |f| / h ~ 1e-10 relative rounding error and
+// h^2 |f'''| / 6 ~ 1e-13 truncation error, so 1e-7 keeps three orders of margin
+// while a wrong formula (off by O(1)) still fails. Only for numeric-derivative
+// references; a closed-form reference (tanh, sigmoid, relu backward) uses
+// tolerance_for(kF64, ...), the f64 row.
+inline constexpr Tolerance kNumericDerivativeF64{1e-7, 1e-8};
+
 // Empty string when every element is close; otherwise a report of the first
 // few mismatches (index, actual, expected) for the test log.
 inline std::string compare_values(const std::vector<double>& actual,
