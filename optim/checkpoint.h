@@ -29,6 +29,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 
@@ -62,7 +63,15 @@ void save_training_checkpoint(const std::string& path, const nn::Module& model, 
 // returns the progress counters. The caller re-positions its DataLoader,
 // scheduler and generator from them. Throws hg::Error naming the file and what
 // does not match; a corrupt file is reported by the safetensors reader.
-TrainingProgress load_training_checkpoint(const std::string& path, nn::Module& model, Optimizer& optimizer);
+//
+// The load is atomic: the whole file is read and every check runs — the
+// format, the counters (each < 2^62), `check_progress` (the caller's own
+// checks of the counters and extras, e.g. "same options as this run"), the
+// optimizer's entries and the model's — before the first byte of the model or
+// the optimizer changes. A load that throws leaves both bit-identical.
+using ProgressCheck = std::function<void(const TrainingProgress&)>;
+TrainingProgress load_training_checkpoint(const std::string& path, nn::Module& model, Optimizer& optimizer,
+                                          const ProgressCheck& check_progress = {});
 
 // Doubles as exact strings ("%a" hexadecimal floating point) for `extra`, so a
 // running sum survives a resume to the last bit.
