@@ -162,11 +162,12 @@ Tensor read_idx(const std::string& path, uint64_t max_bytes) {
   try {
     payload = contiguous_nbytes(shape, kU8);  // core/shape.h: checked arithmetic
   } catch (const Error& e) {
-    HG_FAIL("IDX file '", path, "': ", e.message(), "; the header is corrupt");
+    HG_FAIL("IDX file '", path, "' declares dims ", shape_to_string(shape), " which overflow 64 bits (",
+            e.message(), "), far more than ", max_bytes, " bytes (the read_idx limit); the header is corrupt");
   }
   HG_CHECK(payload <= max_bytes, "IDX file '", path, "' declares dims ", shape_to_string(shape), " which need ",
            payload, " bytes, more than ", max_bytes,
-           " (the read_idx limit); the header is corrupt, or pass a larger max_bytes");
+           " bytes (the read_idx limit); the header is corrupt, or pass a larger max_bytes");
 
   // Grow the buffer only as bytes actually arrive: the header is untrusted.
   std::vector<unsigned char> buffer;

@@ -285,7 +285,8 @@ Tensor read_npy(const std::string& path) {
   try {
     expected = contiguous_nbytes(shape, dtype);  // core/shape.h: checked arithmetic
   } catch (const Error& e) {
-    HG_FAIL("npy file '", path, "': ", e.message(), "; the header is corrupt");
+    HG_FAIL("npy file '", path, "': shape ", shape_to_string(shape), " overflows 64 bits (", e.message(),
+            "); the header is corrupt");
   }
   HG_CHECK(expected == remaining, "npy file '", path, "': shape ", shape_to_string(shape), " of ",
            dtype_name(dtype), " needs ", expected, " bytes of data but ", remaining,

@@ -383,7 +383,8 @@ SafetensorsFile load_safetensors(const std::string& path) {
     try {
       nbytes = contiguous_nbytes(entry.shape, entry.dtype);
     } catch (const Error& e) {
-      HG_FAIL("safetensors file '", path, "': entry '", shown, "': ", e.message());
+      HG_FAIL("safetensors file '", path, "': entry '", shown, "': shape ", shape_to_string(entry.shape),
+              " overflows a 64-bit byte count or stride: ", e.message());
     }
     HG_ST_CHECK(nbytes == entry.end - entry.begin, "entry '", shown, "': shape ",
                 shape_to_string(entry.shape), " of ", dtype_json.get<std::string>(), " needs ",

@@ -17,31 +17,38 @@ struct Setup {
   std::unique_ptr<optim::AdamW> opt;
 };
 
-Setup& setup() {
-  static Setup s = [] {
-    Generator gen(1);
-    Setup out;
-    out.model = std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
-        std::make_shared<nn::Linear>(4, 3, true, &gen), std::make_shared<nn::ReLU>(),
-        std::make_shared<nn::Linear>(3, 2, true, &gen)});
-    out.opt = std::make_unique<optim::AdamW>(out.model->parameters(), optim::AdamWOptions{.lr = 1e-3});
-    return out;
-  }();
-  return s;
+// A fresh setup per input, so every input is reproducible on its own: the
+// model and an optimizer that has taken one step (so it holds state a bad
+// load could clobber).
+Setup make_setup() {
+  Generator gen(1);
+  Setup out;
+  out.model = std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
+      std::make_shared<nn::Linear>(4, 3, true, &gen), std::make_shared<nn::ReLU>(),
+      std::make_shared<nn::Linear>(3, 2, true, &gen)});
+  out.opt = std::make_unique<optim::AdamW>(out.model->parameters(), optim::AdamWOptions{.lr = 1e-3});
+  for (Tensor p : out.model->parameters()) p.set_grad(full(p.sizes(), 0.5));
+  out.opt->step();
+  return out;
 }
 
-// Every byte of the model's and the optimizer's state, by name.
-std::vector<std::pair<std::string, std::vector<double>>> snapshot(const Setup& s) {
-  std::vector<std::pair<std::string, std::vector<double>>> out;
-  for (const auto& [name, t] : s.model->state_dict()) out.emplace_back("model." + name, t.to_vector<double>());
-  for (const auto& [name, t] : s.opt->state_dict()) out.emplace_back("optim." + name, t.to_vector<double>());
+// The raw bytes of the model's and the optimizer's state (bytes, not values:
+// a loaded NaN must compare equal to itself).
+std::vector<std::pair<std::string, std::string>> snapshot(const Setup& s) {
+  std::vector<std::pair<std::string, std::string>> out;
+  auto add = [&](const std::string& name, const Tensor& t) {
+    const Tensor c = t.cpu().contiguous();
+    out.emplace_back(name, std::string(static_cast<const char*>(c.data_ptr()), c.nbytes()));
+  };
+  for (const auto& [name, t] : s.model->state_dict()) add("model." + name, t);
+  for (const auto& [name, t] : s.opt->state_dict()) add("optim." + name, t);
   return out;
 }
 
 }  // namespace
 
 int fuzz_checkpoint(const uint8_t* data, size_t size) {
-  Setup& s = setup();
+  Setup s = make_setup();
   const auto before = snapshot(s);
   try {
     optim::load_training_checkpoint(input_file(data, size), *s.model, *s.opt);
