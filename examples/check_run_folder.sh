@@ -53,6 +53,11 @@ kill -0 $dead 2>/dev/null && dead=4194302
 expect 0 "removed 1 temp file" "${A[@]}" --out "$W/a" --resume --lr 0.01
 [ ! -e "$W/a/checkpoint.safetensors.tmp.$dead.0" ] || fail "the stale temp file is still there"
 
+# A metrics line holding null (how JSON stores a NaN loss) no longer blocks --resume.
+sed -i '1s/"train_loss":[-0-9.eE+]*/"train_loss":null/' "$W/a/metrics.jsonl"
+grep -q '"train_loss":null' "$W/a/metrics.jsonl" || fail "could not write the null line for the test"
+expect 0 "done in" "${A[@]}" --out "$W/a" --resume --lr 0.01
+
 # Bad options: a clear message, not a silent fallback.
 expect cli "--seed" "${A[@]}" --out "$W/b" --seed -1
 expect cli "finite" "${A[@]}" --out "$W/b" --clip-grad nan
