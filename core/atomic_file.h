@@ -13,7 +13,16 @@
 // (folders that cannot be synced, EINVAL, are accepted: the file is complete).
 // A writer destroyed before commit() — an exception, a failed write —
 // removes its temp file, so a failed save leaves nothing behind. Errors are
-// hg::Error prefixed with `who` and naming the file.
+// hg::Error prefixed with `who` and naming the file; a full disk (ENOSPC,
+// EDQUOT) and the file size limit (EFBIG: set SIGXFSZ to SIG_IGN to get it
+// instead of being killed, as hg-train does) say so and how to fix it.
+//
+// Temp files are named "<path>.tmp.<pid>.<n>"; a writer killed by SIGKILL
+// cannot remove its own, so a program that owns a folder removes the ones of
+// dead pids at start (hg-train does, examples/run_folder.h).
+//
+// Fault injection (tests only): HG_TEST_FAIL_IO=write:N or rename:N makes the
+// N-th write or rename of any AtomicFile in the process fail (ENOSPC / EIO).
 #pragma once
 
 #include <cstddef>

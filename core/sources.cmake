@@ -8,6 +8,7 @@ list(APPEND HG_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/allocator.cpp
   ${CMAKE_CURRENT_LIST_DIR}/storage.cpp
   ${CMAKE_CURRENT_LIST_DIR}/copy.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/shape.cpp
   ${CMAKE_CURRENT_LIST_DIR}/tensor.cpp
   ${CMAKE_CURRENT_LIST_DIR}/tensor_views.cpp
   ${CMAKE_CURRENT_LIST_DIR}/tensor_factories.cpp

@@ -1,5 +1,6 @@
 #include "core/tensor.h"
 
+#include <algorithm>
 #include <limits>
 #include <sstream>
 
@@ -9,36 +10,6 @@
 namespace hg {
 
 // ---- shape helpers ----------------------------------------------------------------
-
-std::string shape_to_string(const Shape& shape) {
-  std::ostringstream os;
-  os << '[';
-  for (size_t i = 0; i < shape.size(); ++i) os << (i ? ", " : "") << shape[i];
-  os << ']';
-  return os.str();
-}
-
-int64_t numel_of(const Shape& shape) {
-  int64_t n = 1;
-  for (int64_t s : shape) {
-    HG_CHECK(s >= 0, "negative size ", s, " in shape ", shape_to_string(shape),
-             "; every size must be >= 0");
-    HG_CHECK(s == 0 || n <= std::numeric_limits<int64_t>::max() / s, "shape ",
-             shape_to_string(shape), " has more than 2^63 elements");
-    n *= s;
-  }
-  return n;
-}
-
-Shape contiguous_strides(const Shape& shape) {
-  Shape strides(shape.size());
-  int64_t running = 1;
-  for (size_t i = shape.size(); i-- > 0;) {
-    strides[i] = running;
-    running *= std::max<int64_t>(shape[i], 1);
-  }
-  return strides;
-}
 
 int64_t wrap_dim(int64_t dim, int64_t rank, const char* op) {
   const int64_t lo = rank == 0 ? -1 : -rank;
@@ -68,12 +39,18 @@ int64_t Tensor::size(int64_t d) const { return sizes()[wrap_dim(d, dim(), "size"
 int64_t Tensor::stride(int64_t d) const { return strides()[wrap_dim(d, dim(), "stride")]; }
 
 int64_t Tensor::numel() const {
+  // Fits int64 (every view passed numel_of); a 0 anywhere makes it 0, even
+  // after sizes whose product alone would not fit.
+  for (int64_t s : sizes()) {
+    if (s == 0) return 0;
+  }
   int64_t n = 1;
   for (int64_t s : sizes()) n *= s;
   return n;
 }
 
 bool Tensor::is_contiguous() const {
+  if (numel() == 0) return true;
   int64_t expected = 1;
   for (int64_t i = dim() - 1; i >= 0; --i) {
     const int64_t s = sizes()[i];
@@ -162,7 +139,30 @@ Tensor Tensor::to(Device target, DType target_dtype) const {
   return out;
 }
 
+namespace {
+
+// True when two different indices of the view surely reach one element: a dim
+// of size > 1 with stride 0 (an expanded view), or two such dims with equal
+// strides. Other as_strided layouts may overlap too, but proving it is a
+// search; like PyTorch, those are let through.
+bool surely_self_overlapping(const Tensor& t) {
+  std::vector<int64_t> strides;
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    if (t.sizes()[d] <= 1) continue;
+    if (t.strides()[d] == 0) return true;
+    strides.push_back(t.strides()[d]);
+  }
+  std::sort(strides.begin(), strides.end());
+  return std::adjacent_find(strides.begin(), strides.end()) != strides.end();
+}
+
+}  // namespace
+
 Tensor& Tensor::copy_(const Tensor& src) {
+  HG_CHECK(numel() == 0 || !surely_self_overlapping(*this), "copy_: the destination (shape ", shape_str(),
+           ", strides ", shape_to_string(strides()),
+           ") has elements that share memory (an expanded view), so the result would depend on the copy order; "
+           "copy into a contiguous tensor, e.g. dst.contiguous() or clone(), instead");
   copy_into(*this, src);
   bump_version();
   return *this;

@@ -18,11 +18,10 @@
 #include "core/device.h"
 #include "core/dtype.h"
 #include "core/error.h"
+#include "core/shape.h"
 #include "core/storage.h"
 
 namespace hg {
-
-using Shape = std::vector<int64_t>;
 
 class Generator;
 class Tensor;
@@ -195,11 +194,8 @@ Tensor from_vector(const std::vector<T>& values) {
 // A rank-0 tensor.
 Tensor scalar_tensor(double value, TensorOptions options = {});
 
-// ---- shape helpers --------------------------------------------------------------
-int64_t numel_of(const Shape& shape);                  // checks for negatives and overflow
-Shape contiguous_strides(const Shape& shape);
+// ---- shape helpers (plus the checked arithmetic of core/shape.h) ----------------
 int64_t wrap_dim(int64_t dim, int64_t rank, const char* op);  // -1 -> rank-1, checked
-std::string shape_to_string(const Shape& shape);
 // NumPy broadcasting of two shapes; throws naming both shapes.
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);
 

@@ -15,12 +15,10 @@
 namespace hg {
 
 Tensor empty(Shape shape, TensorOptions options) {
-  const int64_t n = numel_of(shape);
-  const size_t elem = dtype_size(options.dtype);
-  HG_CHECK(n == 0 || static_cast<uint64_t>(n) <= SIZE_MAX / elem, "empty: shape ",
-           shape_to_string(shape), " of ", dtype_name(options.dtype), " needs more than 2^64 bytes");
+  // Checked before allocating (Note [Checked shape arithmetic]).
+  const uint64_t nbytes = contiguous_nbytes(shape, options.dtype);
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage = make_storage(static_cast<size_t>(n) * elem, options.device);
+  impl->storage = make_storage(static_cast<size_t>(nbytes), options.device);
   impl->strides = contiguous_strides(shape);
   impl->sizes = std::move(shape);
   impl->dtype = options.dtype;

@@ -20,7 +20,7 @@ Shape infer_size(Shape shape, int64_t numel, const Tensor& self, const char* op)
     } else {
       HG_CHECK(shape[i] >= 0, op, ": invalid size ", shape[i], " in ", shape_to_string(shape),
                "; sizes must be >= 0 (or -1 to infer one)");
-      known *= shape[i];
+      known = checked_mul(known, shape[i], op, "the number of elements");
     }
   }
   if (infer_at) {
@@ -47,13 +47,15 @@ std::optional<Shape> view_strides(const Shape& old_sizes, const Shape& old_strid
   int64_t chunk_base_stride = old_strides.back();
   int64_t tensor_numel = 1, view_numel = 1;
   for (int64_t tensor_d = static_cast<int64_t>(old_sizes.size()) - 1; tensor_d >= 0; --tensor_d) {
-    tensor_numel *= old_sizes[tensor_d];
+    tensor_numel *= old_sizes[tensor_d];  // <= numel_of(old_sizes), which fits
     // End of a contiguous chunk of old dims: assign strides to the new dims in it.
-    if (tensor_d == 0 || (old_sizes[tensor_d - 1] != 1 &&
-                          old_strides[tensor_d - 1] != tensor_numel * chunk_base_stride)) {
+    // (Size-1 dims may carry any stride, so the stride products are checked.)
+    if (tensor_d == 0 ||
+        (old_sizes[tensor_d - 1] != 1 &&
+         old_strides[tensor_d - 1] != checked_mul(tensor_numel, chunk_base_stride, "view", "a stride"))) {
       while (view_d >= 0 && (view_numel < tensor_numel || new_sizes[view_d] == 1)) {
-        new_strides[view_d] = view_numel * chunk_base_stride;
-        view_numel *= new_sizes[view_d];
+        new_strides[view_d] = checked_mul(view_numel, chunk_base_stride, "view", "a stride");
+        view_numel *= new_sizes[view_d];  // <= tensor_numel
         --view_d;
       }
       if (view_numel != tensor_numel) return std::nullopt;
@@ -68,9 +70,21 @@ std::optional<Shape> view_strides(const Shape& old_sizes, const Shape& old_strid
   return new_strides;
 }
 
+// The invariant of every view (Note [Checked shape arithmetic]): a view with
+// elements reaches no element past the end of its storage.
+void check_in_storage(const Tensor& self, const Shape& sizes, const Shape& strides, int64_t offset, const char* op) {
+  const int64_t extent = view_extent(sizes, strides, offset, op);
+  const int64_t capacity = static_cast<int64_t>(self.storage()->nbytes() / self.element_size());
+  HG_CHECK(numel_of(sizes) == 0 || extent <= capacity, op, ": sizes ", shape_to_string(sizes), " strides ",
+           shape_to_string(strides), " offset ", offset, " reach element ", extent - 1, " but the storage holds ",
+           capacity, " elements");
+}
+
 }  // namespace
 
 Tensor Tensor::make_view(Shape new_sizes, Shape new_strides, int64_t new_offset) const {
+  // Every view op ends here, so this is where a view is proven to stay inside its storage.
+  check_in_storage(*this, new_sizes, new_strides, new_offset, "view");
   auto impl = std::make_shared<TensorImpl>();
   impl->storage = storage();
   impl->sizes = std::move(new_sizes);
@@ -104,7 +118,7 @@ Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
   HG_CHECK(start <= end, "flatten: start_dim ", start_dim, " comes after end_dim ", end_dim);
   Shape shape(sizes().begin(), sizes().begin() + start);
   int64_t merged = 1;
-  for (int64_t d = start; d <= end; ++d) merged *= sizes()[d];
+  for (int64_t d = start; d <= end; ++d) merged = checked_mul(merged, sizes()[d], "flatten", "the merged size");
   shape.push_back(merged);
   shape.insert(shape.end(), sizes().begin() + end + 1, sizes().end());
   return reshape(std::move(shape));
@@ -157,9 +171,12 @@ Tensor Tensor::slice(int64_t dim_arg, int64_t start, int64_t end, int64_t step) 
            ") is out of bounds for dim ", d, " of size ", n, " (shape ", shape_str(),
            "); need -size <= start <= end <= size");
   Shape new_sizes = sizes(), new_strides = strides();
-  new_sizes[d] = (e - s + step - 1) / step;
-  new_strides[d] = strides()[d] * step;
-  return make_view(std::move(new_sizes), std::move(new_strides), offset() + s * strides()[d]);
+  new_sizes[d] = e == s ? 0 : (e - s - 1) / step + 1;  // ceil((e - s) / step) without overflow
+  // A step past the end is never taken: keep the stride then (any step works for one element).
+  new_strides[d] = new_sizes[d] > 1 ? checked_mul(strides()[d], step, "slice", "stride x step") : strides()[d];
+  const int64_t new_offset = checked_add(offset(), checked_mul(s, strides()[d], "slice", "start x stride"), "slice",
+                                         "the offset");
+  return make_view(std::move(new_sizes), std::move(new_strides), new_offset);
 }
 
 Tensor Tensor::narrow(int64_t dim_arg, int64_t start, int64_t length) const {
@@ -167,7 +184,7 @@ Tensor Tensor::narrow(int64_t dim_arg, int64_t start, int64_t length) const {
   const int64_t d = wrap_dim(dim_arg, dim(), "narrow");
   const int64_t n = sizes()[d];
   const int64_t s = start < 0 ? start + n : start;
-  HG_CHECK(length >= 0 && s >= 0 && s + length <= n, "narrow: start ", start, " length ", length,
+  HG_CHECK(length >= 0 && s >= 0 && s <= n && length <= n - s, "narrow: start ", start, " length ", length,
            " is out of bounds for dim ", d, " of size ", n, " (shape ", shape_str(), ")");
   return slice(d, s, s + length);
 }
@@ -182,7 +199,9 @@ Tensor Tensor::select(int64_t dim_arg, int64_t index) const {
   Shape new_sizes = sizes(), new_strides = strides();
   new_sizes.erase(new_sizes.begin() + d);
   new_strides.erase(new_strides.begin() + d);
-  return make_view(std::move(new_sizes), std::move(new_strides), offset() + i * strides()[d]);
+  return make_view(std::move(new_sizes), std::move(new_strides),
+                   checked_add(offset(), checked_mul(i, strides()[d], "select", "index x stride"), "select",
+                               "the offset"));
 }
 
 Tensor Tensor::expand(Shape shape) const {
@@ -233,27 +252,14 @@ Tensor Tensor::unsqueeze(int64_t dim_arg) const {
   const int64_t d = wrap_dim(dim_arg, dim() + 1, "unsqueeze");
   Shape new_sizes = sizes(), new_strides = strides();
   // The new dim's stride is irrelevant for indexing; pick the contiguous value.
-  const int64_t stride = d < dim() ? sizes()[d] * strides()[d] : 1;
+  const int64_t stride = d < dim() ? checked_mul(sizes()[d], strides()[d], "unsqueeze", "size x stride") : 1;
   new_sizes.insert(new_sizes.begin() + d, 1);
   new_strides.insert(new_strides.begin() + d, stride);
   return make_view(std::move(new_sizes), std::move(new_strides), offset());
 }
 
 Tensor Tensor::as_strided(Shape new_sizes, Shape new_strides, int64_t new_offset) const {
-  HG_CHECK(new_sizes.size() == new_strides.size(), "as_strided: ", new_sizes.size(),
-           " sizes but ", new_strides.size(), " strides");
-  HG_CHECK(new_offset >= 0, "as_strided: offset must be >= 0, got ", new_offset);
-  const int64_t n = numel_of(new_sizes);
-  int64_t last = new_offset;
-  for (size_t i = 0; i < new_sizes.size(); ++i) {
-    HG_CHECK(new_strides[i] >= 0, "as_strided: negative strides are not supported, got ",
-             shape_to_string(new_strides));
-    if (n > 0) last += (new_sizes[i] - 1) * new_strides[i];
-  }
-  const int64_t capacity = static_cast<int64_t>(storage()->nbytes() / element_size());
-  HG_CHECK(n == 0 || last < capacity, "as_strided: sizes ", shape_to_string(new_sizes),
-           " strides ", shape_to_string(new_strides), " offset ", new_offset,
-           " reach element ", last, " but the storage holds ", capacity, " elements");
+  check_in_storage(*this, new_sizes, new_strides, new_offset, "as_strided");  // named in its own messages
   return make_view(std::move(new_sizes), std::move(new_strides), new_offset);
 }
 

@@ -20,6 +20,10 @@ std::string find_file(const std::string& root, const std::string& stem) {
   if (fs::is_regular_file(gz, ec)) return gz.string();
   const fs::path plain = fs::path(root) / stem;
   if (fs::is_regular_file(plain, ec)) return plain.string();
+  for (const fs::path& p : {gz, plain}) {
+    HG_CHECK(!fs::exists(p, ec), "Fashion-MNIST file '", p.string(), "' exists but is not a regular file (",
+             fs::is_directory(p, ec) ? "a directory" : "a special file", "); pass the folder that holds the IDX files");
+  }
   HG_FAIL("Fashion-MNIST file '", gz.string(), "' (or its uncompressed version '", plain.string(),
           "') is missing; ", kInstallHint);
 }

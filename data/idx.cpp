@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <vector>
@@ -30,57 +31,98 @@ const char* idx_type_name(uint8_t type) {
   }
 }
 
-// Owns a gzFile so every error path closes it.
-class GzReader {
+// The file's bytes, inflated when it is gzip (magic 1f 8b), else as they are.
+// zlib's gzread would skip anything after the last gzip member, so the
+// stream is inflated here: further members (as gzip(1) writes when files are
+// concatenated) are read on, and any other trailing bytes are an error.
+class IdxInput {
  public:
-  explicit GzReader(const std::string& path) : path_(path) {
+  explicit IdxInput(const std::string& path) : path_(path) {
     std::error_code ec;
-    HG_CHECK(std::filesystem::exists(path, ec), "IDX file '", path,
+    const auto status = std::filesystem::status(path, ec);
+    HG_CHECK(std::filesystem::exists(status), "IDX file '", path,
              "' does not exist; check the path (Fashion-MNIST comes with Debian's "
              "dataset-fashion-mnist package)");
-    HG_CHECK(!std::filesystem::is_directory(path, ec), "IDX file '", path,
+    HG_CHECK(!std::filesystem::is_directory(status), "IDX file '", path,
              "' is a directory; pass the path of the .gz or uncompressed file inside it");
-    file_ = gzopen(path.c_str(), "rb");
+    file_ = std::fopen(path.c_str(), "rb");
     HG_CHECK(file_ != nullptr, "cannot open IDX file '", path, "': ", std::strerror(errno),
              "; check that it is readable");
-    gzbuffer(file_, 256 * 1024);  // fewer syscalls and inflate calls for 47 MB files
-  }
-  ~GzReader() {
-    if (file_ != nullptr) gzclose(file_);
-  }
-  GzReader(const GzReader&) = delete;
-  GzReader& operator=(const GzReader&) = delete;
-
-  // Reads up to n bytes; returns how many arrived (less only at end of data).
-  // A damaged gzip stream is an error, not a short read.
-  size_t read(void* dst, size_t n) {
-    size_t got = 0;
-    auto* out = static_cast<unsigned char*>(dst);
-    while (got < n) {
-      const unsigned want = static_cast<unsigned>(std::min(n - got, kReadChunk));
-      const int r = gzread(file_, out + got, want);
-      if (r < 0) fail_stream();
-      if (r == 0) break;
-      got += static_cast<size_t>(r);
+    refill();
+    gzip_ = in_size_ >= 2 && in_[0] == 0x1f && in_[1] == 0x8b;
+    if (gzip_) {
+      HG_CHECK(inflateInit2(&z_, 16 + MAX_WBITS) == Z_OK, "read_idx: zlib's inflateInit2 failed (out of memory?)");
+      inflating_ = true;
     }
-    // zlib reports a cut-off gzip stream (Z_BUF_ERROR) only through gzerror.
-    int code = Z_OK;
-    gzerror(file_, &code);
-    if (code != Z_OK) fail_stream();
+  }
+  ~IdxInput() {
+    if (gzip_) inflateEnd(&z_);
+    if (file_ != nullptr) std::fclose(file_);
+  }
+  IdxInput(const IdxInput&) = delete;
+  IdxInput& operator=(const IdxInput&) = delete;
+
+  // Reads up to n bytes; returns how many arrived (less only at the end of
+  // the data). A damaged or cut-off gzip stream, or bytes after it that are
+  // not another gzip member, are errors, not short reads.
+  size_t read(void* dst, size_t n) {
+    auto* out = static_cast<unsigned char*>(dst);
+    size_t got = 0;
+    while (got < n) {
+      if (pos_ == in_size_ && !refill()) {
+        if (gzip_ && inflating_) fail_stream("the gzip stream is cut off");
+        break;
+      }
+      if (!gzip_) {
+        const size_t take = std::min(n - got, in_size_ - pos_);
+        std::memcpy(out + got, in_ + pos_, take);
+        pos_ += take;
+        got += take;
+        continue;
+      }
+      if (!inflating_) {
+        // Bytes after a complete member: only another member may follow.
+        if (in_[pos_] != 0x1f) fail_stream("there are bytes after the end of the gzip stream (trailing garbage)");
+        HG_CHECK(inflateReset(&z_) == Z_OK, "read_idx: zlib's inflateReset failed");
+        inflating_ = true;
+      }
+      z_.next_in = in_ + pos_;
+      z_.avail_in = static_cast<uInt>(in_size_ - pos_);
+      z_.next_out = out + got;
+      z_.avail_out = static_cast<uInt>(std::min(n - got, kReadChunk));
+      const uInt out_before = z_.avail_out;
+      const int r = inflate(&z_, Z_NO_FLUSH);
+      got += out_before - z_.avail_out;
+      pos_ = in_size_ - z_.avail_in;
+      if (r == Z_STREAM_END) {
+        inflating_ = false;
+      } else if (r != Z_OK && r != Z_BUF_ERROR) {
+        fail_stream(z_.msg != nullptr ? z_.msg : "inflate failed");
+      }
+    }
     return got;
   }
 
  private:
-  [[noreturn]] void fail_stream() {
-    int code = Z_OK;
-    const char* message = gzerror(file_, &code);
-    HG_FAIL("IDX file '", path_, "' is not a valid gzip stream (zlib: ",
-            message != nullptr ? message : "unknown error",
+  // Loads the next chunk of raw file bytes; false at the end of the file.
+  bool refill() {
+    in_size_ = std::fread(in_, 1, sizeof in_, file_);
+    pos_ = 0;
+    HG_CHECK(!std::ferror(file_), "IDX file '", path_, "': reading failed: ", std::strerror(errno));
+    return in_size_ > 0;
+  }
+  [[noreturn]] void fail_stream(const char* why) {
+    HG_FAIL("IDX file '", path_, "' is not a valid gzip file (", why,
             "); the download is probably truncated or corrupt, fetch it again");
   }
 
   std::string path_;
-  gzFile file_ = nullptr;
+  std::FILE* file_ = nullptr;
+  unsigned char in_[64 * 1024];
+  size_t in_size_ = 0, pos_ = 0;
+  bool gzip_ = false;
+  bool inflating_ = false;  // inside a gzip member (not yet at its end)
+  z_stream z_{};
 };
 
 uint32_t read_be32(const unsigned char* p) {
@@ -90,7 +132,7 @@ uint32_t read_be32(const unsigned char* p) {
 }  // namespace
 
 Tensor read_idx(const std::string& path, uint64_t max_bytes) {
-  GzReader reader(path);
+  IdxInput reader(path);
 
   unsigned char magic[4];
   const size_t got_magic = reader.read(magic, sizeof magic);
@@ -114,22 +156,18 @@ Tensor read_idx(const std::string& path, uint64_t max_bytes) {
   HG_CHECK(got_dims == want_dims, "IDX file '", path, "' is truncated in its header: expected ",
            want_dims, " bytes of dimensions but found ", got_dims);
 
-  // Each dim < 2^32 and the running product is kept <= max_bytes (<= 2^62 is
-  // enforced below), so the product never overflows 64 bits.
-  HG_CHECK(max_bytes <= (uint64_t{1} << 62), "read_idx: max_bytes ", max_bytes,
-           " is too large; use at most 2^62");
   Shape shape;
-  uint64_t payload = 1;
-  for (int d = 0; d < ndims; ++d) {
-    const uint32_t size = read_be32(dim_bytes + 4 * d);
-    shape.push_back(static_cast<int64_t>(size));
-    payload *= size;
-    if (payload > max_bytes) {
-      HG_FAIL("IDX file '", path, "' declares dims ", shape_to_string(shape),
-              (d + 1 < ndims ? "..." : ""), " which need more than ", max_bytes,
-              " bytes (the read_idx limit); the header is corrupt, or pass a larger max_bytes");
-    }
+  for (int d = 0; d < ndims; ++d) shape.push_back(static_cast<int64_t>(read_be32(dim_bytes + 4 * d)));
+  uint64_t payload = 0;
+  try {
+    payload = contiguous_nbytes(shape, kU8);  // core/shape.h: checked arithmetic
+  } catch (const Error& e) {
+    HG_FAIL("IDX file '", path, "' declares dims ", shape_to_string(shape), " which overflow 64 bits (",
+            e.message(), "), far more than ", max_bytes, " bytes (the read_idx limit); the header is corrupt");
   }
+  HG_CHECK(payload <= max_bytes, "IDX file '", path, "' declares dims ", shape_to_string(shape), " which need ",
+           payload, " bytes, more than ", max_bytes,
+           " bytes (the read_idx limit); the header is corrupt, or pass a larger max_bytes");
 
   // Grow the buffer only as bytes actually arrive: the header is untrusted.
   std::vector<unsigned char> buffer;

@@ -7,8 +7,10 @@
 //   byte  3    number of dimensions (we accept 1..4)
 //   then       one u32 per dimension, then the raw elements, row-major.
 //
-// Files may be gzip-compressed (`*.gz`, as distributed) or plain; zlib's gz*
-// functions read both transparently, so the reader does not look at the name.
+// Files may be gzip-compressed (`*.gz`, as distributed) or plain; the reader
+// looks at the first two bytes (1f 8b: gzip), not at the name. A gzip file
+// may hold several members (concatenated .gz files); any other bytes after
+// the gzip stream are an error (zlib's gzread would silently ignore them).
 //
 // Validation: everything in the header is checked before any large
 // allocation. The payload size implied by the dims must stay under
@@ -17,7 +19,8 @@
 // arrive, so a corrupt header claiming 2^40 elements in a 100-byte file fails
 // with "truncated" after reading 100 bytes instead of allocating 1 TB. A
 // payload shorter than the dims (truncated) or longer (trailing bytes), and a
-// damaged gzip stream (bad CRC, cut-off stream), are hg::Errors naming the
+// damaged gzip stream (bad CRC, cut-off stream, trailing garbage), and dims
+// whose element count or strides overflow 64 bits (core/shape.h) are hg::Errors naming the
 // file, what was expected and what was found.
 #pragma once
 

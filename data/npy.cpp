@@ -281,11 +281,12 @@ Tensor read_npy(const std::string& path) {
   // shape x itemsize must equal the rest of the file, checked without overflow
   // and before allocating anything.
   const uint64_t remaining = file_size - preamble - header_len;
-  uint64_t expected = dtype_size(dtype);
-  for (int64_t d : shape) {
-    HG_CHECK(!__builtin_mul_overflow(expected, static_cast<uint64_t>(d), &expected),
-             "npy file '", path, "': shape ", shape_to_string(shape),
-             " overflows 64 bits; the header is corrupt");
+  uint64_t expected = 0;
+  try {
+    expected = contiguous_nbytes(shape, dtype);  // core/shape.h: checked arithmetic
+  } catch (const Error& e) {
+    HG_FAIL("npy file '", path, "': shape ", shape_to_string(shape), " overflows 64 bits (", e.message(),
+            "); the header is corrupt");
   }
   HG_CHECK(expected == remaining, "npy file '", path, "': shape ", shape_to_string(shape), " of ",
            dtype_name(dtype), " needs ", expected, " bytes of data but ", remaining,

@@ -20,11 +20,14 @@
 // is not synchronised every step.
 #include <CLI/CLI.hpp>
 
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <csignal>
 #include <memory>
 #include <unistd.h>
 
@@ -35,6 +38,7 @@
 #include "core/generator.h"
 #include "data/dataloader.h"
 #include "data/fashion_mnist.h"
+#include "examples/run_folder.h"
 #include "examples/train_report.h"
 #include "kernels/reduce.h"
 #include "nn/layers.h"
@@ -68,6 +72,7 @@ struct Options {
   std::string data = hg::data::FashionMnist::kDefaultRoot;
   std::string out = "runs/hg-train";
   bool resume = false;
+  bool overwrite = false;
   int64_t checkpoint_every = 0;
   int64_t max_steps = 0;
 };
@@ -126,6 +131,53 @@ std::unique_ptr<hg::optim::LRScheduler> make_schedule(const Options& o, hg::opti
   return nullptr;  // constant
 }
 
+// The checkpoint extra `key` as an integer in [0, max], or an hg::Error.
+int64_t extra_int(const hg::optim::TrainingProgress& p, const std::string& key, int64_t max) {
+  auto it = p.extra.find(key);
+  HG_CHECK(it != p.extra.end(), "--resume: the checkpoint lacks '", key, "'; it was not written by hg-train");
+  const std::string& text = it->second;
+  char* end = nullptr;
+  errno = 0;
+  const long long value = std::strtoll(text.c_str(), &end, 10);
+  HG_CHECK(!text.empty() && errno == 0 && *end == '\0' && value >= 0 && value <= max, "--resume: the checkpoint's '",
+           key, "' = '", text.substr(0, 40), "' is not an integer in [0, ", max, "]; the file is corrupt");
+  return value;
+}
+
+// Checks a checkpoint's counters and options against this run before
+// anything is loaded (load_training_checkpoint calls it first): the same
+// options, and counters that hg-train's loop can have produced — every
+// batch is one step, so step = epoch x batches per epoch + batch.
+void check_resume(const hg::optim::TrainingProgress& p, const Options& o, int64_t num_batches, bool scheduled) {
+  const auto config = run_config(o);
+  // The precision first: a different one would otherwise surface as a dtype mismatch.
+  for (const std::string first : {"config.precision", ""}) {
+    for (const auto& [key, value] : config) {
+      if (!first.empty() ? key != first : key == "config.precision") continue;
+      auto it = p.extra.find(key);
+      HG_CHECK(it != p.extra.end() && it->second == value, "--resume: the checkpoint was written with --",
+               key.substr(7), " = ", it == p.extra.end() ? std::string("(none)") : it->second.substr(0, 60),
+               ", this run has ", value, key == "config.precision" ? " (the precision differs)" : "",
+               "; use the same options to continue the run");
+    }
+  }
+  HG_CHECK(p.epoch <= static_cast<uint64_t>(o.epochs) && p.batch <= num_batches, "--resume: the checkpoint is at epoch ",
+           p.epoch, ", batch ", p.batch, ", outside this run's ", o.epochs, " epochs of ", num_batches,
+           " batches; the file is corrupt");
+  const int64_t expected_step = static_cast<int64_t>(p.epoch) * num_batches + p.batch;
+  HG_CHECK(p.global_step == expected_step && p.scheduler_step == (scheduled ? expected_step : 0),
+           "--resume: the checkpoint's counters disagree (epoch ", p.epoch, ", batch ", p.batch, ", step ",
+           p.global_step, ", scheduler step ", p.scheduler_step, "; expected step ", expected_step,
+           "); the file is corrupt");
+  HG_CHECK(extra_int(p, "epoch_batches", num_batches) == p.batch &&
+               extra_int(p, "epoch_samples", num_batches * o.batch_size) == p.batch * o.batch_size,
+           "--resume: the checkpoint's epoch counters disagree with its batch ", p.batch, "; the file is corrupt");
+  auto sum = p.extra.find("epoch_loss_sum");
+  HG_CHECK(sum != p.extra.end(), "--resume: the checkpoint lacks 'epoch_loss_sum'; it was not written by hg-train");
+  HG_CHECK(std::isfinite(hg::optim::parse_exact_double(sum->second)),
+           "--resume: the checkpoint's epoch loss sum is not finite; the file is corrupt");
+}
+
 struct EvalResult {
   double loss = 0.0;
   double accuracy = 0.0;
@@ -166,28 +218,52 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"fp32", "fp16-master", "bf16-master", "amp-fp16", "amp-bf16"}));
   app.add_option("--epochs", o.epochs, "epochs")->check(CLI::PositiveNumber);
   app.add_option("--batch-size", o.batch_size, "batch size")->check(CLI::PositiveNumber);
-  app.add_option("--lr", o.lr, "AdamW peak learning rate")->check(CLI::PositiveNumber);
+  app.add_option("--lr", o.lr, "AdamW peak learning rate")->check(CLI::PositiveNumber);  // "nan" and "inf" fail it too
   app.add_option("--schedule", o.schedule, "learning-rate schedule: cosine (linear warmup, cosine decay to 0) | "
                                            "step (halve every epoch) | constant")
       ->check(CLI::IsMember({"cosine", "step", "constant"}));
   app.add_option("--warmup-steps", o.warmup_steps, "linear warmup steps of the cosine schedule")
       ->check(CLI::NonNegativeNumber);
+  // NonNegativeNumber lets "nan" through (nan < 0 is false), so finiteness is checked too.
+  const CLI::Validator finite(
+      [](std::string& text) {
+        const double v = std::strtod(text.c_str(), nullptr);
+        return std::isfinite(v) ? std::string() : "must be a finite number, got " + text;
+      },
+      "FINITE");
   app.add_option("--clip-grad", o.clip_grad, "clip the global gradient norm to this value (0 = off)")
-      ->check(CLI::NonNegativeNumber);
-  app.add_option("--seed", o.seed, "seed for init and shuffling");
+      ->check(CLI::NonNegativeNumber)
+      ->check(finite);
+  // "-1" would wrap to 18446744073709551615 in the unsigned seed.
+  app.add_option("--seed", o.seed, "seed for init and shuffling (>= 0)")->check(CLI::NonNegativeNumber);
   app.add_option("--limit", o.limit, "use only the first N training samples (0 = all)");
   app.add_option("--test-limit", o.test_limit, "evaluate on only the first N test samples (0 = all)");
   app.add_option("--data", o.data, "folder with the Fashion-MNIST .gz files");
   app.add_option("--out", o.out, "folder for checkpoint.safetensors, metrics.jsonl and curves.svg");
-  app.add_flag("--resume", o.resume, "continue from <out>/checkpoint.safetensors (bit-exact)");
+  auto* resume_flag = app.add_flag("--resume", o.resume, "continue from <out>/checkpoint.safetensors (bit-exact)");
+  app.add_flag("--overwrite", o.overwrite,
+               "start afresh in an --out that holds an earlier run (deletes its checkpoint, metrics and curves)")
+      ->excludes(resume_flag);
   app.add_option("--checkpoint-every", o.checkpoint_every,
                  "also write the checkpoint every N steps (0 = after each epoch only)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--max-steps", o.max_steps, "stop after this many steps in total, with a checkpoint (0 = no limit)")
       ->check(CLI::NonNegativeNumber);
   CLI11_PARSE(app, argc, argv);
+  // Past the file size limit (ulimit -f) a write fails with EFBIG and a clear
+  // message (core/atomic_file.h) instead of the process dying by SIGXFSZ.
+  std::signal(SIGXFSZ, SIG_IGN);
 
   try {
+    // The run folder first: locked, writable and not someone else's results,
+    // before a second is spent on data or training.
+    const hg::train::RunFolder folder(o.out, o.resume      ? hg::train::StartMode::kResume
+                                             : o.overwrite ? hg::train::StartMode::kOverwrite
+                                                           : hg::train::StartMode::kFresh);
+    if (folder.stale_temp_files_removed() > 0) {
+      std::printf("hg-train: removed %d temp file(s) left in %s by killed saves\n", folder.stale_temp_files_removed(),
+                  o.out.c_str());
+    }
     const hg::Device device = pick_device(o.device);
     const hg::DType dtype = o.precision == "fp16-master" ? hg::kF16
                             : o.precision == "bf16-master" ? hg::kBF16
@@ -215,12 +291,9 @@ int main(int argc, char** argv) {
              "; use a larger --limit or a smaller --batch-size");
     auto schedule = make_schedule(o, opt, train.num_batches());
 
-    std::error_code ec;
-    fs::create_directories(o.out, ec);
-    HG_CHECK(!ec, "cannot create the --out folder '", o.out, "': ", ec.message());
-    const std::string ckpt_path = (fs::path(o.out) / "checkpoint.safetensors").string();
-    const std::string metrics_path = (fs::path(o.out) / "metrics.jsonl").string();
-    const std::string curves_path = (fs::path(o.out) / "curves.svg").string();
+    const std::string ckpt_path = folder.file("checkpoint.safetensors");
+    const std::string metrics_path = folder.file("metrics.jsonl");
+    const std::string curves_path = folder.file("curves.svg");
     const std::string title = "hg-train " + o.model + " " + o.precision + " on " + device.str();
 
     // The running state of the current epoch: loss sum (on the device) and counts.
@@ -232,31 +305,43 @@ int main(int argc, char** argv) {
       HG_CHECK(fs::exists(ckpt_path), "--resume: no checkpoint at '", ckpt_path,
                "'; run once without --resume (same --out) first");
       hg::optim::NamedTensors scaler_state;
-      const hg::optim::TrainingProgress p = hg::optim::load_training_checkpoint(ckpt_path, *model, opt, &scaler_state);
+      // Every check runs before the model or optimizer changes (an atomic load).
+      const hg::optim::TrainingProgress p = hg::optim::load_training_checkpoint(
+          ckpt_path, *model, opt, &scaler_state,
+          [&](const hg::optim::TrainingProgress& q) { check_resume(q, o, train.num_batches(), schedule != nullptr); });
       if (amp) scaler.load_state_dict(scaler_state);
-      for (const auto& [key, value] : run_config(o)) {
-        auto it = p.extra.find(key);
-        HG_CHECK(it != p.extra.end() && it->second == value, "--resume: the checkpoint was written with ",
-                 key.substr(7), " = ", it == p.extra.end() ? std::string("(none)") : it->second, ", this run has ",
-                 value, "; use the same options to continue the run");
-      }
       train.set_epoch(p.epoch);
       train.skip(p.batch);
       gen.set_state(p.generator);
       if (schedule) schedule->set_last_step(p.scheduler_step);
       global_step = p.global_step;
-      loss_sum.fill_(hg::optim::parse_exact_double(p.extra.at("epoch_loss_sum")));
-      batches = std::stoll(p.extra.at("epoch_batches"));
-      samples = std::stoll(p.extra.at("epoch_samples"));
+      loss_sum.fill_(hg::optim::parse_exact_double(p.extra.find("epoch_loss_sum")->second));  // checked
+      batches = p.batch;  // check_resume: epoch_batches == batch, epoch_samples == batch x batch size
+      samples = p.batch * o.batch_size;
+      // Metrics are written before the checkpoint, so every finished epoch
+      // has its line; a line past the checkpoint (killed between the two
+      // writes) is dropped here and written again when that epoch ends.
       for (const auto& r : hg::train::read_metrics(metrics_path)) {
-        if (r.epoch <= static_cast<int>(p.epoch)) records.push_back(r);
+        if (r.epoch >= 1 && r.epoch <= static_cast<int>(p.epoch)) records.push_back(r);
+      }
+      if (records.size() != p.epoch) {
+        std::fprintf(stderr, "hg-train: warning: %s holds %zu of the %llu finished epochs' lines\n",
+                     metrics_path.c_str(), records.size(), static_cast<unsigned long long>(p.epoch));
       }
       std::printf("hg-train: resuming from %s at epoch %llu, batch %lld (step %lld)\n", ckpt_path.c_str(),
                   static_cast<unsigned long long>(p.epoch + 1), static_cast<long long>(p.batch),
                   static_cast<long long>(global_step));
     }
 
+    // A diverged run stops here, before anything non-finite reaches a
+    // checkpoint or metrics.jsonl (the files keep the last finite state).
+    auto require_finite_loss = [&](double sum) {
+      HG_CHECK(std::isfinite(sum), "the training loss became ", sum, " by step ", global_step, " (epoch ",
+               train.epoch() + 1, "): the run diverged, so it stops here without saving; ",
+               "lower --lr or use --clip-grad, then start again (or --resume from the last checkpoint)");
+    };
     auto save = [&] {
+      require_finite_loss(loss_sum.item<double>());
       hg::optim::TrainingProgress p{.epoch = train.epoch(),
                                     .batch = train.position(),
                                     .global_step = global_step,
@@ -274,6 +359,12 @@ int main(int argc, char** argv) {
                 o.model.c_str(), device.str().c_str(), o.precision.c_str(),
                 static_cast<long long>(train.num_samples()), o.epochs, static_cast<long long>(o.batch_size), o.lr,
                 o.schedule.c_str());
+    if (o.max_steps > 0 && global_step >= o.max_steps) {
+      std::printf("hg-train: the checkpoint is at step %lld, already at --max-steps %lld: nothing to do "
+                  "(raise --max-steps, or drop it, to continue)\n",
+                  static_cast<long long>(global_step), static_cast<long long>(o.max_steps));
+      return 0;
+    }
     const bool tty = ::isatty(STDOUT_FILENO) != 0;
     const std::vector<hg::Tensor> params = model->parameters();
     const auto start = Clock::now();
@@ -312,7 +403,9 @@ int main(int argc, char** argv) {
         samples += y.numel();
         samples_timed += y.numel();
         if (batches % report_every == 0 || batches == train.num_batches()) {
-          const double mean = loss_sum.item<double>() / static_cast<double>(batches);
+          const double sum = loss_sum.item<double>();
+          require_finite_loss(sum);
+          const double mean = sum / static_cast<double>(batches);
           if (tty) {
             std::printf("\r  epoch %d/%d %s %lld/%lld  loss %.4f  lr %.2e  %.0f samples/s   ", epoch, o.epochs,
                         bar(batches, train.num_batches()).c_str(), static_cast<long long>(batches),
@@ -358,11 +451,15 @@ int main(int argc, char** argv) {
                     static_cast<long long>(st.steps_skipped), static_cast<long long>(st.iterations));
       }
       std::fflush(stdout);
+      // Metrics first, then the checkpoint: a crash between the two leaves a
+      // line for an epoch the checkpoint has not finished, which the resume
+      // drops and writes again; the other order could lose the line for good.
+      require_finite_loss(train_loss);
+      hg::train::write_metrics(metrics_path, records);
+      hg::train::write_curves(curves_path, records, title);
       loss_sum.fill_(0.0);
       batches = samples = 0;
       save();
-      hg::train::write_metrics(metrics_path, records);
-      hg::train::write_curves(curves_path, records, title);
     }
     const double total = std::chrono::duration<double>(Clock::now() - start).count();
     if (!stopped) {
@@ -371,6 +468,9 @@ int main(int argc, char** argv) {
     }
   } catch (const hg::Error& e) {
     std::fprintf(stderr, "hg-train: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {  // a bug, but reported, not an abort
+    std::fprintf(stderr, "hg-train: internal error: %s\n", e.what());
     return 1;
   }
   return 0;

@@ -130,12 +130,17 @@ std::vector<EpochRecord> read_metrics(const std::string& path) {
       EpochRecord r;
       r.epoch = j.at("epoch").get<int>();
       r.step = j.at("step").get<long long>();
-      r.lr = j.at("lr").get<double>();
-      r.train_loss = j.at("train_loss").get<double>();
-      r.test_loss = j.at("test_loss").get<double>();
-      r.test_accuracy = j.at("test_accuracy").get<double>();
-      r.seconds = j.at("seconds").get<double>();
-      r.samples_per_second = j.at("samples_per_second").get<double>();
+      // JSON has no NaN: nlohmann writes a non-finite double as null, so null reads back as NaN.
+      auto number = [&](const char* key) {
+        const nlohmann::json& v = j.at(key);
+        return v.is_null() ? std::nan("") : v.get<double>();
+      };
+      r.lr = number("lr");
+      r.train_loss = number("train_loss");
+      r.test_loss = number("test_loss");
+      r.test_accuracy = number("test_accuracy");
+      r.seconds = number("seconds");
+      r.samples_per_second = number("samples_per_second");
       out.push_back(r);
     } catch (const nlohmann::json::exception& e) {
       HG_FAIL("'", path, "' line ", n, " is not a metrics record (", e.what(),

@@ -210,6 +210,27 @@ std::optional<uint64_t> as_count(const Json& value, uint64_t limit) {
   return std::nullopt;
 }
 
+// Error messages show at most this much of a value or name from the file.
+constexpr size_t kShownChars = 80;
+// safetensors headers nest three levels (header, entry, shape list); deeper
+// nesting is refused while parsing, so no value is ever deep enough for a
+// recursive walk (dump, destruction) to exhaust the stack.
+constexpr int kMaxJsonDepth = 8;
+
+std::string clip(std::string_view text) {
+  if (text.size() <= kShownChars) return std::string(text);
+  return std::string(text.substr(0, kShownChars)) + "... (" + std::to_string(text.size()) + " bytes)";
+}
+
+// A short description of a header value for error messages: scalars as
+// JSON (clipped), lists and objects by their size only. Never recursive.
+std::string describe(const Json& value) {
+  if (value.is_array()) return "a list of " + std::to_string(value.size()) + " values";
+  if (value.is_object()) return "an object with " + std::to_string(value.size()) + " keys";
+  if (value.is_string()) return "the string \"" + clip(value.get_ref<const std::string&>()) + "\"";
+  return clip(value.dump());  // number, bool, null: short
+}
+
 std::string json_type(const Json& value) {
   if (value.is_number_integer() && !value.is_number_unsigned()) return "negative integer";
   if (value.is_number_float()) return "non-integer number";
@@ -268,8 +289,10 @@ SafetensorsFile load_safetensors(const std::string& path) {
   // the keys of every object being parsed.
   std::vector<std::set<std::string>> open_objects;
   std::optional<std::string> duplicate;
-  const Json::parser_callback_t track_keys = [&](int, Json::parse_event_t event, Json& parsed) {
+  const Json::parser_callback_t track_keys = [&](int depth, Json::parse_event_t event, Json& parsed) {
     using Event = Json::parse_event_t;
+    HG_ST_CHECK(depth <= kMaxJsonDepth, "the header nests lists or objects more than ", kMaxJsonDepth,
+                " levels deep; a safetensors header nests at most 3 (header, entry, shape)");
     if (event == Event::object_start) open_objects.emplace_back();
     if (event == Event::object_end && !open_objects.empty()) open_objects.pop_back();
     if (event == Event::key && !open_objects.empty() && !duplicate &&
@@ -282,11 +305,11 @@ SafetensorsFile load_safetensors(const std::string& path) {
   try {
     header = Json::parse(header_text, track_keys);
   } catch (const nlohmann::json::exception& e) {
-    HG_FAIL("safetensors file '", path, "': the header is not valid JSON: ", e.what());
+    HG_FAIL("safetensors file '", path, "': the header is not valid JSON: ", clip(e.what()));
   }
   HG_ST_CHECK(header.is_object(), "the header must be a JSON object, but it is a ",
               header.type_name());
-  HG_ST_CHECK(!duplicate, "the key '", *duplicate,
+  HG_ST_CHECK(!duplicate, "the key '", clip(*duplicate),
               "' appears twice in the header; tensor and metadata names must be unique");
 
   SafetensorsFile result;
@@ -298,20 +321,21 @@ SafetensorsFile load_safetensors(const std::string& path) {
                   "' must be an object of strings, but it is a ", value.type_name());
       for (const auto& [key, text] : value.items()) {
         HG_ST_CHECK(text.is_string(), "'", kMetadataKey, "' must hold only string values, but '",
-                    key, "' is a ", text.type_name());
+                    clip(key), "' is a ", text.type_name());
         result.metadata.emplace(key, text.get<std::string>());
       }
       continue;
     }
+    const std::string shown = clip(name);  // names in messages are clipped too
     // Rule: an entry is an object with exactly dtype, shape and data_offsets.
-    HG_ST_CHECK(value.is_object(), "entry '", name, "' must be an object, but it is a ",
+    HG_ST_CHECK(value.is_object(), "entry '", shown, "' must be an object, but it is a ",
                 value.type_name());
     for (const char* key : {"dtype", "shape", "data_offsets"}) {
-      HG_ST_CHECK(value.contains(key), "entry '", name, "' is missing the key '", key, "'");
+      HG_ST_CHECK(value.contains(key), "entry '", shown, "' is missing the key '", key, "'");
     }
     for (const auto& [key, ignored] : value.items()) {
-      HG_ST_CHECK(key == "dtype" || key == "shape" || key == "data_offsets", "entry '", name,
-                  "' has an unexpected key '", key,
+      HG_ST_CHECK(key == "dtype" || key == "shape" || key == "data_offsets", "entry '", shown,
+                  "' has an unexpected key '", clip(key),
                   "'; only dtype, shape and data_offsets are allowed");
     }
 
@@ -320,21 +344,21 @@ SafetensorsFile load_safetensors(const std::string& path) {
     const std::optional<DType> dtype =
         dtype_json.is_string() ? dtype_from_safetensors_name(dtype_json.get<std::string>())
                                : std::nullopt;
-    HG_ST_CHECK(dtype, "entry '", name, "' has unknown dtype ", dtype_json.dump(),
+    HG_ST_CHECK(dtype, "entry '", shown, "' has unknown dtype ", describe(dtype_json),
                 "; halfgrad reads F64, F32, F16, BF16, I64, I32, U8 and BOOL");
 
     // Rule: the shape is a list of non-negative integers.
     const Json& shape_json = value["shape"];
-    HG_ST_CHECK(shape_json.is_array(), "entry '", name,
+    HG_ST_CHECK(shape_json.is_array(), "entry '", shown,
                 "': shape must be a list of non-negative integers, but it is a ",
                 shape_json.type_name());
     Entry entry{name, *dtype, {}, 0, 0};
     entry.shape.reserve(shape_json.size());
     for (const Json& dim : shape_json) {
       const std::optional<uint64_t> size = as_count(dim, std::numeric_limits<int64_t>::max());
-      HG_ST_CHECK(size, "entry '", name,
+      HG_ST_CHECK(size, "entry '", shown,
                   "': shape must be a list of non-negative integers, but it holds a ",
-                  json_type(dim), " (", dim.dump(), ")");
+                  json_type(dim), " (", describe(dim), ")");
       entry.shape.push_back(static_cast<int64_t>(*size));
     }
 
@@ -346,25 +370,28 @@ SafetensorsFile load_safetensors(const std::string& path) {
     const std::optional<uint64_t> end =
         two ? as_count(offsets[1], std::numeric_limits<uint64_t>::max()) : std::nullopt;
     HG_ST_CHECK(
-        begin && end && *begin <= *end, "entry '", name,
+        begin && end && *begin <= *end, "entry '", shown,
         "': data_offsets must be two non-negative integers [begin, end] with begin <= end, got ",
-        offsets.dump());
+        offsets.is_array() && offsets.size() == 2 ? "[" + describe(offsets[0]) + ", " + describe(offsets[1]) + "]"
+                                                  : describe(offsets));
     entry.begin = *begin;
     entry.end = *end;
 
-    // Rule: shape x dtype size equals the byte span, computed without overflow.
-    uint64_t nbytes = dtype_size(entry.dtype);
-    for (int64_t dim : entry.shape) {
-      HG_ST_CHECK(!__builtin_mul_overflow(nbytes, static_cast<uint64_t>(dim), &nbytes), "entry '",
-                  name, "': shape ", shape_to_string(entry.shape),
-                  " overflows a 64-bit byte count");
+    // Rule: shape x dtype size equals the byte span, and the shape has
+    // representable strides (checked arithmetic, core/shape.h).
+    uint64_t nbytes = 0;
+    try {
+      nbytes = contiguous_nbytes(entry.shape, entry.dtype);
+    } catch (const Error& e) {
+      HG_FAIL("safetensors file '", path, "': entry '", shown, "': shape ", shape_to_string(entry.shape),
+              " overflows a 64-bit byte count or stride: ", e.message());
     }
-    HG_ST_CHECK(nbytes == entry.end - entry.begin, "entry '", name, "': shape ",
+    HG_ST_CHECK(nbytes == entry.end - entry.begin, "entry '", shown, "': shape ",
                 shape_to_string(entry.shape), " of ", dtype_json.get<std::string>(), " needs ",
                 nbytes, " bytes but data_offsets span ", entry.end - entry.begin);
 
     // Rule: the span lies inside the buffer.
-    HG_ST_CHECK(entry.end <= buffer_size, "entry '", name, "': data_offsets [", entry.begin, ", ",
+    HG_ST_CHECK(entry.end <= buffer_size, "entry '", shown, "': data_offsets [", entry.begin, ", ",
                 entry.end, "] run past the data buffer, which is ", buffer_size, " bytes");
     entries.push_back(std::move(entry));
   }
@@ -378,11 +405,11 @@ SafetensorsFile load_safetensors(const std::string& path) {
   uint64_t covered = 0;  // the buffer [0, covered) is accounted for
   const Entry* previous = nullptr;
   for (const Entry* e : by_offset) {
-    HG_ST_CHECK(e->begin >= covered, "tensors '", previous->name, "' [", previous->begin, ", ",
-                previous->end, "] and '", e->name, "' [", e->begin, ", ", e->end,
+    HG_ST_CHECK(e->begin >= covered, "tensors '", clip(previous->name), "' [", previous->begin, ", ",
+                previous->end, "] and '", clip(e->name), "' [", e->begin, ", ", e->end,
                 "] overlap in the data buffer");
     HG_ST_CHECK(e->begin == covered, "bytes [", covered, ", ", e->begin,
-                ") of the data buffer belong to no tensor (a gap before '", e->name, "')");
+                ") of the data buffer belong to no tensor (a gap before '", clip(e->name), "')");
     covered = e->end;
     if (e->end > e->begin) previous = e;
   }
@@ -399,7 +426,7 @@ SafetensorsFile load_safetensors(const std::string& path) {
       // Rule: a bool byte is 0 or 1; any other value is undefined behaviour in C++.
       const auto* bytes = static_cast<const uint8_t*>(t.data_ptr());
       for (size_t i = 0; i < t.nbytes(); ++i) {
-        HG_ST_CHECK(bytes[i] <= 1, "entry '", e.name, "' of dtype BOOL holds the byte ",
+        HG_ST_CHECK(bytes[i] <= 1, "entry '", clip(e.name), "' of dtype BOOL holds the byte ",
                     static_cast<int>(bytes[i]), " at element ", i, "; only 0 and 1 are valid");
       }
     }

@@ -1,10 +1,10 @@
 #include "optim/checkpoint.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <set>
 #include <string_view>
 
 #include "autograd/grad_mode.h"
@@ -41,6 +41,17 @@ Int parse_int(const std::string& path, const std::map<std::string, std::string>&
   if constexpr (std::is_signed_v<Int>) {
     HG_CHECK(value >= 0, "training checkpoint '", path, "': metadata entry '", key, "' is negative (", value, ")");
   }
+  return value;
+}
+
+// Progress counters beyond this are corrupt, not real: adding 1 can never overflow.
+constexpr uint64_t kMaxCounter = uint64_t{1} << 62;
+
+template <typename Int>
+Int parse_counter(const std::string& path, const std::map<std::string, std::string>& meta, const std::string& key) {
+  const Int value = parse_int<Int>(path, meta, key);
+  HG_CHECK(static_cast<uint64_t>(value) < kMaxCounter, "training checkpoint '", path, "': metadata entry '", key,
+           "' = ", value, " is beyond any real run (limit 2^62); the file is corrupt");
   return value;
 }
 
@@ -88,7 +99,7 @@ void save_training_checkpoint(const std::string& path, const nn::Module& model, 
 }
 
 TrainingProgress load_training_checkpoint(const std::string& path, nn::Module& model, Optimizer& optimizer,
-                                          NamedTensors* scaler_state) {
+                                          NamedTensors* scaler_state, const ProgressCheck& check_progress) {
   const nn::SafetensorsFile file = nn::load_safetensors(path);
   auto format = file.metadata.find("halfgrad.checkpoint");
   HG_CHECK(format != file.metadata.end(), "training checkpoint '", path,
@@ -97,7 +108,7 @@ TrainingProgress load_training_checkpoint(const std::string& path, nn::Module& m
   HG_CHECK(format->second == kTrainingCheckpointFormat, "training checkpoint '", path, "' has format '",
            format->second, "', this build reads '", kTrainingCheckpointFormat, "'");
 
-  NamedTensors model_state, optim_state;
+  NamedTensors model_state, optim_state, scaler_entries;
   for (const auto& [name, t] : file.tensors) {
     if (starts_with(name, kModelPrefix)) {
       model_state.emplace_back(name.substr(kModelPrefix.size()), t);
@@ -106,7 +117,7 @@ TrainingProgress load_training_checkpoint(const std::string& path, nn::Module& m
     } else if (starts_with(name, kScalerPrefix)) {
       HG_CHECK(scaler_state != nullptr, "training checkpoint '", path,
                "' carries a GradScaler's state; pass a NamedTensors* to load it (then scaler.load_state_dict)");
-      scaler_state->emplace_back(name.substr(kScalerPrefix.size()), t);
+      scaler_entries.emplace_back(name.substr(kScalerPrefix.size()), t);
     } else {
       HG_FAIL("training checkpoint '", path, "': tensor '", name, "' is none of 'model.*', 'optim.*', 'scaler.*'");
     }
@@ -114,34 +125,41 @@ TrainingProgress load_training_checkpoint(const std::string& path, nn::Module& m
 
   TrainingProgress p;
   const auto& meta = file.metadata;
-  p.epoch = parse_int<uint64_t>(path, meta, "progress.epoch");
-  p.batch = parse_int<int64_t>(path, meta, "progress.batch");
-  p.global_step = parse_int<int64_t>(path, meta, "progress.global_step");
-  p.scheduler_step = parse_int<int64_t>(path, meta, "progress.scheduler_step");
+  p.epoch = parse_counter<uint64_t>(path, meta, "progress.epoch");
+  p.batch = parse_counter<int64_t>(path, meta, "progress.batch");
+  p.global_step = parse_counter<int64_t>(path, meta, "progress.global_step");
+  p.scheduler_step = parse_counter<int64_t>(path, meta, "progress.scheduler_step");
   p.generator.seed = parse_int<uint64_t>(path, meta, "generator.seed");
   p.generator.offset = parse_int<uint64_t>(path, meta, "generator.offset");
   for (const auto& [key, value] : meta) {
     if (starts_with(key, kExtraPrefix)) p.extra.emplace(key.substr(kExtraPrefix.size()), value);
   }
 
+  if (check_progress) check_progress(p);
+
+  // Everything is checked before anything changes: the optimizer's entries
+  // (check_state_dict changes nothing), then the model's (load_state_dict
+  // checks all names, shapes and dtypes before its first copy).
   NoGradGuard no_grad;
   try {
+    if (!optim_state.empty()) {
+      // State of a group the file does not have would survive the load and
+      // mix two runs: the file must cover every group this optimizer has state for.
+      for (const auto& entry : optimizer.state_dict()) {
+        const std::string& name = entry.first;
+        HG_CHECK(!starts_with(name, "step.") || std::any_of(optim_state.begin(), optim_state.end(),
+                                                             [&](const auto& e) { return e.first == name; }),
+                 "this optimizer has state for parameter group ", name.substr(5),
+                 " but the checkpoint has none (different parameter groups)");
+      }
+    }
+    optimizer.check_state_dict(optim_state);
     model.load_state_dict(model_state, /*strict=*/true);
     optimizer.load_state_dict(optim_state);
   } catch (const Error& e) {
-    HG_FAIL("training checkpoint '", path, "' does not fit this model/optimizer: ", e.what());
+    HG_FAIL("training checkpoint '", path, "' does not fit this model/optimizer: ", e.message());
   }
-  // Optimizer::load_state_dict ignores entries of groups or slots it does not
-  // have; a checkpoint with such entries came from a different setup.
-  std::set<std::string> expected;
-  for (const auto& [name, t] : optimizer.state_dict()) expected.insert(name);
-  for (const auto& [name, t] : optim_state) {
-    HG_CHECK(expected.count(name) != 0, "training checkpoint '", path, "': optimizer entry '", name,
-             "' has no counterpart in this optimizer (different parameter groups or optimizer type)");
-  }
-  HG_CHECK(optim_state.empty() || expected.size() == optim_state.size(), "training checkpoint '", path, "' holds ",
-           optim_state.size(), " optimizer entries, this optimizer has ", expected.size(),
-           " (different parameter groups or optimizer type)");
+  if (scaler_state != nullptr) *scaler_state = std::move(scaler_entries);  // only once the load has succeeded
   return p;
 }
 

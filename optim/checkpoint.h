@@ -30,6 +30,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 
@@ -65,10 +66,19 @@ void save_training_checkpoint(const std::string& path, const nn::Module& model, 
 // returns the progress counters. The caller re-positions its DataLoader,
 // scheduler and generator from them. Throws hg::Error naming the file and what
 // does not match; a corrupt file is reported by the safetensors reader.
-// A file with "scaler.*" tensors needs scaler_state (filled for the caller's
-// GradScaler::load_state_dict); without one, resuming would not be exact.
+//
+// The load is atomic: the whole file is read and every check runs — the
+// format, the counters (each < 2^62), `check_progress` (the caller's own
+// checks of the counters and extras, e.g. "same options as this run"), the
+// optimizer's entries and the model's — before the first byte of the model or
+// the optimizer changes. A load that throws leaves both bit-identical.
+// A file with "scaler.*" tensors needs scaler_state (filled, only on success,
+// for the caller's GradScaler::load_state_dict); without one, resuming would
+// not be exact.
+using ProgressCheck = std::function<void(const TrainingProgress&)>;
 TrainingProgress load_training_checkpoint(const std::string& path, nn::Module& model, Optimizer& optimizer,
-                                          NamedTensors* scaler_state = nullptr);
+                                          NamedTensors* scaler_state = nullptr,
+                                          const ProgressCheck& check_progress = {});
 
 // Doubles as exact strings ("%a" hexadecimal floating point) for `extra`, so a
 // running sum survives a resume to the last bit.

@@ -1,5 +1,6 @@
 #include "optim/optimizer.h"
 
+#include <algorithm>
 #include <map>
 
 #include "autograd/grad_mode.h"
@@ -15,6 +16,18 @@ void Optimizer::add_param_group(std::vector<Tensor> params) { add_param_group(st
 
 void Optimizer::add_param_group(std::vector<Tensor> params, OptimizerHyper hyper) {
   HG_CHECK(!params.empty(), "optimizer: a parameter group needs at least one parameter");
+  for (size_t i = 0; i < params.size(); ++i) {
+    // A parameter listed twice would be stepped twice per step().
+    auto same_param = [&](const Tensor& q) { return same(q, params[i]); };
+    HG_CHECK(std::none_of(params.begin(), params.begin() + static_cast<std::ptrdiff_t>(i), same_param),
+             "optimizer: parameter ", i, " (shape ", params[i].shape_str(),
+             ") appears twice in one parameter group; list each parameter once");
+    for (size_t g = 0; g < groups_.size(); ++g) {
+      HG_CHECK(std::none_of(groups_[g].params.begin(), groups_[g].params.end(), same_param), "optimizer: parameter ",
+               i, " (shape ", params[i].shape_str(), ") is already in parameter group ", g,
+               "; a parameter can belong to one group only");
+    }
+  }
   for (const Tensor& p : params) {
     HG_CHECK(p.defined() && p.requires_grad() && p.is_leaf(),
              "optimizer: parameters must be defined leaf tensors with requires_grad (use model->parameters())");
@@ -109,23 +122,63 @@ NamedTensors Optimizer::state_dict() const {
   return out;
 }
 
-void Optimizer::load_state_dict(const NamedTensors& state) {
+void Optimizer::check_state_dict(const NamedTensors& state) {
   std::map<std::string, Tensor> given(state.begin(), state.end());
-  NoGradGuard no_grad;
-  for (size_t g = 0; g < groups_.size(); ++g) {
-    if (!given.count("step." + std::to_string(g))) continue;
-    ensure_state(g);
-    auto load = [&](const std::string& name, Tensor& target) {
+  HG_CHECK(given.size() == state.size(), "optimizer load_state_dict: an entry name appears twice");
+  // The targets of groups without state yet are made here (as a first step
+  // would) and dropped again below, so the check sees the real shapes and
+  // dtypes but leaves the optimizer as it was.
+  const auto saved_state = state_;
+  const auto saved_steps = steps_;
+  try {
+    NoGradGuard no_grad;
+    auto check = [&](const std::string& name, const Tensor& target) {
       auto it = given.find(name);
       if (!target.defined()) {
-        HG_CHECK(it == given.end(), "optimizer load_state_dict: unexpected entry '", name, "'");
+        HG_CHECK(it == given.end(), "optimizer load_state_dict: unexpected entry '", name,
+                 "'; this optimizer keeps no such state (a different optimizer type or options?)");
         return;
       }
       HG_CHECK(it != given.end(), "optimizer load_state_dict: missing entry '", name,
                "'; the checkpoint was written by a different optimizer or model");
       HG_CHECK(it->second.sizes() == target.sizes(), "optimizer load_state_dict: '", name, "' has shape ",
                it->second.shape_str(), " but the optimizer expects ", target.shape_str());
-      target.copy_(it->second);
+      HG_CHECK(it->second.dtype() == target.dtype(), "optimizer load_state_dict: '", name, "' has dtype ",
+               it->second.dtype(), " but the optimizer keeps it in ", target.dtype(),
+               "; the checkpoint was written by a different optimizer setup");
+      given.erase(it);
+    };
+    for (size_t g = 0; g < groups_.size(); ++g) {
+      if (!given.count("step." + std::to_string(g))) continue;
+      ensure_state(g);
+      check("step." + std::to_string(g), steps_[g]);
+      for (size_t i = 0; i < state_[g].size(); ++i) {
+        const std::string key = std::to_string(g) + "." + std::to_string(i);
+        check("master." + key, state_[g][i].master);
+        check("state1." + key, state_[g][i].state1);
+        check("state2." + key, state_[g][i].state2);
+      }
+    }
+    HG_CHECK(given.empty(), "optimizer load_state_dict: unexpected entry '", given.begin()->first,
+             "'; this optimizer has no such group or parameter (different parameter groups or optimizer type)");
+  } catch (...) {
+    state_ = saved_state;
+    steps_ = saved_steps;
+    throw;
+  }
+  state_ = saved_state;
+  steps_ = saved_steps;
+}
+
+void Optimizer::load_state_dict(const NamedTensors& state) {
+  check_state_dict(state);
+  std::map<std::string, Tensor> given(state.begin(), state.end());
+  NoGradGuard no_grad;
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    if (!given.count("step." + std::to_string(g))) continue;
+    ensure_state(g);
+    auto load = [&](const std::string& name, Tensor& target) {
+      if (target.defined()) target.copy_(given.at(name));
     };
     // The counter is i64; checkpoints written before it was (f32 counters,
     // exact below 2^24, the only values one could hold) load converted.

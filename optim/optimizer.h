@@ -78,7 +78,12 @@ class Optimizer {
 
   // "step.<g>", "master.<g>.<i>", "state1.<g>.<i>", "state2.<g>.<i>".
   NamedTensors state_dict() const;
+  // Atomic: check_state_dict runs first, so a state that does not fit throws
+  // hg::Error and leaves the optimizer exactly as it was.
   void load_state_dict(const NamedTensors& state);
+  // Throws hg::Error unless every entry of `state` fits this optimizer (names,
+  // shapes, dtypes; nothing unexpected); changes nothing either way.
+  void check_state_dict(const NamedTensors& state);
 
  protected:
   Optimizer(std::vector<Tensor> params, OptimizerHyper defaults);

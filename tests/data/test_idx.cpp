@@ -206,3 +206,33 @@ TEST_CASE("docs/data.md example", "[data][docs]") {
   CHECK(batches == 9);
   CHECK(loader.epoch() == 3);
 }
+
+TEST_CASE("IDX: trailing garbage after gzip, several gzip members, dims that overflow, folders",
+          "[data][idx][fuzz]") {
+  TempDir dir;
+  const Bytes file = idx_bytes({2, 3}, iota_bytes(6));
+  // zlib's gzread skipped anything after the gzip stream: such files were accepted.
+  write_gz(dir.file("g.gz"), file);
+  Bytes gz = read_plain(dir.file("g.gz"));
+  Bytes garbage = gz;
+  for (char c : std::string("junk")) garbage.push_back(static_cast<uint8_t>(c));
+  write_plain(dir.file("garbage.gz"), garbage);
+  CHECK_THROWS_WITH(read_idx(dir.file("garbage.gz")), Catch::Contains("trailing garbage"));
+  // A cut-off stream is still an error.
+  write_plain(dir.file("cut.gz"), Bytes(gz.begin(), gz.end() - 6));
+  CHECK_THROWS_WITH(read_idx(dir.file("cut.gz")), Catch::Contains("not a valid gzip file"));
+  // Two members (concatenated .gz files, as gzip(1) reads them) are one file.
+  write_gz(dir.file("m1.gz"), Bytes(file.begin(), file.begin() + 5));
+  write_gz(dir.file("m2.gz"), Bytes(file.begin() + 5, file.end()));
+  Bytes two = read_plain(dir.file("m1.gz"));
+  const Bytes second = read_plain(dir.file("m2.gz"));
+  two.insert(two.end(), second.begin(), second.end());
+  write_plain(dir.file("two.gz"), two);
+  CHECK(read_idx(dir.file("two.gz")).to_vector<uint8_t>() == std::vector<uint8_t>{0, 1, 2, 3, 4, 5});
+  // [0, 2^32-1, 2^32-1, 2^32-1]: no bytes, but the strides overflowed int64 (found by the fuzzer).
+  write_plain(dir.file("huge"), idx_bytes({0, 0xFFFFFFFFu, 0xFFFFFFFFu, 0xFFFFFFFFu}, {}));
+  CHECK_THROWS_WITH(read_idx(dir.file("huge")), Catch::Contains("no row-major strides"));
+  // A folder where Fashion-MNIST expects a file was reported as "missing".
+  std::filesystem::create_directories(dir.file("fm/train-images-idx3-ubyte.gz"));
+  CHECK_THROWS_WITH(FashionMnist(dir.file("fm")), Catch::Contains("exists but is not a regular file (a directory)"));
+}

@@ -152,3 +152,16 @@ TEST_CASE(".npy reader validates the header and the payload length", "[data][npy
   check(npy_bytes("{'descr': '|b1', 'fortran_order': False, 'shape': (3,)}", Bytes{0, 1, 2}),
         "byte value 2");
 }
+
+TEST_CASE("npy: a shape with a 0 and huge other dims is an hg::Error (was signed overflow)", "[data][npy][fuzz]") {
+  TempDir dir;
+  std::string dict = "{'descr': '<f4', 'fortran_order': False, 'shape': (0, 4611686018427387904, 4), }";
+  dict.append(64 - (10 + dict.size() + 1) % 64, ' ');
+  dict += '\n';
+  std::string bytes = std::string("\x93NUMPY\x01\x00", 8);
+  bytes += static_cast<char>(dict.size() & 0xff);
+  bytes += static_cast<char>(dict.size() >> 8);
+  bytes += dict;
+  write_plain(dir.file("huge.npy"), Bytes(bytes.begin(), bytes.end()));
+  CHECK_THROWS_WITH(read_npy(dir.file("huge.npy")), Catch::Contains("no row-major strides"));
+}

@@ -445,3 +445,30 @@ TEST_CASE("a save killed at a random moment leaves a complete checkpoint", "[nn]
     CHECK_THAT(name, Contains("ckpt.safetensors.tmp." + std::to_string(child) + "."));
   }
 }
+
+TEST_CASE("headers that broke the reader: huge dims with a 0, deep nesting, very wide values",
+          "[nn][serialize][fuzz]") {
+  // [0, 2^62, 4]: 0 bytes, but contiguous strides overflowed (signed overflow; found by the fuzzer).
+  expect_rejected(craft("{" + entry("x", "F32", "[0,4611686018427387904,4]", "[0,0]") + "}"), "no row-major strides");
+  // A million nested lists as the dtype: the message's json.dump() recursed once
+  // per level and overflowed the stack (SIGSEGV). Nesting is now refused while parsing.
+  const std::string deep = std::string(1'000'000, '[') + std::string(1'000'000, ']');
+  expect_rejected(craft("{\"x\":{\"dtype\":" + deep + ",\"shape\":[1],\"data_offsets\":[0,4]}}", std::string(4, '\0')),
+                  "nests lists or objects more than");
+  // A very wide dtype value: the message names its size, not its 6 MB of text.
+  std::string wide = "[";
+  for (int i = 0; i < 1'000'000; ++i) wide += i ? ",1" : "1";
+  wide += "]";
+  const std::string bytes = craft("{\"x\":{\"dtype\":" + wide + ",\"shape\":[1],\"data_offsets\":[0,4]}}", std::string(4, '\0'));
+  expect_rejected(bytes, "unknown dtype a list of 1000000 values");
+  TempDir dir;
+  write_bytes(dir.path / "wide", bytes);
+  try {
+    nn::load_safetensors((dir.path / "wide").string());
+  } catch (const Error& e) {
+    CHECK(e.message().size() < 400);
+  }
+  // A 100 kB tensor name is clipped in messages too.
+  expect_rejected(craft("{" + entry(std::string(100'000, 'n'), "F32", "[2]", "[0,4]") + "}", std::string(4, '\0')),
+                  "... (100000 bytes)");
+}

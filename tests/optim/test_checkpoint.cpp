@@ -221,3 +221,66 @@ TEST_CASE("exact_double_string round-trips every bit", "[optim][checkpoint]") {
   CHECK_THROWS_AS(optim::parse_exact_double("0x1.8p+1junk"), Error);
   CHECK_THROWS_AS(optim::parse_exact_double(""), Error);
 }
+
+namespace {
+
+// Every byte of the model's and the optimizer's state.
+std::vector<std::vector<double>> all_state(const Run& run) {
+  std::vector<std::vector<double>> out = run.weights();
+  for (const auto& [name, t] : run.opt->state_dict()) out.push_back(t.to_vector<double>());
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("training checkpoint: a failing load changes nothing (atomic)", "[optim][checkpoint][atomic]") {
+  const Dataset ds;
+  test::TempDir dir;
+  const std::string path = (dir.path / "c.safetensors").string();
+  Run writer(ds, Device::cpu(), kF32, 1);
+  writer.train(3);
+  optim::save_training_checkpoint(path, *writer.model, *writer.opt, writer.progress());
+  nn::SafetensorsFile f = nn::load_safetensors(path);
+
+  Run target(ds, Device::cpu(), kF32, 2);  // other weights and moments than the file's
+  target.train(2);
+  const auto before = all_state(target);
+  auto expect_unchanged_after = [&](const std::string& what) {
+    nn::save_safetensors(path, f.tensors, f.metadata);
+    CHECK_THROWS_WITH(optim::load_training_checkpoint(path, *target.model, *target.opt), Catch::Contains(what));
+    CHECK(all_state(target) == before);
+  };
+  SECTION("the optimizer part does not fit (the model part does): the model was already overwritten") {
+    for (auto& [name, t] : f.tensors) {
+      if (name == "optim.state2.0.0") t = t.reshape({t.size(1), t.size(0)});
+    }
+    expect_unchanged_after("optimizer expects");
+  }
+  SECTION("an optimizer entry in another dtype was cast silently") {
+    for (auto& [name, t] : f.tensors) {
+      if (name == "optim.state1.0.1") t = t.to(kF16);
+    }
+    expect_unchanged_after("has dtype f16 but the optimizer keeps it in f32");
+  }
+  SECTION("an unexpected optimizer entry") {
+    f.tensors.emplace_back("optim.state2.0.99", zeros({2}));
+    expect_unchanged_after("unexpected entry 'state2.0.99'");
+  }
+  SECTION("a counter past any real run (2^63 - 1 overflowed at the next step)") {
+    f.metadata["progress.global_step"] = "9223372036854775807";
+    expect_unchanged_after("beyond any real run");
+  }
+  SECTION("the caller's progress check runs before anything changes") {
+    nn::save_safetensors(path, f.tensors, f.metadata);
+    int calls = 0;
+    CHECK_THROWS_WITH(optim::load_training_checkpoint(path, *target.model, *target.opt, nullptr,
+                                                      [&](const optim::TrainingProgress& p) {
+                                                        ++calls;
+                                                        CHECK(p.global_step == 3);
+                                                        HG_FAIL("not this run's");
+                                                      }),
+                      Catch::Contains("not this run's"));
+    CHECK(calls == 1);
+    CHECK(all_state(target) == before);
+  }
+}

@@ -253,3 +253,25 @@ TEST_CASE("an optimizer state with an f32 step counter (older checkpoints) still
   CHECK_THROWS_WITH(opt.load_state_dict({{"step.0", full({1}, 3.0, {.dtype = kF16})}}),
                     Catch::Contains("step counter must be i64"));
 }
+
+TEST_CASE("a parameter listed twice is refused; load_state_dict checks dtypes and is atomic", "[optim][errors]") {
+  Tensor w = randn({3}).requires_grad_();
+  Tensor v = randn({2}).requires_grad_();
+  // Listed twice, it was stepped twice per step() without a word.
+  CHECK_THROWS_WITH(optim::SGD({w, v, w}), Catch::Contains("appears twice"));
+  optim::SGD sgd({w});
+  CHECK_THROWS_WITH(sgd.add_param_group({v, w}), Catch::Contains("already in parameter group 0"));
+
+  optim::Adam a({w, v});
+  w.set_grad(ones({3}));
+  v.set_grad(ones({2}));
+  a.step();
+  optim::NamedTensors state = a.state_dict();
+  optim::Adam b({w.detach().clone().requires_grad_(), v.detach().clone().requires_grad_()});
+  const optim::NamedTensors fresh = b.state_dict();  // no state yet: nothing to compare but emptiness
+  for (auto& [name, t] : state) {
+    if (name == "state2.0.1") t = t.to(kF64);  // was cast silently
+  }
+  CHECK_THROWS_WITH(b.load_state_dict(state), Catch::Contains("has dtype f64 but the optimizer keeps it in f32"));
+  CHECK(b.state_dict().size() == fresh.size());  // the failed load created no state
+}

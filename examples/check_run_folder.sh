@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# ctest script: hg-train's --out rules and the misuse it must refuse with a
+# clear message (exit 1, never an abort) before it trains.
+#   check_run_folder.sh <hg-train> <cpu|cuda> <work folder>
+set -uo pipefail
+H=$1 DEV=$2 W=$3
+rm -rf "$W" && mkdir -p "$W" || exit 1
+A=(--limit 400 --test-limit 100 --epochs 2 --batch-size 100 --warmup-steps 2 --device "$DEV")
+fail() { echo "check_run_folder: FAIL: $*" >&2; exit 1; }
+# expect <rc> <regex for stderr+stdout> <hg-train args...>; rc "cli": any
+# command-line error (CLI11's codes), never a signal.
+expect() {
+  local want_rc=$1 pattern=$2 out rc
+  shift 2
+  out=$("$H" "$@" 2>&1)
+  rc=$?
+  if [ "$want_rc" = cli ]; then [ $rc -gt 0 ] && [ $rc -lt 128 ]; else [ $rc -eq "$want_rc" ]; fi || fail "hg-train $* exited $rc, expected $want_rc:
+$out"
+  grep -qE -- "$pattern" <<<"$out" || fail "hg-train $* did not say /$pattern/:
+$out"
+  LAST=$out
+}
+hash_of() { sha256sum <"$1/checkpoint.safetensors"; }
+
+# A finished run's folder is not overwritten by a run without --resume.
+expect 0 "done in" "${A[@]}" --out "$W/a"
+before=$(hash_of "$W/a")
+expect 1 "already holds files .*--resume.*--overwrite" "${A[@]}" --out "$W/a" --lr 0.01
+[ "$(hash_of "$W/a")" = "$before" ] || fail "the refused run changed the checkpoint"
+expect cli "excludes" "${A[@]}" --out "$W/a" --resume --overwrite
+expect 0 "done in" "${A[@]}" --out "$W/a" --overwrite --lr 0.01
+[ "$(wc -l <"$W/a/metrics.jsonl")" -eq 2 ] || fail "--overwrite left stale metrics lines"
+
+# A second run on a locked folder is refused (this shell takes the same flock first).
+exec 9>>"$W/a/.hg-train.lock"
+flock -n 9 || fail "cannot take the lock for the test"
+expect 1 "in use by another hg-train" "${A[@]}" --out "$W/a" --resume
+exec 9>&-
+
+# Not writable: refused before any data is read or a step is taken.
+expect 1 "is not writable" "${A[@]}" --out /proc
+! grep -q "epoch 1" <<<"$LAST" || fail "the unwritable --out was noticed only after training started"
+if [ "$(id -u)" -ne 0 ]; then  # root writes through permission bits
+  mkdir -p "$W/ro" && chmod 555 "$W/ro"
+  expect 1 "is not writable" "${A[@]}" --out "$W/ro"
+  chmod 755 "$W/ro"
+fi
+
+# Temp files of killed saves are removed at start (a dead pid: 2^22 - 1 > pid_max on most systems... so check it).
+dead=4194303
+kill -0 $dead 2>/dev/null && dead=4194302
+: >"$W/a/checkpoint.safetensors.tmp.$dead.0"
+expect 0 "removed 1 temp file" "${A[@]}" --out "$W/a" --resume --lr 0.01
+[ ! -e "$W/a/checkpoint.safetensors.tmp.$dead.0" ] || fail "the stale temp file is still there"
+
+# A metrics line holding null (how JSON stores a NaN loss) no longer blocks --resume.
+sed -i '1s/"train_loss":[-0-9.eE+]*/"train_loss":null/' "$W/a/metrics.jsonl"
+grep -q '"train_loss":null' "$W/a/metrics.jsonl" || fail "could not write the null line for the test"
+expect 0 "done in" "${A[@]}" --out "$W/a" --resume --lr 0.01
+
+# Bad options: a clear message, not a silent fallback.
+expect cli "--seed" "${A[@]}" --out "$W/b" --seed -1
+expect cli "finite" "${A[@]}" --out "$W/b" --clip-grad nan
+
+# Resume with another precision: said as such, not as a dtype mismatch.
+expect 0 "stopped after step 2" "${A[@]}" --out "$W/p" --max-steps 2
+expect 1 "precision differs" "${A[@]}" --out "$W/p" --resume --max-steps 2 --precision bf16-master
+# Resuming a run already at --max-steps takes no step and leaves the checkpoint alone.
+before=$(hash_of "$W/p")
+expect 0 "nothing to do" "${A[@]}" --out "$W/p" --resume --max-steps 2
+[ "$(hash_of "$W/p")" = "$before" ] || fail "a resume at --max-steps changed the checkpoint"
+
+# Crafted checkpoints (same-length edits of the JSON header): a clear error, not an abort.
+craft() {  # craft <from> <to>: a copy of p's checkpoint with one header string replaced
+  rm -rf "$W/c" && mkdir "$W/c" && LC_ALL=C sed "s/$1/$2/" "$W/p/checkpoint.safetensors" >"$W/c/checkpoint.safetensors"
+}
+craft '"extra.epoch_batches"' '"extra.epoch_batchez"'
+expect 1 "lacks 'epoch_batches'" "${A[@]}" --out "$W/c" --resume
+craft '"extra.epoch_batches":"2"' '"extra.epoch_batches":"x"'
+expect 1 "'epoch_batches' = 'x' is not an integer" "${A[@]}" --out "$W/c" --resume
+craft '"progress.epoch":"0"' '"progress.epoch":"9"'
+expect 1 "outside this run's 2 epochs" "${A[@]}" --out "$W/c" --resume
+craft '"progress.global_step":"2"' '"progress.global_step":"7"'
+expect 1 "counters disagree" "${A[@]}" --out "$W/c" --resume
+
+# A diverging run stops with a message and saves nothing non-finite.
+expect 1 "diverged" "${A[@]}" --out "$W/nan" --lr 1e30 --checkpoint-every 1
+[ ! -e "$W/nan/metrics.jsonl" ] || fail "the diverged run wrote metrics"
+if [ -e "$W/nan/checkpoint.safetensors" ]; then
+  expect 0 "" "${A[@]}" --out "$W/nan" --resume --lr 1e30 --checkpoint-every 1 --max-steps 1  # a finite state
+fi
+
+# Past the file size limit: a clear error instead of death by SIGXFSZ.
+out=$( (ulimit -f 64 && "$H" "${A[@]}" --out "$W/fsize") 2>&1)
+rc=$?
+[ $rc -eq 1 ] && grep -q "file size limit" <<<"$out" || fail "ulimit -f: rc $rc:
+$out"
+rm -rf "$W"
+echo "check_run_folder: all refusals clear"
