@@ -47,8 +47,9 @@ int main(int argc, char** argv) {
   app.add_flag("--list", list, "print the selected workloads as JSON lines and exit");
   app.add_option("--device", device, "cpu | cuda | auto (cuda in a gpu build with a GPU, else cpu)");
   app.add_option("--runs", o.runs, "timed runs per workload (median, min, max)")->check(CLI::Range(20, 100000));
-  app.add_option("--warmup", o.warmup, "untimed warm-up calls per workload")->check(CLI::Range(0, 1000));
+  app.add_option("--warmup", o.warmup, "untimed warm-up calls per workload (default 3; 1 with --quick)")->check(CLI::Range(0, 1000));
   CLI11_PARSE(app, argc, argv);
+  if (o.quick && app.count("--warmup") == 0) o.warmup = 1;
 
   try {
     if (device == "auto") {
