@@ -402,6 +402,7 @@ def main():
                                   "torch_s": pt_t, "speed_ratio": ratio, "torch": torch.__version__,
                                   "torch_threads": torch.get_num_threads(), "device": dev_name,
                                   "torch_variant": note}) + "\n")
+            out.flush()
     if acc:
         with tempfile.NamedTemporaryFile(suffix=".jsonl") as f:
             hg_lines(args.hg_bench, args, ["--suite", "accuracy", "--json", f.name, "--device", dev_name])

@@ -8,13 +8,15 @@ Writes (each only when its data is there):
   ceilings.svg   fraction of the same run's ceiling per gemm/bandwidth/optimizer workload
   ratios.svg     halfgrad/PyTorch speed ratio per workload (PyTorch time / halfgrad time)
   accuracy.svg   max error in ulps per kernel family, halfgrad beside PyTorch
-and a PNG of each when ImageMagick's `convert` exists.
+and a PNG of each when ImageMagick's `convert` exists; with --markdown FILE,
+the result tables (markdown) that docs/benchmarks.md quotes.
 """
 import argparse
 import json
 import math
 import os
 import shutil
+import statistics
 import subprocess
 from html import escape
 
@@ -83,6 +85,7 @@ def main():
     ap.add_argument("--hg", required=True)
     ap.add_argument("--torch")
     ap.add_argument("--out", required=True)
+    ap.add_argument("--markdown", help="also write the result tables as markdown to this file")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     made = []
@@ -115,8 +118,62 @@ def main():
     if shutil.which("convert"):
         for p in list(made):
             subprocess.run(["convert", p, p[:-4] + ".png"], check=False, capture_output=True)
+    if a.markdown:
+        with open(a.markdown, "w") as f:
+            f.write(markdown(hg, load(a.torch) if a.torch and os.path.exists(a.torch) else []))
+        made.append(a.markdown)
     for p in made:
         print(p)
+
+
+def fmt_time(s):
+    return f"{s:.3f} s" if s >= 1 else f"{s * 1e3:.3f} ms" if s >= 1e-3 else f"{s * 1e6:.2f} us"
+
+
+def markdown(hg, cmp_rows):
+    ratio = {r["name"]: r for r in cmp_rows if "speed_ratio" in r}
+    out = [f"Run: {context_line(hg)}; threads: OpenMP {hg[0]['threads']['omp_max_threads']}; "
+           f"build {hg[0]['build']['cuda_mode']} {hg[0]['build']['type']} ({hg[0]['build']['compiler']}); "
+           f"started {hg[0].get('started', '?')}.", ""]
+    suites = []
+    for r in hg:
+        if r["suite"] not in suites:
+            suites.append(r["suite"])
+    for suite in suites:
+        rows = [r for r in hg if r["suite"] == suite]
+        out.append(f"**{suite}**")
+        out.append("")
+        if suite == "accuracy":
+            out.append("| workload | max ulp | correctly rounded | output dtype |")
+            out.append("|---|---:|---:|---|")
+            for r in rows:
+                m = r.get("metrics", {})
+                mu = m.get("max_ulps", "?")
+                out.append(f"| {r['name']} | {mu if isinstance(mu, str) else f'{mu:.2f}'} | "
+                           f"{100 * m.get('correctly_rounded', 0):.2f}% | {m.get('output_dtype', '?')} |")
+            out.append("")
+            continue
+        out.append("| workload | median | min .. max | result | PyTorch | speed ratio |")
+        out.append("|---|---:|---:|---|---:|---:|")
+        for r in rows:
+            if "median_s" not in r:
+                out.append(f"| {r['name']} | - | - | {r.get('note', '')} | | |")
+                continue
+            m = r["metrics"]
+            parts = []
+            for key, f in (("tflops", "{:.3f} TFLOP/s"), ("gbps", "{:.1f} GB/s"), ("fraction_of_peak", "{:.0%} of peak"),
+                           ("fraction_of_copy", "{:.0%} of copy"), ("us_per_op", "{:.2f} us/op"),
+                           ("us_per_launch", "{:.2f} us/launch"), ("steps_per_s", "{:.1f} steps/s"),
+                           ("samples_per_s", "{:.0f} samples/s"), ("host_syncs", "host syncs {}")):
+                if key in m:
+                    parts.append(f.format(m[key]))
+            c = ratio.get(r["name"])
+            pt = fmt_time(statistics.median(c["torch_s"])) if c else ""
+            rt = f"{c['speed_ratio']:.2f}x" if c else ""
+            out.append(f"| {r['name']} | {fmt_time(r['median_s'])} | {fmt_time(r['min_s'])} .. {fmt_time(r['max_s'])} | "
+                       f"{', '.join(parts)} | {pt} | {rt} |")
+        out.append("")
+    return "\n".join(out) + "\n"
 
 
 def accuracy_table(acc):
