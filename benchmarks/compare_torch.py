@@ -1,0 +1,439 @@
+#!/usr/bin/env python3
+"""halfgrad against PyTorch on the same workloads, in the same invocation.
+
+    benchmarks/compare_torch.py --hg-bench build/cpu/benchmarks/hg-bench [suite...] [--quick]
+
+For every timed workload hg-bench lists (`hg-bench --list`), this script runs
+halfgrad (`hg-bench --only NAME`, a subprocess) and the same shapes and dtypes
+in PyTorch, alternating A/B/A/B (--rounds, default 2) so that machine noise
+hits both; each side's figure is the median over its rounds of the median of
+>= 20 timed runs after a warm-up, timed the same way (CUDA events on a GPU,
+a monotonic clock on the CPU). The ratio printed is
+
+    speed ratio = PyTorch time / halfgrad time     (> 1: halfgrad is faster)
+
+For the accuracy suite, the same error measures (max ulps of the output dtype,
+share of correctly rounded outputs against an f64 reference) are computed for
+PyTorch's kernels on inputs made by the same recipes (normal, hard).
+
+PyTorch counterparts: 16-bit "+f32-masters" training in halfgrad is compared
+with PyTorch's standard mixed precision (fp32 weights, torch.autocast in that
+dtype, GradScaler for f16); AdamW uses fused=True where PyTorch supports it.
+Not done yet: CUDA graphs and torch.compile variants on a GPU.
+
+Exit status: 0 with ratios; 3 when torch cannot be imported (says so).
+"""
+import argparse
+import json
+import math
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+try:
+    import torch
+except ImportError:  # said clearly, as the issue asks
+    torch = None
+
+MLP_NOTE = "PyTorch: fp32 weights + autocast"
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("suites", nargs="*", help="hg-bench suites (default: all)")
+    p.add_argument("--hg-bench", required=True, help="path of the hg-bench binary")
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--rounds", type=int, default=2, help="A/B rounds per workload (default 2)")
+    p.add_argument("--runs", type=int, default=20)
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--device", default="auto", help="cpu | cuda | auto")
+    p.add_argument("--json", help="append one JSON line per comparison to this file")
+    p.add_argument("--only", action="append", default=[], help="only these workload names")
+    p.add_argument("--suite", "-s", action="append", default=[], help="same as the positional names")
+    args, unknown = p.parse_known_args()
+    if unknown:
+        print(f"compare_torch.py: ignoring hg-bench options it does not use: {' '.join(unknown)}", file=sys.stderr)
+    args.suites = args.suites + args.suite
+    return args
+
+
+# ---- timing --------------------------------------------------------------------------
+
+def time_fn(fn, dev, runs, warmup, before=None):
+    for _ in range(warmup):
+        if before:
+            before()
+        fn()
+    if dev.type == "cuda":
+        torch.cuda.synchronize()
+    t = []
+    for _ in range(runs):
+        if before:
+            before()
+        if dev.type == "cuda":
+            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            s.record()
+            fn()
+            e.record()
+            e.synchronize()
+            t.append(s.elapsed_time(e) * 1e-3)
+        else:
+            t0 = time.perf_counter()
+            fn()
+            t.append(time.perf_counter() - t0)
+    return statistics.median(t), min(t), max(t)
+
+
+DT = {"f32": "float32", "f16": "float16", "bf16": "bfloat16", "f64": "float64"}
+
+
+def dtype(name):
+    return getattr(torch, DT[name])
+
+
+def l2_flush(dev):
+    if dev.type != "cuda":
+        return None
+    buf = torch.empty(2 * torch.cuda.get_device_properties(dev).L2_cache_size, dtype=torch.uint8, device=dev)
+    return buf.zero_
+
+
+def torch_workload(p, dev):
+    """(fn, before, inner, note) running workload params p in PyTorch; None if there is no counterpart."""
+    k = p["kind"]
+    flush = l2_flush(dev)
+    if k == "copy":
+        src = torch.ones(p["bytes"], dtype=torch.uint8, device=dev)
+        dst = torch.empty_like(src)
+        return (lambda: dst.copy_(src)), flush, 1, ""
+    if k == "gemm":
+        dt = dtype(p["dtype"])
+        a = torch.randn(p["m"], p["k"], device=dev).to(dt)
+        if p["trans_b"]:
+            w = torch.randn(p["n"], p["k"], device=dev).to(dt)
+            return (lambda: torch.matmul(a, w.t())), None, 1, ""
+        w = torch.randn(p["k"], p["n"], device=dev).to(dt)
+        return (lambda: torch.matmul(a, w)), None, 1, ""
+    if k == "tiny_op":
+        x = torch.ones(1, device=dev)
+        y = torch.ones(1, device=dev)
+        return (lambda: torch.add(x, y)), None, 1000, ""
+    if k == "cast":
+        x = torch.randn(p["n"], device=dev).to(dtype(p["from"]))
+        to = dtype(p["to"])
+        return (lambda: x.to(to)), flush, 1, ""
+    if k in ("add", "gelu", "sum_all"):
+        x = torch.randn(p["n"], device=dev).to(dtype(p["dtype"]))
+        y = torch.randn(p["n"], device=dev).to(dtype(p["dtype"]))
+        f = {"add": lambda: torch.add(x, y), "gelu": lambda: torch.nn.functional.gelu(x),
+             "sum_all": lambda: torch.sum(x)}[k]
+        return f, flush, 1, ""
+    if k in ("softmax", "log_softmax", "sum_rows", "cross_entropy"):
+        x = torch.randn(p["rows"], p["cols"], device=dev).to(dtype(p["dtype"]))
+        if k == "cross_entropy":
+            t = torch.arange(p["rows"], device=dev)
+            return (lambda: torch.nn.functional.cross_entropy(x, t)), flush, 1, ""
+        f = {"softmax": lambda: torch.softmax(x, -1), "log_softmax": lambda: torch.log_softmax(x, -1),
+             "sum_rows": lambda: torch.sum(x, -1)}[k]
+        return f, flush, 1, ""
+    if k == "adamw":
+        dt = dtype(p["dtype"])
+        g = torch.Generator(device="cpu").manual_seed(1)
+        params = []
+        for s in p["shapes"]:
+            # 16-bit in halfgrad keeps f32 masters; PyTorch's mixed-precision
+            # optimizer state is the fp32 weights themselves: fp32 params.
+            q = torch.nn.Parameter(torch.randn(*s, generator=g).to(dev))
+            q.grad = torch.randn(*s, generator=g).to(dev)
+            params.append(q)
+        note = "fp32 params (PyTorch mixed precision keeps fp32 weights)" if dt != torch.float32 else ""
+        try:
+            opt = torch.optim.AdamW(params, lr=1e-4, fused=True)
+            note = (note + "; " if note else "") + "fused=True"
+        except (RuntimeError, TypeError):
+            opt = torch.optim.AdamW(params, lr=1e-4, foreach=True)
+            note = (note + "; " if note else "") + "foreach=True"
+        return opt.step, None, 1, note
+    if k == "mlp":
+        dims, batch, dt = p["dims"], p["batch"], dtype(p["dtype"])
+        layers = []
+        for i in range(len(dims) - 1):
+            layers.append(torch.nn.Linear(dims[i], dims[i + 1]))
+            if i + 2 < len(dims):
+                layers.append(torch.nn.ReLU())
+        model = torch.nn.Sequential(*layers).to(dev)
+        try:
+            opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
+        except (RuntimeError, TypeError):
+            opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+        x = torch.randn(batch, dims[0], device=dev)
+        y = (torch.arange(batch, device=dev) * 7) % dims[-1]
+        if dt == torch.float32:
+            def step():
+                opt.zero_grad(set_to_none=True)
+                torch.nn.functional.cross_entropy(model(x), y).backward()
+                opt.step()
+            return step, None, 1, "eager fp32"
+        scaler = torch.amp.GradScaler(dev.type, enabled=(dt == torch.float16))
+
+        def amp_step():
+            opt.zero_grad(set_to_none=True)
+            with torch.autocast(dev.type, dtype=dt):
+                loss = torch.nn.functional.cross_entropy(model(x), y)
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+        return amp_step, None, 1, f"eager, fp32 weights + autocast({p['dtype']})" + (" + GradScaler" if dt == torch.float16 else "")
+    return None
+
+
+# ---- accuracy ------------------------------------------------------------------------
+
+FMT = {"f16": (10, -14, 65504.0), "bf16": (7, -126, (2 - 2 ** -7) * 2.0 ** 127),
+       "f32": (23, -126, 3.4028234663852886e38)}
+
+
+def ulp(dt, r):
+    mant, emin, mx = FMT[dt]
+    a = torch.clamp(r.abs(), max=mx)
+    _, ex = torch.frexp(a)
+    e = torch.where(a > 0, torch.clamp(ex.to(torch.float64) - 1, min=emin), torch.tensor(float(emin), dtype=torch.float64))
+    return torch.pow(2.0, e - mant)
+
+
+def round_to(dt, r):
+    if dt == "f32":
+        return r.to(torch.float32).to(torch.float64)
+    mant, emin, mx = FMT[dt]
+    u = ulp(dt, r)
+    out = torch.round(r / u) * u  # round half to even
+    big = r.abs() >= mx + u / 2
+    out = torch.where(big, torch.copysign(torch.tensor(math.inf, dtype=torch.float64), r), out)
+    return torch.where(torch.isfinite(r) & (r != 0), out, r)
+
+
+def compare(dt, o, r):
+    o, r = o.to(torch.float64).flatten().cpu(), r.to(torch.float64).flatten().cpu()
+    rr = round_to(dt, r)
+    nan = torch.isnan(r) | torch.isnan(o)
+    nan_ok = torch.isnan(r) & torch.isnan(o)
+    inf = torch.isinf(o) | torch.isinf(rr)
+    exact = (o == rr)
+    err = (o - r).abs() / ulp(dt, r)
+    err = torch.where(inf, torch.where(exact, 0.0, math.inf), err)
+    err = torch.where(nan, torch.where(nan_ok, 0.0, math.inf), err)
+    correct = torch.where(nan, nan_ok, exact)
+    return float(err.max()), float(correct.double().mean()), o.numel()
+
+
+def hard_elementwise(g, dt, n, lo, hi):
+    mant, emin, mx = FMT[dt]
+    tiny = 2.0 ** emin
+    v = torch.rand(n, generator=g, dtype=torch.float64) * (hi - lo) + lo
+    u = torch.rand(n, generator=g, dtype=torch.float64)
+    idx = torch.arange(n)
+    sign = torch.where((idx // 24) % 2 == 1, -1.0, 1.0).double()
+    case = (idx // 4) % 6
+    on = idx % 4 == 0
+    v = torch.where(on & (case == 0), tiny * u * sign, v)
+    v = torch.where(on & (case == 1), mx * (0.9 + 0.1 * u) * sign, v)
+    v = torch.where(on & (case == 2), torch.zeros_like(v), v)
+    v = torch.where(on & (case == 3), tiny * (1 + 64 * u), v)
+    v = torch.where(on & (case == 4), math.inf * sign, v)
+    return v.float()
+
+
+def row_inputs(g, dt, hard, rows, cols):
+    v = torch.randn(rows, cols, generator=g, dtype=torch.float64) * 3.0
+    if not hard:
+        return v.float()
+    big = min(FMT[dt][2] * 0.9, 60000.0)
+    c = torch.arange(cols, dtype=torch.float64)
+    for r in range(rows):
+        if r % 4 == 0:
+            v[r] += 1000.0
+        elif r % 4 == 1:
+            v[r] = big * torch.where(c % 2 == 1, -1.0, 1.0) * (0.5 + 0.5 * (c % 7) / 7.0)
+        elif r % 4 == 2:
+            v[r] = torch.where(c % 2 == 0, -math.inf, v[r])
+        else:
+            v[r] *= 1e-3
+    return v.float()
+
+
+def unary_ops():
+    return {"exp": (torch.exp, -20.0, 12.0), "log": (torch.log, 0.0, 100.0), "tanh": (torch.tanh, -10.0, 10.0),
+            "sigmoid": (torch.sigmoid, -20.0, 20.0),
+            "gelu": (lambda x: torch.nn.functional.gelu(x), -10.0, 10.0),
+            "gelu_tanh": (lambda x: torch.nn.functional.gelu(x, approximate="tanh"), -10.0, 10.0),
+            "silu": (torch.nn.functional.silu, -20.0, 20.0)}
+
+
+def torch_accuracy(family, dt_name, hard, dev):
+    """(output dtype, out, ref) for PyTorch's kernel on inputs made like hg-bench's."""
+    g = torch.Generator().manual_seed(12345)
+    dt = dtype(dt_name)
+    mx = FMT[dt_name][2]
+    n = 8192
+    if family == "cast-from-f32":
+        x = hard_elementwise(g, dt_name, n, -mx * 1.1, mx * 1.1) if hard else torch.randn(n, generator=g)
+        return dt_name, x.to(dev).to(dt), x.double()
+    if family in ("add", "mul"):
+        mk = (lambda: hard_elementwise(g, dt_name, n, -mx, mx)) if hard else (lambda: torch.randn(n, generator=g))
+        a, b = mk().to(dt), mk().to(dt)
+        o = (a.to(dev) + b.to(dev)) if family == "add" else (a.to(dev) * b.to(dev))
+        r = (a.double() + b.double()) if family == "add" else (a.double() * b.double())
+        return dt_name, o, r
+    if family in unary_ops():
+        f, lo, hi = unary_ops()[family]
+        x = (hard_elementwise(g, dt_name, n, lo, hi) if hard else torch.randn(n, generator=g) * 2.0).to(dt)
+        return dt_name, f(x.to(dev)), f(x.double())
+    if family in ("softmax", "log_softmax"):
+        x = row_inputs(g, dt_name, hard, 32, 1024).to(dt)
+        f = torch.softmax if family == "softmax" else torch.log_softmax
+        return dt_name, f(x.to(dev), -1), f(x.double(), -1)
+    if family == "cross_entropy":
+        x = row_inputs(g, dt_name, hard, 32, 1024)
+        if hard:
+            x[:, 1] = 5.0
+        x = x.to(dt)
+        t = torch.ones(1, dtype=torch.long)
+        outs = [torch.nn.functional.cross_entropy(x[r:r + 1].to(dev), t.to(dev)) for r in range(32)]
+        refs = [torch.nn.functional.cross_entropy(x[r:r + 1].double(), t) for r in range(32)]
+        out = torch.stack([o.float().cpu() for o in outs])
+        # PyTorch returns the loss in the logits' dtype: measured in ulps of that.
+        return (dt_name if outs[0].dtype != torch.float32 else "f32"), out, torch.stack(refs)
+    if family.startswith("reduce-"):
+        op = family[len("reduce-"):]
+        v = torch.randn(64, 4096, generator=g, dtype=torch.float64)
+        if hard:
+            c = torch.arange(4096)
+            for r in range(64):
+                v[r] = (torch.where(c % 2 == 1, 32000.0, -32000.0).double() + v[r]) if r % 2 else 100.0 + v[r]
+        x = v.float().to(dt)
+        f = {"sum": lambda t: t.sum(-1), "mean": lambda t: t.mean(-1), "norm": lambda t: torch.linalg.vector_norm(t, dim=-1)}[op]
+        return dt_name, f(x.to(dev)), f(x.double())
+    if family == "matmul":
+        a = torch.randn(64, 512, generator=g)
+        b = torch.randn(512, 64, generator=g)
+        if hard:
+            a = a + torch.where(torch.arange(a.numel()).reshape(a.shape) % 2 == 1, 100.0, -100.0)
+        a, b = a.to(dt), b.to(dt)
+        return dt_name, a.to(dev) @ b.to(dev), a.double() @ b.double()
+    return None
+
+
+# ---- driver --------------------------------------------------------------------------
+
+def hg_lines(hg, args, extra):
+    cmd = [hg] + (["--quick"] if args.quick else []) + extra
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    if res.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({res.returncode}):\n{res.stdout[-2000:]}{res.stderr[-2000:]}")
+    return res.stdout
+
+
+def run_hg(hg, args, name, device):
+    with tempfile.NamedTemporaryFile(suffix=".jsonl") as f:
+        hg_lines(hg, args, ["--only", name, "--json", f.name, "--device", device,
+                            "--runs", str(args.runs), "--warmup", str(args.warmup)])
+        lines = [json.loads(x) for x in open(f.name) if x.strip()]
+    return lines[-1]
+
+
+def fmt_s(s):
+    return f"{s * 1e3:.3f} ms" if s >= 1e-3 else f"{s * 1e6:.2f} us"
+
+
+def main():
+    args = parse_args()
+    if torch is None:
+        print("compare_torch.py: PyTorch is not installed for this Python "
+              f"({sys.executable}); no halfgrad/PyTorch ratios. ./run bench --torch installs it into build/torch-venv.")
+        return 3
+    dev_name = args.device
+    if dev_name == "auto":
+        dev_name = "cuda" if torch.cuda.is_available() else "cpu"
+    dev = torch.device(dev_name)
+    suite_args = []
+    for s in args.suites:
+        suite_args += ["--suite", s]
+    listed = [json.loads(x) for x in hg_lines(args.hg_bench, args, suite_args + ["--list"]).splitlines() if x.strip()]
+    if args.only:
+        listed = [w for w in listed if w["name"] in args.only]
+    out = open(args.json, "a") if args.json else None
+    print(f"compare_torch.py: PyTorch {torch.__version__} on {dev} ({torch.get_num_threads()} threads), "
+          f"{args.rounds} A/B rounds per workload, median of {args.runs} runs each")
+    print("speed ratio = PyTorch time / halfgrad time (> 1: halfgrad faster)\n")
+    print(f"{'workload':46} {'halfgrad':>11} {'PyTorch':>11} {'ratio':>7}  PyTorch variant")
+    ratios = []
+    acc = [w for w in listed if w["params"]["kind"] == "accuracy"]
+    for w in listed:
+        p = w["params"]
+        if p["kind"] in ("accuracy", "pending", "empty_kernel"):
+            continue
+        made = torch_workload(p, dev)
+        if made is None:
+            continue
+        fn, before, inner, note = made
+
+        def torch_run():
+            def many():
+                for _ in range(inner):
+                    fn()
+            m, lo, hi = time_fn(many, dev, args.runs, args.warmup, before)
+            return m / inner
+        hg_t, pt_t = [], []
+        try:
+            for _ in range(args.rounds):  # A/B/A/B
+                hg_t.append(run_hg(args.hg_bench, args, w["name"], dev_name)["median_s"])
+                pt_t.append(torch_run())
+        except Exception as e:  # one failed workload does not stop the rest
+            print(f"{w['name']:46} FAILED: {e}")
+            continue
+        h, t = statistics.median(hg_t), statistics.median(pt_t)
+        ratio = t / h
+        ratios.append(ratio)
+        print(f"{w['name']:46} {fmt_s(h):>11} {fmt_s(t):>11} {ratio:6.2f}x  {note}", flush=True)
+        if out:
+            out.write(json.dumps({"name": w["name"], "suite": w["suite"], "params": p, "halfgrad_s": hg_t,
+                                  "torch_s": pt_t, "speed_ratio": ratio, "torch": torch.__version__,
+                                  "torch_threads": torch.get_num_threads(), "device": dev_name,
+                                  "torch_variant": note}) + "\n")
+            out.flush()
+    if acc:
+        with tempfile.NamedTemporaryFile(suffix=".jsonl") as f:
+            hg_lines(args.hg_bench, args, ["--suite", "accuracy", "--json", f.name, "--device", dev_name])
+            rows = [json.loads(line) for line in open(f.name) if line.strip()]
+            hg_acc = {x["name"]: x["metrics"] for x in rows if "metrics" in x}
+        print(f"\n{'accuracy: max ulp / % correctly rounded':46} {'halfgrad':>26} {'PyTorch':>26}")
+        print("(ulps of each side's output dtype, named after the figures: PyTorch returns a 16-bit loss\n"
+              " from 16-bit logits, halfgrad an f32 one)")
+        for w in acc:
+            p = w["params"]
+            res = torch_accuracy(p["family"], p["dtype"], p["inputs"] == "hard", dev)
+            if res is None:
+                continue
+            odt, o, r = res
+            mu, share, n = compare(odt, o, r)
+            h = hg_acc.get(w["name"], {})
+            hmu = h.get("max_ulps", "?")
+            hs = (f"{hmu if isinstance(hmu, str) else f'{hmu:.2f}'} / {100 * h.get('correctly_rounded', 0):.1f}%"
+                  f" {h.get('output_dtype', '?')}")
+            ts = f"{'inf' if math.isinf(mu) else f'{mu:.2f}'} / {100 * share:.1f}% {odt}"
+            print(f"{w['name']:46} {hs:>26} {ts:>26}")
+            if out:
+                out.write(json.dumps({"name": w["name"], "suite": "accuracy", "params": p, "halfgrad": h,
+                                      "torch": {"max_ulps": "inf" if math.isinf(mu) else mu,
+                                                "correctly_rounded": share, "outputs": n, "output_dtype": odt},
+                                      "torch_version": torch.__version__, "device": dev_name}) + "\n")
+    if ratios:
+        geo = math.exp(sum(map(math.log, ratios)) / len(ratios))
+        print(f"\n{len(ratios)} timed workloads; geometric mean speed ratio {geo:.2f}x (PyTorch time / halfgrad time)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,302 @@
+// hg-bench's harness (see harness.h).
+#include "benchmarks/harness.h"
+
+#include <omp.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "core/error.h"
+
+#if defined(HG_WITH_CUDA)
+#include "kernels/cuda/runtime.h"
+#endif
+
+#ifndef HG_BENCH_BUILD_TYPE
+#define HG_BENCH_BUILD_TYPE "?"
+#endif
+#ifndef HG_BENCH_CXX_FLAGS
+#define HG_BENCH_CXX_FLAGS "?"
+#endif
+#ifndef HG_BENCH_CUDA_MODE
+#define HG_BENCH_CUDA_MODE "?"
+#endif
+#ifndef HG_BENCH_COMPILER
+#define HG_BENCH_COMPILER "?"
+#endif
+#ifndef HG_BENCH_SOURCE_DIR
+#define HG_BENCH_SOURCE_DIR "."
+#endif
+
+namespace hgb {
+namespace {
+
+std::string read_first_line(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      const auto colon = line.find(':');
+      if (colon != std::string::npos) return line.substr(colon + 2);
+    }
+  }
+  return "unknown";
+}
+
+std::string env_or(const char* name, const char* fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr ? v : fallback;
+}
+
+// HG_COMMIT, else `git rev-parse` in the source tree, else "unknown".
+std::string commit() {
+  if (const char* c = std::getenv("HG_COMMIT"); c != nullptr && *c != '\0') return c;
+  const std::string cmd = std::string("git -C '") + HG_BENCH_SOURCE_DIR +
+                          "' rev-parse --short=12 HEAD 2>/dev/null";
+  std::string out;
+  if (FILE* p = popen(cmd.c_str(), "r")) {
+    char buf[64];
+    while (std::fgets(buf, sizeof buf, p) != nullptr) out += buf;
+    pclose(p);
+  }
+  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
+  return out.empty() ? "unknown" : out;
+}
+
+std::string utc_now() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+}  // namespace
+
+hg::DType parse_dtype(const std::string& name) {
+  if (name == "f32") return hg::kF32;
+  if (name == "f16") return hg::kF16;
+  if (name == "bf16") return hg::kBF16;
+  if (name == "f64") return hg::kF64;
+  HG_CHECK(false, "hg-bench: unknown dtype '", name, "' (f32, f16, bf16, f64)");
+  return hg::kF32;
+}
+
+std::string dtype_str(hg::DType dtype) {
+  if (dtype == hg::kF32) return "f32";
+  if (dtype == hg::kF16) return "f16";
+  if (dtype == hg::kBF16) return "bf16";
+  if (dtype == hg::kF64) return "f64";
+  return std::string(hg::dtype_name(dtype));
+}
+
+int64_t last_level_cache_bytes() {
+  int64_t best = 0;
+  for (int i = 0; i < 8; ++i) {
+    const std::string size =
+        read_first_line("/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i) + "/size");
+    if (size.empty()) continue;
+    int64_t v = std::atoll(size.c_str());
+    if (size.find('K') != std::string::npos) v *= 1024;
+    if (size.find('M') != std::string::npos) v *= 1024 * 1024;
+    best = std::max(best, v);
+  }
+  return best > 0 ? best : int64_t{32} << 20;
+}
+
+std::string format_seconds(double s) {
+  char buf[32];
+  if (s >= 1.0) {
+    std::snprintf(buf, sizeof buf, "%.3f s", s);
+  } else if (s >= 1e-3) {
+    std::snprintf(buf, sizeof buf, "%.3f ms", s * 1e3);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.2f us", s * 1e6);
+  }
+  return buf;
+}
+
+Bench::Bench(Options options) : options_(std::move(options)) {
+  HG_CHECK(options_.runs >= 1, "hg-bench: --runs must be >= 1 (the default is 20)");
+  nlohmann::json machine = {
+      {"cpu", cpu_model()},
+      {"cores", std::thread::hardware_concurrency()},
+      {"llc_bytes", last_level_cache_bytes()},
+      {"loadavg_at_start", read_first_line("/proc/loadavg")},
+  };
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) == 0) machine["host"] = host;
+#if defined(HG_WITH_CUDA)
+  if (options_.device.is_cuda()) {
+    const cudaDeviceProp& p = hg::cuda::device_properties(options_.device.index);
+    machine["gpu"] = p.name;
+    machine["gpu_sms"] = p.multiProcessorCount;
+    machine["gpu_memory_bytes"] = static_cast<int64_t>(p.totalGlobalMem);
+  }
+#endif
+  context_ = {
+      {"machine", machine},
+      {"commit", commit()},
+      {"build",
+       {{"type", HG_BENCH_BUILD_TYPE},
+        {"cxx_flags", HG_BENCH_CXX_FLAGS},
+        {"cuda_mode", HG_BENCH_CUDA_MODE},
+        {"compiler", HG_BENCH_COMPILER}}},
+      {"threads",
+       {{"omp_max_threads", omp_get_max_threads()},
+        {"OMP_NUM_THREADS", env_or("OMP_NUM_THREADS", "unset")},
+        {"OPENBLAS_NUM_THREADS", env_or("OPENBLAS_NUM_THREADS", "unset")}}},
+      {"device", options_.device.str()},
+      {"quick", options_.quick},
+      {"timing", options_.device.is_cuda() ? "cuda events" : "steady_clock"},
+      {"started", utc_now()},
+  };
+  if (!options_.json_path.empty()) {
+    json_ = std::fopen(options_.json_path.c_str(), "a");
+    HG_CHECK(json_ != nullptr, "hg-bench: cannot open --json file '", options_.json_path,
+             "' for appending; check the folder exists and is writable");
+  }
+}
+
+std::string Bench::header() const {
+  std::ostringstream os;
+  const auto& m = context_["machine"];
+  os << "hg-bench  commit " << context_["commit"].get<std::string>() << "  "
+     << context_["build"]["cuda_mode"].get<std::string>() << " build ("
+     << context_["build"]["type"].get<std::string>() << ")  device "
+     << context_["device"].get<std::string>() << (options_.quick ? "  --quick" : "") << "\n";
+  os << "machine   " << m["cpu"].get<std::string>() << ", " << m["cores"].get<unsigned>()
+     << " cores, LLC " << (m["llc_bytes"].get<int64_t>() >> 20) << " MiB, load at start "
+     << m["loadavg_at_start"].get<std::string>() << "\n";
+  if (m.contains("gpu")) os << "gpu       " << m["gpu"].get<std::string>() << "\n";
+  os << "threads   OpenMP " << context_["threads"]["omp_max_threads"].get<int>()
+     << " (OMP_NUM_THREADS=" << context_["threads"]["OMP_NUM_THREADS"].get<std::string>()
+     << ", OPENBLAS_NUM_THREADS=" << context_["threads"]["OPENBLAS_NUM_THREADS"].get<std::string>()
+     << ")\n";
+  os << "timing    " << options_.warmup << " warm-up calls, then the median of " << options_.runs
+     << " timed runs [min .. max] by " << context_["timing"].get<std::string>() << "\n";
+  return os.str();
+}
+
+void Bench::sync() const {
+#if defined(HG_WITH_CUDA)
+  if (on_cuda()) hg::cuda::synchronize(options_.device.index);
+#endif
+}
+
+Stats Bench::time(const std::function<void()>& fn, const TimeArgs& args) {
+  const int runs = args.runs > 0 ? args.runs : options_.runs;
+  for (int i = 0; i < options_.warmup; ++i) {
+    if (args.before) args.before();
+    for (int j = 0; j < args.inner; ++j) fn();
+  }
+  sync();
+  std::vector<double> t;
+  t.reserve(static_cast<size_t>(runs));
+  for (int r = 0; r < runs; ++r) {
+    if (args.before) args.before();
+#if defined(HG_WITH_CUDA)
+    if (on_cuda()) {
+      hg::cuda::Event start, stop;
+      start.record();
+      for (int j = 0; j < args.inner; ++j) fn();
+      stop.record();
+      t.push_back(static_cast<double>(start.elapsed_ms(stop)) * 1e-3 / args.inner);
+      continue;
+    }
+#endif
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int j = 0; j < args.inner; ++j) fn();
+    const auto t1 = std::chrono::steady_clock::now();
+    t.push_back(std::chrono::duration<double>(t1 - t0).count() / args.inner);
+  }
+  std::sort(t.begin(), t.end());
+  Stats s;
+  s.runs = runs;
+  s.min_s = t.front();
+  s.max_s = t.back();
+  const size_t n = t.size();
+  s.median_s = n % 2 == 1 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+  return s;
+}
+
+void Bench::emit(const Workload& w, const Stats& s, nlohmann::json metrics, const std::string& text) {
+  if (w.suite != last_suite_) {
+    std::printf("\n== %s ==\n%-44s %11s %23s  %s\n", w.suite.c_str(), "workload", "median",
+                "[min .. max]", "result");
+    last_suite_ = w.suite;
+  }
+  const std::string range = "[" + format_seconds(s.min_s) + " .. " + format_seconds(s.max_s) + "]";
+  std::printf("%-44s %11s %23s  %s\n", w.name.c_str(), format_seconds(s.median_s).c_str(),
+              range.c_str(), text.c_str());
+  std::fflush(stdout);
+  if (json_ != nullptr) {
+    nlohmann::json line = context_;
+    line["suite"] = w.suite;
+    line["name"] = w.name;
+    line["params"] = w.params;
+    line["median_s"] = s.median_s;
+    line["min_s"] = s.min_s;
+    line["max_s"] = s.max_s;
+    line["runs"] = s.runs;
+    line["metrics"] = std::move(metrics);
+    line["finished"] = utc_now();
+    std::fprintf(json_, "%s\n", line.dump().c_str());
+    std::fflush(json_);
+  }
+}
+
+void Bench::emit_note(const Workload& w, const std::string& note, nlohmann::json metrics) {
+  if (w.suite != last_suite_) {
+    std::printf("\n== %s ==\n", w.suite.c_str());
+    last_suite_ = w.suite;
+  }
+  std::printf("%-44s %11s %23s  %s\n", w.name.c_str(), "-", "", note.c_str());
+  std::fflush(stdout);
+  if (json_ != nullptr) {
+    nlohmann::json line = context_;
+    line["suite"] = w.suite;
+    line["name"] = w.name;
+    line["params"] = w.params;
+    line["note"] = note;
+    if (!metrics.is_null()) line["metrics"] = std::move(metrics);
+    line["finished"] = utc_now();
+    std::fprintf(json_, "%s\n", line.dump().c_str());
+    std::fflush(json_);
+  }
+}
+
+void Bench::define_ceiling(const std::string& key, std::function<double()> measure) {
+  ceiling_measures_[key] = std::move(measure);
+}
+
+std::optional<double> Bench::ceiling(const std::string& key) {
+  if (auto it = ceilings_.find(key); it != ceilings_.end()) return it->second;
+  if (!options_.only.empty()) return std::nullopt;  // one workload at a time: no ceilings
+  auto m = ceiling_measures_.find(key);
+  if (m == ceiling_measures_.end()) return std::nullopt;
+  if (std::find(measuring_.begin(), measuring_.end(), key) != measuring_.end()) return std::nullopt;
+  measuring_.push_back(key);
+  const double v = m->second();  // emits its own row (under a "ceilings" header)
+  measuring_.pop_back();
+  ceilings_[key] = v;
+  return v;
+}
+
+}  // namespace hgb

@@ -1,0 +1,119 @@
+// hg-bench — halfgrad's benchmark suite (docs/benchmarks.md).
+//
+//   hg-bench                          # every suite, on the GPU when there is one
+//   hg-bench --quick gemm bandwidth   # two suites, smaller shapes
+//   hg-bench --json results.jsonl     # also one JSON line per result
+//   hg-bench --list                   # the workloads, one JSON line each
+//   hg-bench --only gemm/f16/1024x1024x1024   # one workload (compare_torch.py)
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <exception>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "benchmarks/harness.h"
+#include "benchmarks/suites.h"
+#include "core/error.h"
+
+#if defined(HG_WITH_CUDA)
+#include "kernels/cuda/runtime.h"
+#endif
+
+namespace {
+
+const std::vector<std::string> kSuites = {"ceilings", "gemm", "bandwidth", "optimizer", "train-mlp", "accuracy"};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"hg-bench: halfgrad's benchmarks (timings against ceilings measured in the same run, and "
+               "per-kernel error against f64)"};
+  std::vector<std::string> suites;
+  std::string device = "auto";
+  hgb::Options o;
+  bool list = false;
+  app.add_option("suites", suites, "suites to run (default: all): " + [] {
+    std::string s;
+    for (const auto& x : kSuites) s += x + " ";
+    return s;
+  }());
+  app.add_option("--suite,-s", suites, "a suite to run (repeatable; same as the positional names)");
+  app.add_flag("--quick", o.quick, "smaller shapes (the same >= 20 timed runs): a few minutes on a CPU");
+  app.add_option("--json", o.json_path, "append one JSON line per result to this file");
+  app.add_option("--only", o.only, "run only these workloads (exact names from --list; repeatable)");
+  app.add_flag("--list", list, "print the selected workloads as JSON lines and exit");
+  app.add_option("--device", device, "cpu | cuda | auto (cuda in a gpu build with a GPU, else cpu)");
+  app.add_option("--runs", o.runs, "timed runs per workload (median, min, max)")->check(CLI::Range(20, 100000));
+  app.add_option("--warmup", o.warmup, "untimed warm-up calls per workload (default 3; 1 with --quick)")->check(CLI::Range(0, 1000));
+  CLI11_PARSE(app, argc, argv);
+  if (o.quick && app.count("--warmup") == 0) o.warmup = 1;
+
+  try {
+    if (device == "auto") {
+      o.device = hg::Device::cpu();
+#if defined(HG_WITH_CUDA) && !defined(HG_CUDA_EMU)
+      if (hg::cuda::is_available()) o.device = hg::Device::cuda(0);
+#endif
+    } else {
+      o.device = hg::Device::parse(device);
+    }
+    std::set<std::string> want;
+    for (const auto& s : suites) {
+      if (s == "all") {
+        want.insert(kSuites.begin(), kSuites.end());
+        continue;
+      }
+      HG_CHECK(std::find(kSuites.begin(), kSuites.end(), s) != kSuites.end(), "hg-bench: unknown suite '", s,
+               "'; the suites are ceilings gemm bandwidth optimizer train-mlp accuracy (or all)");
+      want.insert(s);
+    }
+    if (want.empty()) want.insert(kSuites.begin(), kSuites.end());
+
+    hgb::Bench bench(o);
+    std::vector<hgb::Workload> all, selected;
+    // The ceilings are always registered: the other suites ask for them.
+    std::vector<hgb::Workload> ceilings;
+    hgb::add_ceilings(bench, ceilings);
+    if (want.count("ceilings")) all.insert(all.end(), ceilings.begin(), ceilings.end());
+    if (want.count("gemm")) hgb::add_gemm(bench, all);
+    if (want.count("bandwidth")) hgb::add_bandwidth(bench, all);
+    if (want.count("optimizer")) hgb::add_optimizer(bench, all);
+    if (want.count("train-mlp")) hgb::add_train_mlp(bench, all);
+    if (want.count("accuracy")) hgb::add_accuracy(bench, all);
+    for (auto& w : all) {
+      if (o.only.empty() || std::find(o.only.begin(), o.only.end(), w.name) != o.only.end()) selected.push_back(w);
+    }
+    if (!o.only.empty() && selected.size() != o.only.size()) {
+      for (const auto& name : o.only) {
+        const bool found = std::any_of(selected.begin(), selected.end(), [&](const auto& w) { return w.name == name; });
+        HG_CHECK(found, "hg-bench: no workload named '", name, "' in the selected suites; hg-bench --list ",
+                 o.quick ? "--quick " : "", "shows the names");
+      }
+    }
+    if (list) {
+      for (const auto& w : selected) {
+        std::printf("%s\n", nlohmann::json{{"suite", w.suite}, {"name", w.name}, {"params", w.params}}.dump().c_str());
+      }
+      return 0;
+    }
+    std::printf("%s", bench.header().c_str());
+    int failures = 0;
+    for (const auto& w : selected) {
+      try {
+        w.run(bench, w);
+      } catch (const std::exception& e) {
+        ++failures;
+        std::printf("%-44s FAILED: %s\n", w.name.c_str(), e.what());
+        std::fflush(stdout);
+      }
+    }
+    std::printf("\nhg-bench: %zu workloads, %d failed\n", selected.size(), failures);
+    return failures == 0 ? 0 : 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    return 2;
+  }
+}
