@@ -39,18 +39,29 @@ REF_HASH=$(hash_of "$W/ref")
 REF_METRICS=$(metrics "$W/ref")
 [ "$(wc -l <"$W/ref/metrics.jsonl")" -eq 3 ] || fail "the uninterrupted run has no 3 metrics lines"
 
-# 1. SIGKILL at random moments (a seeded RANDOM: reproducible), then resume to the end.
+# 1. SIGKILL at random moments (a seeded RANDOM: reproducible delays), each
+#    time resumed; a run that finishes before its kill is checked and the
+#    folder starts over, until four runs were killed (at most 16 tries).
 RANDOM=${HG_FAULT_SEED:-2026}
 kills=0
-for _ in 1 2 3 4 5 6; do
-  ms=$((TOTAL_MS / 4 + RANDOM % (TOTAL_MS + 1)))
+finished=0
+for _ in $(seq 16); do
+  [ $kills -ge 4 ] && break
+  ms=$((TOTAL_MS / 8 + RANDOM % (TOTAL_MS * 3 / 4 + 1)))
   run "$W/kill" "$ms" >/dev/null 2>"$W/kill.err"
   rc=$?
-  [ $rc -eq 137 ] && kills=$((kills + 1)) && continue
-  [ $rc -eq 0 ] || fail "a run after a kill failed (rc $rc): $(cat "$W/kill.err")"
+  if [ $rc -eq 137 ]; then
+    kills=$((kills + 1))
+  elif [ $rc -eq 0 ]; then
+    same_as_ref "$W/kill" "a run finished after $kills SIGKILLs"
+    finished=$((finished + 1))
+    rm -rf "$W/kill"
+  else
+    fail "a run after a kill failed (rc $rc): $(cat "$W/kill.err")"
+  fi
 done
 run "$W/kill" 0 >/dev/null 2>"$W/kill.err" || fail "the final resume failed: $(cat "$W/kill.err")"
-[ $kills -ge 3 ] || fail "only $kills of 6 runs were killed (the run takes $TOTAL_MS ms); the test exercised too little"
+[ $kills -ge 4 ] || fail "only $kills of 16 runs were killed (the run takes $TOTAL_MS ms); the test exercised too little"
 same_as_ref "$W/kill" "after $kills SIGKILLs"
 
 # 2. A failing write (ENOSPC) or rename (EIO) at chosen points: a clear
@@ -68,4 +79,4 @@ for spec in write:1 rename:1 write:12 rename:4 rename:9; do
   same_as_ref "$dir" "$spec"
 done
 rm -rf "$W"
-echo "check_faults: $kills SIGKILLs and 5 injected I/O failures; every resume bit-exact, no metrics line lost"
+echo "check_faults: $kills SIGKILLs ($finished runs finished between them) and 5 injected I/O failures; every resume bit-exact, no metrics line lost"
