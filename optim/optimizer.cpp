@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 
 #include "autograd/grad_mode.h"
 
@@ -132,7 +133,7 @@ void Optimizer::check_state_dict(const NamedTensors& state) {
   const auto saved_steps = steps_;
   try {
     NoGradGuard no_grad;
-    auto check = [&](const std::string& name, const Tensor& target) {
+    auto check = [&](const std::string& name, const Tensor& target, std::optional<DType> also_accepted = std::nullopt) {
       auto it = given.find(name);
       if (!target.defined()) {
         HG_CHECK(it == given.end(), "optimizer load_state_dict: unexpected entry '", name,
@@ -143,7 +144,8 @@ void Optimizer::check_state_dict(const NamedTensors& state) {
                "'; the checkpoint was written by a different optimizer or model");
       HG_CHECK(it->second.sizes() == target.sizes(), "optimizer load_state_dict: '", name, "' has shape ",
                it->second.shape_str(), " but the optimizer expects ", target.shape_str());
-      HG_CHECK(it->second.dtype() == target.dtype(), "optimizer load_state_dict: '", name, "' has dtype ",
+      HG_CHECK(it->second.dtype() == target.dtype() || it->second.dtype() == also_accepted,
+               "optimizer load_state_dict: '", name, "' has dtype ",
                it->second.dtype(), " but the optimizer keeps it in ", target.dtype(),
                "; the checkpoint was written by a different optimizer setup");
       given.erase(it);
@@ -151,7 +153,13 @@ void Optimizer::check_state_dict(const NamedTensors& state) {
     for (size_t g = 0; g < groups_.size(); ++g) {
       if (!given.count("step." + std::to_string(g))) continue;
       ensure_state(g);
-      check("step." + std::to_string(g), steps_[g]);
+      // The counter is i64; checkpoints written before it was hold an f32
+      // counter (exact below 2^24, the only values one could hold), which
+      // load_state_dict converts. Anything else is refused here.
+      const Tensor& saved_step = given.at("step." + std::to_string(g));
+      HG_CHECK(saved_step.dtype() == kI64 || saved_step.dtype() == kF32, "optimizer load_state_dict: 'step.", g,
+               "' is ", saved_step.dtype(), "; the step counter must be i64 (or f32 from an older checkpoint)");
+      check("step." + std::to_string(g), steps_[g], kF32);
       for (size_t i = 0; i < state_[g].size(); ++i) {
         const std::string key = std::to_string(g) + "." + std::to_string(i);
         check("master." + key, state_[g][i].master);
@@ -180,11 +188,7 @@ void Optimizer::load_state_dict(const NamedTensors& state) {
     auto load = [&](const std::string& name, Tensor& target) {
       if (target.defined()) target.copy_(given.at(name));
     };
-    // The counter is i64; checkpoints written before it was (f32 counters,
-    // exact below 2^24, the only values one could hold) load converted.
-    const Tensor& saved_step = given.at("step." + std::to_string(g));
-    HG_CHECK(saved_step.dtype() == kI64 || saved_step.dtype() == kF32, "optimizer load_state_dict: 'step.", g,
-             "' is ", saved_step.dtype(), "; the step counter must be i64 (or f32 from an older checkpoint)");
+    // An f32 counter from an older checkpoint converts (check_state_dict).
     load("step." + std::to_string(g), steps_[g]);
     for (size_t i = 0; i < state_[g].size(); ++i) {
       const std::string key = std::to_string(g) + "." + std::to_string(i);
