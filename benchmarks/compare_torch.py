@@ -361,8 +361,9 @@ def main():
     for s in args.suites:
         suite_args += ["--suite", s]
     listed = [json.loads(x) for x in hg_lines(args.hg_bench, args, suite_args + ["--list"]).splitlines() if x.strip()]
-    if args.only:
-        listed = [w for w in listed if w["name"] in args.only]
+    if args.only:  # in the order given
+        by_name = {w["name"]: w for w in listed}
+        listed = [by_name[n] for n in args.only if n in by_name]
     out = open(args.json, "a") if args.json else None
     print(f"compare_torch.py: PyTorch {torch.__version__} on {dev} ({torch.get_num_threads()} threads), "
           f"{args.rounds} A/B rounds per workload, median of {args.runs} runs each")

@@ -144,13 +144,19 @@ def markdown(hg, cmp_rows):
         out.append(f"**{suite}**")
         out.append("")
         if suite == "accuracy":
-            out.append("| workload | max ulp | correctly rounded | output dtype |")
-            out.append("|---|---:|---:|---|")
+            tacc = {r["name"]: r["torch"] for r in cmp_rows if r.get("suite") == "accuracy" and "torch" in r}
+            out.append("| workload | max ulp | correctly rounded | output dtype | PyTorch max ulp | PyTorch correctly rounded | PyTorch output dtype |")
+            out.append("|---|---:|---:|---|---:|---:|---|")
+
+            def ulps(v):
+                return v if isinstance(v, str) else f"{v:.2f}"
             for r in rows:
                 m = r.get("metrics", {})
-                mu = m.get("max_ulps", "?")
-                out.append(f"| {r['name']} | {mu if isinstance(mu, str) else f'{mu:.2f}'} | "
-                           f"{100 * m.get('correctly_rounded', 0):.2f}% | {m.get('output_dtype', '?')} |")
+                t = tacc.get(r["name"])
+                tcols = (f"{ulps(t['max_ulps'])} | {100 * t['correctly_rounded']:.2f}% | {t['output_dtype']}"
+                         if t else " | | ")
+                out.append(f"| {r['name']} | {ulps(m.get('max_ulps', '?'))} | "
+                           f"{100 * m.get('correctly_rounded', 0):.2f}% | {m.get('output_dtype', '?')} | {tcols} |")
             out.append("")
             continue
         out.append("| workload | median | min .. max | result | PyTorch | speed ratio |")
