@@ -232,3 +232,21 @@ struct Engine {
 };
 
 }  // namespace hg::ew
+
+// The backend's element-wise entry points (kernels/backend.h), each handing
+// its arguments to the engine E; expanded once in each backend's namespace.
+#define HG_ELEMENTWISE_BACKEND_ENTRIES(E)                                                            \
+  void unary(OpId op, const Tensor& out, const Tensor& x, const ScalarArgs& args) {                  \
+    E::unary(op, out, x, args);                                                                      \
+  }                                                                                                  \
+  void unary_backward(OpId op, const Tensor& out, const Tensor& d_out, const Tensor& saved,          \
+                      const ScalarArgs& args) {                                                      \
+    E::unary_backward(op, out, d_out, saved, args);                                                  \
+  }                                                                                                  \
+  void binary(OpId op, const Tensor& out, const Tensor& a, const Tensor& b) { E::binary(op, out, a, b); } \
+  void binary_scalar(OpId op, const Tensor& out, const Tensor& a, double b) {                        \
+    E::binary_scalar(op, out, a, b);                                                                 \
+  }                                                                                                  \
+  void where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b) {              \
+    E::where(out, cond, a, b);                                                                       \
+  }

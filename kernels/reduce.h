@@ -88,6 +88,17 @@ Tensor argmax(const Tensor& x, std::optional<int64_t> dim = std::nullopt, bool k
   void argmax_rows(const Tensor& out, const Tensor& x);
 // clang-format on
 
+namespace hg::detail {
+// The preconditions of reduce_rows that guard memory, checked by both backends
+// with HG_CHECK (always on): dense rows in, one contiguous output per row.
+inline void check_reduce_rows_buffers(const Tensor& out, const Tensor& x) {
+  HG_CHECK(x.dim() == 2 && (x.sizes()[1] <= 1 || x.strides()[1] == 1), "reduce_rows wants dense rows, got ",
+           x.shape_str());
+  HG_CHECK(out.is_contiguous() && out.numel() == x.sizes()[0] && out.dtype() == x.dtype(),
+           "reduce_rows: bad output ", out.shape_str());
+}
+}  // namespace hg::detail
+
 namespace hg::cpu {
 HG_DECLARE_REDUCE_KERNELS
 }  // namespace hg::cpu

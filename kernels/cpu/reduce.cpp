@@ -111,10 +111,7 @@ void reduce_rows_typed(OpId op, const Tensor& out, const Tensor& x) {
 }  // namespace
 
 void reduce_rows(OpId op, const Tensor& out, const Tensor& x) {
-  HG_CHECK(x.dim() == 2 && (x.sizes()[1] <= 1 || x.strides()[1] == 1), "reduce_rows wants dense rows, got ",
-            x.shape_str());
-  HG_CHECK(out.is_contiguous() && out.numel() == x.sizes()[0] && out.dtype() == x.dtype(),
-            "reduce_rows: bad output ", out.shape_str());
+  detail::check_reduce_rows_buffers(out, x);
   HG_CHECK(x.sizes()[1] > 0 || (op != OpId::max && op != OpId::min), "empty max/min row");
   if (out.numel() == 0) return;
   dispatch_dtype(x.dtype(), [&](auto tag) { reduce_rows_typed<decltype(tag)>(op, out, x); });

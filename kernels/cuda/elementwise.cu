@@ -43,24 +43,7 @@ struct FillOp {
 
 }  // namespace
 
-void unary(OpId op, const Tensor& out, const Tensor& x, const ScalarArgs& args) {
-  Engine::unary(op, out, x, args);
-}
-
-void unary_backward(OpId op, const Tensor& out, const Tensor& d_out, const Tensor& saved,
-                    const ScalarArgs& args) {
-  Engine::unary_backward(op, out, d_out, saved, args);
-}
-
-void binary(OpId op, const Tensor& out, const Tensor& a, const Tensor& b) { Engine::binary(op, out, a, b); }
-
-void binary_scalar(OpId op, const Tensor& out, const Tensor& a, double b) {
-  Engine::binary_scalar(op, out, a, b);
-}
-
-void where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b) {
-  Engine::where(out, cond, a, b);
-}
+HG_ELEMENTWISE_BACKEND_ENTRIES(Engine)  // unary, unary_backward, binary, binary_scalar, where
 
 void copy(const Tensor& dst, const Tensor& src) {
   dispatch_dtype(dst.dtype(), [&](auto dst_tag) {

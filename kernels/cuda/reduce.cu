@@ -273,10 +273,7 @@ void run_rows(const char* name, const Op& op, const Tensor& out, const Tensor& x
 }  // namespace
 
 void reduce_rows(OpId op, const Tensor& out, const Tensor& x) {
-  HG_CHECK(x.dim() == 2 && (x.sizes()[1] <= 1 || x.strides()[1] == 1), "reduce_rows wants dense rows, got ",
-            x.shape_str());
-  HG_CHECK(out.is_contiguous() && out.numel() == x.sizes()[0] && out.dtype() == x.dtype(),
-            "reduce_rows: bad output ", out.shape_str());
+  detail::check_reduce_rows_buffers(out, x);
   const char* name = op_name(op).data();
   dispatch_dtype(x.dtype(), [&](auto tag) {
     using T = decltype(tag);

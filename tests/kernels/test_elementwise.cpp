@@ -229,7 +229,7 @@ TEST_CASE("unary backward kernels match the derivative", "[kernels][elementwise]
         // A central difference is good to ~1e-9: fine for every row but f64,
         // which is then checked to 1e-7 (exact formulas keep the f64 row).
         Tolerance tol = tolerance_for(dtype, OpKind::kElementwise);
-        if (dtype == kF64 && !c.dref) tol = {1e-7, 1e-8};
+        if (dtype == kF64 && !c.dref) tol = kNumericDerivativeF64;
         CHECK(compare_values(values_of(d_x), round_to(expected, dtype), tol) == "");
       }
     }
