@@ -111,7 +111,7 @@ void reduce_rows_typed(OpId op, const Tensor& out, const Tensor& x) {
 }  // namespace
 
 void reduce_rows(OpId op, const Tensor& out, const Tensor& x) {
-  detail::check_reduce_rows_buffers(out, x);
+  hg::detail::check_reduce_rows_buffers(out, x);
   HG_CHECK(x.sizes()[1] > 0 || (op != OpId::max && op != OpId::min), "empty max/min row");
   if (out.numel() == 0) return;
   dispatch_dtype(x.dtype(), [&](auto tag) { reduce_rows_typed<decltype(tag)>(op, out, x); });

@@ -273,7 +273,7 @@ void run_rows(const char* name, const Op& op, const Tensor& out, const Tensor& x
 }  // namespace
 
 void reduce_rows(OpId op, const Tensor& out, const Tensor& x) {
-  detail::check_reduce_rows_buffers(out, x);
+  hg::detail::check_reduce_rows_buffers(out, x);
   const char* name = op_name(op).data();
   dispatch_dtype(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
