@@ -2,6 +2,10 @@
 // Note [Cast cache] in autograd/autocast.h), and the hardware report.
 #include "autograd/autocast.h"
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
 #include <map>
 #include <utility>
 
@@ -223,11 +227,18 @@ bool supported(Device device, DType dtype) {
 std::string capability_report(Device device) {
   if (device.is_cpu()) {
 #if defined(__x86_64__) || defined(__i386__)
-    __builtin_cpu_init();
-    const bool f16c = __builtin_cpu_supports("f16c");
-    const bool avx512fp16 = __builtin_cpu_supports("avx512fp16");
-    const bool avx512bf16 = __builtin_cpu_supports("avx512bf16");
-    const bool amx = __builtin_cpu_supports("amx-bf16");
+    // CPUID bits (Intel SDM vol. 2A, CPUID): leaf 1 ECX[29] F16C; leaf 7.0
+    // EDX[23] AVX512_FP16 and EDX[22] AMX-BF16; leaf 7.1 EAX[5] AVX512_BF16.
+    // Read directly: GCC and clang's __builtin_cpu_supports know different
+    // subsets of these names.
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    const bool leaf1 = __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0;
+    const bool f16c = leaf1 && ((ecx >> 29) & 1u);
+    const bool leaf7 = __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) != 0;
+    const bool avx512fp16 = leaf7 && ((edx >> 23) & 1u);
+    const bool amx = leaf7 && ((edx >> 22) & 1u);
+    const bool leaf71 = leaf7 && __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) != 0;
+    const bool avx512bf16 = leaf71 && ((eax >> 5) & 1u);
 #else
     const bool f16c = false, avx512fp16 = false, avx512bf16 = false, amx = false;
 #endif
