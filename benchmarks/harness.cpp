@@ -246,20 +246,11 @@ void Bench::emit(const Workload& w, const Stats& s, nlohmann::json metrics, cons
   std::printf("%-44s %11s %23s  %s\n", w.name.c_str(), format_seconds(s.median_s).c_str(),
               range.c_str(), text.c_str());
   std::fflush(stdout);
-  if (json_ != nullptr) {
-    nlohmann::json line = context_;
-    line["suite"] = w.suite;
-    line["name"] = w.name;
-    line["params"] = w.params;
-    line["median_s"] = s.median_s;
-    line["min_s"] = s.min_s;
-    line["max_s"] = s.max_s;
-    line["runs"] = s.runs;
-    line["metrics"] = std::move(metrics);
-    line["finished"] = utc_now();
-    std::fprintf(json_, "%s\n", line.dump().c_str());
-    std::fflush(json_);
-  }
+  write_json_line(w, {{"median_s", s.median_s},
+                      {"min_s", s.min_s},
+                      {"max_s", s.max_s},
+                      {"runs", s.runs},
+                      {"metrics", std::move(metrics)}});
 }
 
 void Bench::emit_note(const Workload& w, const std::string& note, nlohmann::json metrics) {
@@ -269,17 +260,22 @@ void Bench::emit_note(const Workload& w, const std::string& note, nlohmann::json
   }
   std::printf("%-44s %11s %23s  %s\n", w.name.c_str(), "-", "", note.c_str());
   std::fflush(stdout);
-  if (json_ != nullptr) {
-    nlohmann::json line = context_;
-    line["suite"] = w.suite;
-    line["name"] = w.name;
-    line["params"] = w.params;
-    line["note"] = note;
-    if (!metrics.is_null()) line["metrics"] = std::move(metrics);
-    line["finished"] = utc_now();
-    std::fprintf(json_, "%s\n", line.dump().c_str());
-    std::fflush(json_);
-  }
+  nlohmann::json fields = {{"note", note}};
+  if (!metrics.is_null()) fields["metrics"] = std::move(metrics);
+  write_json_line(w, std::move(fields));
+}
+
+// One JSON line: the run's context, the workload's identity, then `fields`.
+void Bench::write_json_line(const Workload& w, nlohmann::json fields) {
+  if (json_ == nullptr) return;
+  nlohmann::json line = context_;
+  line["suite"] = w.suite;
+  line["name"] = w.name;
+  line["params"] = w.params;
+  for (auto& [key, value] : fields.items()) line[key] = std::move(value);
+  line["finished"] = utc_now();
+  std::fprintf(json_, "%s\n", line.dump().c_str());
+  std::fflush(json_);
 }
 
 void Bench::define_ceiling(const std::string& key, std::function<double()> measure) {

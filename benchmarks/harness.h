@@ -90,6 +90,7 @@ class Bench {
   std::string header() const;  // the lines printed above the table
 
  private:
+  void write_json_line(const Workload& w, nlohmann::json fields);
   Options options_;
   nlohmann::json context_;
   std::map<std::string, double> ceilings_;
