@@ -6,4 +6,5 @@ list(APPEND HG_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/functions.cpp
   ${CMAKE_CURRENT_LIST_DIR}/functions_views.cpp
   ${CMAKE_CURRENT_LIST_DIR}/gradcheck.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/tensor_methods.cpp
 )

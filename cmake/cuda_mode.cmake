@@ -16,7 +16,8 @@ function(hg_configure_cuda target visibility)
   endforeach()
   if(HG_CUDA_MODE STREQUAL "emu")
     target_compile_definitions(${target} ${visibility} HG_CUDA_EMU=1)
-    target_include_directories(${target} ${visibility} ${PROJECT_SOURCE_DIR}/kernels/emu/include)
+    target_include_directories(${target} ${visibility} $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/kernels/emu/include>
+                               $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}/halfgrad/kernels/emu/include>)
     target_link_libraries(${target} ${visibility} Boost::context)
     if(cu_srcs)
       # -fno-strict-aliasing: kernels view the same bytes as uint4, float4, half

@@ -13,6 +13,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "core/device.h"
@@ -151,6 +152,41 @@ class Tensor {
   // so backward can run through the same graph again.
   void backward(const Tensor& grad = Tensor(), bool retain_graph = false) const;
 
+  // ---- libtorch-style methods ----------------------------------------------------
+  // x.sum(), x.mean({0}, true), x.argmax(1), x.relu(), a.matmul(b): the same ops
+  // as the free functions hg::sum(x), hg::relu(x), ... of autograd/functions.h
+  // (differentiable; argmax is not). Declared here, defined on the autograd
+  // floor (autograd/tensor_methods.cpp): core includes nothing above it, the
+  // one library links them (docs/architecture.md, "Tensor methods").
+  // The dtype, device (requires_grad false), for factories: hg::zeros({2}, x.options()).
+  TensorOptions options() const { return TensorOptions{.dtype = dtype(), .device = device()}; }
+  Tensor sum(const std::vector<int64_t>& dims = {}, bool keepdim = false) const;
+  Tensor sum(int64_t dim, bool keepdim = false) const;
+  Tensor mean(const std::vector<int64_t>& dims = {}, bool keepdim = false) const;
+  Tensor mean(int64_t dim, bool keepdim = false) const;
+  // Values only (libtorch's max(dim) also returns indices: use argmax(dim)).
+  Tensor max(const std::vector<int64_t>& dims = {}, bool keepdim = false) const;
+  Tensor max(int64_t dim, bool keepdim = false) const;
+  Tensor min(const std::vector<int64_t>& dims = {}, bool keepdim = false) const;
+  Tensor min(int64_t dim, bool keepdim = false) const;
+  Tensor argmax(std::optional<int64_t> dim = std::nullopt, bool keepdim = false) const;  // i64
+  Tensor relu() const;
+  Tensor exp() const;
+  Tensor log() const;
+  Tensor sqrt() const;
+  Tensor abs() const;
+  Tensor neg() const;
+  Tensor tanh() const;
+  Tensor sigmoid() const;
+  Tensor pow(double exponent) const;
+  Tensor softmax() const;      // over the last dim
+  Tensor log_softmax() const;  // over the last dim
+  Tensor matmul(const Tensor& other) const;
+  Tensor add(const Tensor& other) const;
+  Tensor sub(const Tensor& other) const;
+  Tensor mul(const Tensor& other) const;
+  Tensor div(const Tensor& other) const;
+
   friend bool same(const Tensor& a, const Tensor& b) { return a.impl_ == b.impl_; }
 
  private:
@@ -198,6 +234,149 @@ Tensor scalar_tensor(double value, TensorOptions options = {});
 int64_t wrap_dim(int64_t dim, int64_t rank, const char* op);  // -1 -> rank-1, checked
 // NumPy broadcasting of two shapes; throws naming both shapes.
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);
+
+// ---- comparisons (element-wise, broadcasting; a bool tensor, not differentiable) -
+// (x == y).sum(), logits.argmax(1) == labels, x < 0.5. Defined with the methods
+// above (autograd/tensor_methods.cpp). The arithmetic operators (+ - * /) are
+// the differentiable ones of autograd/functions.h (<halfgrad/halfgrad.h> has both).
+Tensor operator==(const Tensor& a, const Tensor& b);
+Tensor operator!=(const Tensor& a, const Tensor& b);
+Tensor operator<(const Tensor& a, const Tensor& b);
+Tensor operator<=(const Tensor& a, const Tensor& b);
+Tensor operator>(const Tensor& a, const Tensor& b);
+Tensor operator>=(const Tensor& a, const Tensor& b);
+Tensor operator==(const Tensor& a, double b);
+Tensor operator!=(const Tensor& a, double b);
+Tensor operator<(const Tensor& a, double b);
+Tensor operator<=(const Tensor& a, double b);
+Tensor operator>(const Tensor& a, double b);
+Tensor operator>=(const Tensor& a, double b);
+inline Tensor operator==(double a, const Tensor& b) { return b == a; }
+inline Tensor operator!=(double a, const Tensor& b) { return b != a; }
+inline Tensor operator<(double a, const Tensor& b) { return b > a; }
+inline Tensor operator<=(double a, const Tensor& b) { return b >= a; }
+inline Tensor operator>(double a, const Tensor& b) { return b < a; }
+inline Tensor operator>=(double a, const Tensor& b) { return b <= a; }
+
+// ---- hg::tensor: a tensor from (nested) braces, like torch::tensor ---------------
+//   hg::tensor({1.0, 2.0})            f32 [2]       (floating literals: f32, as in PyTorch)
+//   hg::tensor({{1, 2}, {3, 4}})      i64 [2, 2]    (integers: i64; bool: bool)
+//   hg::tensor({0.5, 1.5}, hg::kF16)  that dtype;   hg::tensor(3.0) is rank 0
+//   hg::tensor({1, 2}, {.dtype = hg::kF32, .device = hg::Device::cuda()})  options as given
+// Up to four levels of braces; every row of a level must have the same length
+// (a ragged list throws hg::Error naming the level).
+namespace detail {
+template <typename T>
+using literal_value_t = std::conditional_t<std::is_same_v<T, bool>, bool,
+                                           std::conditional_t<std::is_integral_v<T>, int64_t, double>>;
+template <typename T>
+constexpr DType literal_dtype() {
+  if constexpr (std::is_same_v<T, bool>) {
+    return kBool;
+  } else if constexpr (std::is_integral_v<T>) {
+    return kI64;
+  } else if constexpr (std::is_same_v<T, half>) {
+    return kF16;
+  } else if constexpr (std::is_same_v<T, bfloat16>) {
+    return kBF16;
+  } else {
+    return kF32;
+  }
+}
+template <typename T>
+struct is_init_list : std::false_type {};
+template <typename T>
+struct is_init_list<std::initializer_list<T>> : std::true_type {};
+template <typename V, typename T>
+void append_literal(std::vector<V>& out, Shape& shape, size_t depth, std::initializer_list<T> list) {
+  const auto n = static_cast<int64_t>(list.size());
+  if (shape.size() <= depth) {
+    shape.push_back(n);
+  } else {
+    HG_CHECK(shape[depth] == n, "hg::tensor: ragged nested list: a row at level ", depth, " has ", n,
+             " elements where an earlier one has ", shape[depth], "; every row of a level needs the same length");
+  }
+  for (const T& e : list) {
+    if constexpr (is_init_list<T>::value) {
+      append_literal(out, shape, depth + 1, e);
+    } else {
+      out.push_back(static_cast<V>(e));
+    }
+  }
+}
+template <typename T, typename L>
+Tensor tensor_from_literal(const L& list, std::optional<TensorOptions> options) {
+  using V = literal_value_t<T>;
+  std::vector<V> values;
+  Shape shape;
+  append_literal(values, shape, 0, list);
+  return from_vector(values, std::move(shape), options.value_or(TensorOptions{.dtype = literal_dtype<T>()}));
+}
+}  // namespace detail
+
+template <typename T>
+concept TensorLiteral = std::is_arithmetic_v<T> || std::is_same_v<T, half> || std::is_same_v<T, bfloat16>;
+template <TensorLiteral T>
+Tensor tensor(T value, TensorOptions options) {
+  using V = detail::literal_value_t<T>;
+  return from_vector(std::vector<V>{static_cast<V>(value)}, Shape{}, options);
+}
+template <TensorLiteral T>
+Tensor tensor(T value) {
+  return tensor(value, TensorOptions{.dtype = detail::literal_dtype<T>()});
+}
+template <TensorLiteral T>
+Tensor tensor(T value, DType dtype) {
+  return tensor(value, TensorOptions{.dtype = dtype});
+}
+template <TensorLiteral T>
+Tensor tensor(std::initializer_list<T> v) {
+  return detail::tensor_from_literal<T>(v, std::nullopt);
+}
+template <TensorLiteral T>
+Tensor tensor(std::initializer_list<T> v, TensorOptions options) {
+  return detail::tensor_from_literal<T>(v, options);
+}
+template <TensorLiteral T>
+Tensor tensor(std::initializer_list<T> v, DType dtype) {
+  return detail::tensor_from_literal<T>(v, TensorOptions{.dtype = dtype});
+}
+template <TensorLiteral T>
+Tensor tensor(std::initializer_list<std::initializer_list<T>> v) {
+  return detail::tensor_from_literal<T>(v, std::nullopt);
+}
+template <TensorLiteral T>
+Tensor tensor(std::initializer_list<std::initializer_list<T>> v, TensorOptions options) {
+  return detail::tensor_from_literal<T>(v, options);
+}
+template <TensorLiteral T>
+Tensor tensor(std::initializer_list<std::initializer_list<T>> v, DType dtype) {
+  return detail::tensor_from_literal<T>(v, TensorOptions{.dtype = dtype});
+}
+template <TensorLiteral T>
+Tensor tensor(std::initializer_list<std::initializer_list<std::initializer_list<T>>> v) {
+  return detail::tensor_from_literal<T>(v, std::nullopt);
+}
+template <TensorLiteral T>
+Tensor tensor(std::initializer_list<std::initializer_list<std::initializer_list<T>>> v, TensorOptions options) {
+  return detail::tensor_from_literal<T>(v, options);
+}
+template <TensorLiteral T>
+Tensor tensor(std::initializer_list<std::initializer_list<std::initializer_list<T>>> v, DType dtype) {
+  return detail::tensor_from_literal<T>(v, TensorOptions{.dtype = dtype});
+}
+template <TensorLiteral T>
+Tensor tensor(std::initializer_list<std::initializer_list<std::initializer_list<std::initializer_list<T>>>> v) {
+  return detail::tensor_from_literal<T>(v, std::nullopt);
+}
+template <TensorLiteral T>
+Tensor tensor(std::initializer_list<std::initializer_list<std::initializer_list<std::initializer_list<T>>>> v, TensorOptions options) {
+  return detail::tensor_from_literal<T>(v, options);
+}
+template <TensorLiteral T>
+Tensor tensor(std::initializer_list<std::initializer_list<std::initializer_list<std::initializer_list<T>>>> v, DType dtype) {
+  return detail::tensor_from_literal<T>(v, TensorOptions{.dtype = dtype});
+}
 
 std::ostream& operator<<(std::ostream& os, const Tensor& t);
 

@@ -1,8 +1,11 @@
 // Layers: Linear, activations, Dropout, Flatten, Sequential.
 #pragma once
 
+#include <concepts>
 #include <initializer_list>
 #include <memory>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "nn/module.h"
@@ -77,12 +80,48 @@ class Flatten : public Module {
   int64_t start_, end_;
 };
 
-// Runs its modules in order; they are registered as "0", "1", ...
+namespace detail {
+// A module value (Linear(784, 256)) or a shared_ptr to one.
+template <typename M>
+concept ModuleArg = std::derived_from<std::remove_cvref_t<M>, Module> ||
+                    requires(const std::remove_cvref_t<M>& p) {
+                      { std::shared_ptr<Module>(p) };
+                    };
+template <typename M>
+std::shared_ptr<Module> to_module_ptr(M&& m) {
+  if constexpr (std::derived_from<std::remove_cvref_t<M>, Module>) {
+    return std::make_shared<std::remove_cvref_t<M>>(std::forward<M>(m));
+  } else {
+    return std::shared_ptr<Module>(std::forward<M>(m));
+  }
+}
+}  // namespace detail
+
+// Runs its modules in order; they are registered as "0", "1", ... (PyTorch's
+// state_dict names). Built like libtorch's, from module values or shared_ptrs:
+//   auto model = std::make_shared<hg::nn::Sequential>(
+//       hg::nn::Linear(784, 256), hg::nn::ReLU(), hg::nn::Linear(256, 10));
+//   hg::nn::Sequential model{hg::nn::Linear(784, 256), hg::nn::ReLU(), hg::nn::Linear(256, 10)};
+// A module value is moved into a new shared_ptr (its tensors are shared handles).
+// Braces construct the layers left to right; in parentheses C++ leaves the
+// order unspecified (GCC: right to left), which matters only when the layers
+// draw their initial weights from one generator and the values must repeat.
 class Sequential : public Module {
  public:
   Sequential() = default;
   Sequential(std::initializer_list<std::shared_ptr<Module>> modules);
+  template <typename... Ms>
+    requires(sizeof...(Ms) > 0 && (detail::ModuleArg<Ms> && ...) &&
+             !(sizeof...(Ms) == 1 && (std::is_same_v<std::remove_cvref_t<Ms>, Sequential> && ...)))
+  Sequential(Ms&&... modules) {  // NOLINT(google-explicit-constructor): reads like libtorch
+    (push_back(detail::to_module_ptr(std::forward<Ms>(modules))), ...);
+  }
   void push_back(std::shared_ptr<Module> module);
+  template <typename M>
+    requires std::derived_from<std::remove_cvref_t<M>, Module>
+  void push_back(M&& module) {
+    push_back(detail::to_module_ptr(std::forward<M>(module)));
+  }
   Tensor forward(const Tensor& x) override;
   std::string type_name() const override { return "Sequential"; }
   size_t size() const { return modules_.size(); }

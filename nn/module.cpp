@@ -1,8 +1,12 @@
 #include "nn/module.h"
 
+#include <cxxabi.h>
+
+#include <cstdlib>
 #include <map>
 #include <ostream>
 #include <sstream>
+#include <typeinfo>
 
 #include "autograd/grad_mode.h"
 
@@ -176,14 +180,77 @@ void Module::load_state_dict(const NamedTensors& state, bool strict) {
   }
 }
 
+std::string Module::type_name() const {
+  // The dynamic class name without namespaces: "hg::nn::ReLU" -> "ReLU".
+  const char* mangled = typeid(*this).name();
+  int status = 0;
+  std::unique_ptr<char, void (*)(void*)> demangled(abi::__cxa_demangle(mangled, nullptr, nullptr, &status),
+                                                   std::free);
+  std::string full = (status == 0 && demangled) ? demangled.get() : mangled;
+  // The last "::" outside template arguments.
+  size_t start = 0;
+  int depth = 0;
+  for (size_t i = 0; i + 1 < full.size(); ++i) {
+    if (full[i] == '<') ++depth;
+    if (full[i] == '>') --depth;
+    if (depth == 0 && full[i] == ':' && full[i + 1] == ':') start = i + 2;
+  }
+  return full.substr(start);
+}
+
+std::vector<std::pair<std::string, std::shared_ptr<Module>>> Module::named_modules(const std::string& prefix,
+                                                                                   bool include_self) {
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> out;
+  if (include_self) {
+    std::shared_ptr<Module> self = weak_from_this().lock();
+    // Not owned by a shared_ptr (a module on the stack): a non-owning handle.
+    if (!self) self = std::shared_ptr<Module>(std::shared_ptr<Module>(), this);
+    out.emplace_back(prefix, std::move(self));
+  }
+  for (const auto& [name, child] : children_) {
+    const std::string child_name = prefix.empty() ? name : prefix + "." + name;
+    auto sub = child->named_modules(child_name, true);
+    out.insert(out.end(), std::make_move_iterator(sub.begin()), std::make_move_iterator(sub.end()));
+  }
+  return out;
+}
+
+std::vector<std::shared_ptr<Module>> Module::modules(bool include_self) {
+  std::vector<std::shared_ptr<Module>> out;
+  for (auto& [name, m] : named_modules("", include_self)) out.push_back(std::move(m));
+  return out;
+}
+
+void Module::apply(const std::function<void(Module&)>& fn) {
+  fn(*this);
+  for (const auto& [name, child] : children_) child->apply(fn);
+}
+
+void Module::apply(const std::function<void(const std::string& name, Module&)>& fn, const std::string& prefix) {
+  fn(prefix, *this);
+  for (const auto& [name, child] : children_) child->apply(fn, prefix.empty() ? name : prefix + "." + name);
+}
+
 namespace {
+// PyTorch's repr: "Name(extra)" for a leaf; otherwise the extra_repr line and
+// "(child): ..." lines indented inside "Name(" ... ")". A layer whose
+// type_name() already carries its arguments ("Linear(in_features=...)") prints
+// that name as it is.
 void print_module(std::ostream& os, const Module& m, int indent) {
-  os << m.type_name();
+  const std::string name = m.type_name();
+  const bool has_args = name.find('(') != std::string::npos;
+  const std::string extra = m.extra_repr();
   const auto children = m.named_children();
-  if (children.empty()) return;
-  os << "(\n";
-  for (const auto& [name, child] : children) {
-    os << std::string(static_cast<size_t>(indent + 2), ' ') << "(" << name << "): ";
+  if (children.empty()) {
+    os << name;
+    if (!has_args) os << "(" << extra << ")";
+    return;
+  }
+  const std::string pad(static_cast<size_t>(indent + 2), ' ');
+  os << name << "(\n";
+  if (!extra.empty()) os << pad << extra << "\n";
+  for (const auto& [child_name, child] : children) {
+    os << pad << "(" << child_name << "): ";
     print_module(os, *child, indent + 2);
     os << "\n";
   }

@@ -26,14 +26,18 @@ namespace hg::nn {
 
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 
-class Module {
+class Module : public std::enable_shared_from_this<Module> {
  public:
   virtual ~Module() = default;
 
   // Single-input forward; layers override it (Sequential chains it).
   virtual Tensor forward(const Tensor& x);
-  // Type name for printing and errors ("Linear").
-  virtual std::string type_name() const { return "Module"; }
+  // Type name for printing and errors: the class name without namespaces
+  // ("Linear", "Mlp"), unless a layer overrides it.
+  virtual std::string type_name() const;
+  // What the module prints inside its parentheses, like PyTorch's extra_repr
+  // ("in_features=784, out_features=256"); empty by default.
+  virtual std::string extra_repr() const { return {}; }
 
   Tensor register_parameter(const std::string& name, Tensor t, bool requires_grad = true);
   Tensor register_buffer(const std::string& name, Tensor t);
@@ -49,12 +53,27 @@ class Module {
   NamedTensors named_buffers(bool recurse = true) const;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_children() const { return children_; }
 
+  // Every module of the tree, depth first in registration order, under dotted
+  // names; this module first (name `prefix`) when include_self. A module that is
+  // not owned by a shared_ptr appears as a non-owning pointer to itself.
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_modules(const std::string& prefix = "",
+                                                                             bool include_self = true);
+  std::vector<std::shared_ptr<Module>> modules(bool include_self = true);
+  // Calls fn on this module, then on every descendant (libtorch's order):
+  //   model->apply([](hg::nn::Module& m) { if (auto* l = dynamic_cast<hg::nn::Linear*>(&m)) ...; });
+  void apply(const std::function<void(Module&)>& fn);
+  void apply(const std::function<void(const std::string& name, Module&)>& fn, const std::string& prefix = "");
+
   void train(bool on = true);
   void eval() { train(false); }
   bool is_training() const { return training_; }
 
   void to(Device device);
   void to(DType dtype);  // floating parameters and buffers only
+  void to(Device device, DType dtype) {
+    to(dtype);
+    to(device);
+  }
   // to(dtype) except for the submodules `keep` selects, which (with all their
   // descendants) stay as they are: choose which parts of a model run in
   // 16 bits (Apex's keep_batchnorm_fp32), by dotted name or by type, e.g.
@@ -80,6 +99,11 @@ class Module {
   bool training_ = true;
 };
 
+// Prints the module tree like PyTorch's repr:
+//   Sequential(
+//     (0): Linear(in_features=784, out_features=256, bias=true)
+//     (1): ReLU()
+//   )
 std::ostream& operator<<(std::ostream& os, const Module& m);
 
 }  // namespace hg::nn

@@ -14,6 +14,7 @@
 #include <set>
 
 #include "core/atomic_file.h"
+#include "nn/module.h"
 
 namespace hg::nn {
 
@@ -436,5 +437,14 @@ SafetensorsFile load_safetensors(const std::string& path) {
 }
 
 #undef HG_ST_CHECK
+
+void save_state_dict(const std::string& path, const Module& module,
+                     const std::map<std::string, std::string>& metadata) {
+  save_safetensors(path, module.state_dict(), metadata);
+}
+
+void load_state_dict(const std::string& path, Module& module, bool strict) {
+  module.load_state_dict(load_safetensors(path).tensors, strict);
+}
 
 }  // namespace hg::nn

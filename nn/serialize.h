@@ -64,4 +64,18 @@ struct SafetensorsFile {
 // rule the file breaks.
 SafetensorsFile load_safetensors(const std::string& path);
 
+class Module;
+
+// Model-only export: module.state_dict() under its own names ("0.weight",
+// "fc1.bias": PyTorch's state_dict keys for the same architecture, no
+// "model." prefix), so PyTorch loads it with
+//   model.load_state_dict(safetensors.torch.load_file("model.safetensors"))
+// (tests/nn/torch_state_dict.py checks this). Training checkpoints
+// (optim/checkpoint.h) hold more and prefix the model's keys.
+void save_state_dict(const std::string& path, const Module& module,
+                     const std::map<std::string, std::string>& metadata = {});
+// Loads such a file (or one PyTorch's save_file wrote from a state_dict) into
+// `module` in place; strict as in Module::load_state_dict.
+void load_state_dict(const std::string& path, Module& module, bool strict = true);
+
 }  // namespace hg::nn

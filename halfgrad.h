@@ -1,0 +1,38 @@
+// halfgrad's umbrella header, like libtorch's <torch/torch.h>:
+//
+//   #include <halfgrad/halfgrad.h>   // installed, or from the build tree
+//
+// brings the whole user API: tensors and factories, the differentiable ops and
+// operators, autocast, modules and layers, safetensors, optimizers, LR
+// schedules, gradient clipping, checkpoints, GradScaler and the data loaders.
+// Each header can also be included on its own (<halfgrad/nn/layers.h>).
+#pragma once
+
+#include "core/device.h"
+#include "core/dtype.h"
+#include "core/error.h"
+#include "core/generator.h"
+#include "core/half.h"
+#include "core/tensor.h"
+
+#include "autograd/autocast.h"
+#include "autograd/functions.h"
+#include "autograd/grad_mode.h"
+
+#include "nn/functional.h"
+#include "nn/init.h"
+#include "nn/layers.h"
+#include "nn/module.h"
+#include "nn/serialize.h"
+
+#include "optim/checkpoint.h"
+#include "optim/clip_grad.h"
+#include "optim/lr_scheduler.h"
+#include "optim/optimizer.h"
+
+#include "amp/grad_scaler.h"
+
+#include "data/dataloader.h"
+#include "data/fashion_mnist.h"
+#include "data/idx.h"
+#include "data/npy.h"
