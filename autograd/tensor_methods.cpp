@@ -36,8 +36,8 @@ Tensor Tensor::sub(const Tensor& other) const { return hg::sub(*this, other); }
 Tensor Tensor::mul(const Tensor& other) const { return hg::mul(*this, other); }
 Tensor Tensor::div(const Tensor& other) const { return hg::div(*this, other); }
 
-#define HG_COMPARISON(op, id)                                                                                \
-  Tensor operator op(const Tensor& a, const Tensor& b) { return ops::binary(OpId::id, a, b); }             \
+#define HG_COMPARISON(op, id)                                                                  \
+  Tensor operator op(const Tensor& a, const Tensor& b) { return ops::binary(OpId::id, a, b); } \
   Tensor operator op(const Tensor& a, double b) { return ops::binary_scalar(OpId::id, a, b); }
 HG_COMPARISON(==, eq)
 HG_COMPARISON(!=, ne)

@@ -267,8 +267,8 @@ inline Tensor operator>=(double a, const Tensor& b) { return b <= a; }
 // (a ragged list throws hg::Error naming the level).
 namespace detail {
 template <typename T>
-using literal_value_t = std::conditional_t<std::is_same_v<T, bool>, bool,
-                                           std::conditional_t<std::is_integral_v<T>, int64_t, double>>;
+using literal_value_t =
+    std::conditional_t<std::is_same_v<T, bool>, bool, std::conditional_t<std::is_integral_v<T>, int64_t, double>>;
 template <typename T>
 constexpr DType literal_dtype() {
   if constexpr (std::is_same_v<T, bool>) {
@@ -370,11 +370,13 @@ Tensor tensor(std::initializer_list<std::initializer_list<std::initializer_list<
   return detail::tensor_from_literal<T>(v, std::nullopt);
 }
 template <TensorLiteral T>
-Tensor tensor(std::initializer_list<std::initializer_list<std::initializer_list<std::initializer_list<T>>>> v, TensorOptions options) {
+Tensor tensor(std::initializer_list<std::initializer_list<std::initializer_list<std::initializer_list<T>>>> v,
+              TensorOptions options) {
   return detail::tensor_from_literal<T>(v, options);
 }
 template <TensorLiteral T>
-Tensor tensor(std::initializer_list<std::initializer_list<std::initializer_list<std::initializer_list<T>>>> v, DType dtype) {
+Tensor tensor(std::initializer_list<std::initializer_list<std::initializer_list<std::initializer_list<T>>>> v,
+              DType dtype) {
   return detail::tensor_from_literal<T>(v, TensorOptions{.dtype = dtype});
 }
 

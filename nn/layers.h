@@ -80,6 +80,8 @@ class Flatten : public Module {
   int64_t start_, end_;
 };
 
+// (clang-format 14 mangles requires-expressions and requires-clauses)
+// clang-format off
 namespace detail {
 // A module value (Linear(784, 256)) or a shared_ptr to one.
 template <typename M>
@@ -96,6 +98,7 @@ std::shared_ptr<Module> to_module_ptr(M&& m) {
   }
 }
 }  // namespace detail
+// clang-format on
 
 // Runs its modules in order; they are registered as "0", "1", ... (PyTorch's
 // state_dict names). Built like libtorch's, from module values or shared_ptrs:
@@ -110,6 +113,7 @@ class Sequential : public Module {
  public:
   Sequential() = default;
   Sequential(std::initializer_list<std::shared_ptr<Module>> modules);
+  // clang-format off
   template <typename... Ms>
     requires(sizeof...(Ms) > 0 && (detail::ModuleArg<Ms> && ...) &&
              !(sizeof...(Ms) == 1 && (std::is_same_v<std::remove_cvref_t<Ms>, Sequential> && ...)))
@@ -122,6 +126,7 @@ class Sequential : public Module {
   void push_back(M&& module) {
     push_back(detail::to_module_ptr(std::forward<M>(module)));
   }
+  // clang-format on
   Tensor forward(const Tensor& x) override;
   std::string type_name() const override { return "Sequential"; }
   size_t size() const { return modules_.size(); }

@@ -184,8 +184,7 @@ std::string Module::type_name() const {
   // The dynamic class name without namespaces: "hg::nn::ReLU" -> "ReLU".
   const char* mangled = typeid(*this).name();
   int status = 0;
-  std::unique_ptr<char, void (*)(void*)> demangled(abi::__cxa_demangle(mangled, nullptr, nullptr, &status),
-                                                   std::free);
+  std::unique_ptr<char, void (*)(void*)> demangled(abi::__cxa_demangle(mangled, nullptr, nullptr, &status), std::free);
   std::string full = (status == 0 && demangled) ? demangled.get() : mangled;
   // The last "::" outside template arguments.
   size_t start = 0;

@@ -12,17 +12,17 @@ TEST_CASE("README quick look compiles and runs", "[core][docs]") {
   std::streambuf* old = std::cout.rdbuf(captured.rdbuf());
   // ---- begin README snippet ----
   using namespace hg;
-  Tensor a = arange(12).view({3, 4});                // f32, on the CPU
-  Tensor h = a.t().contiguous().to(kF16);            // views share storage; casts round to nearest even
-  std::cout << h << "\n";                            // prints like PyTorch
-  Tensor b = tensor({{1.0, -2.0}, {3.0, 4.0}});      // f32 from nested braces (integers give i64)
-  Tensor r = randn({2, 3}, {.dtype = kBF16});        // Philox: same numbers on CPU and CUDA
+  Tensor a = arange(12).view({3, 4});            // f32, on the CPU
+  Tensor h = a.t().contiguous().to(kF16);        // views share storage; casts round to nearest even
+  std::cout << h << "\n";                        // prints like PyTorch
+  Tensor b = tensor({{1.0, -2.0}, {3.0, 4.0}});  // f32 from nested braces (integers give i64)
+  Tensor r = randn({2, 3}, {.dtype = kBF16});    // Philox: same numbers on CPU and CUDA
 
   auto model = std::make_shared<nn::Sequential>(nn::Linear(4, 8), nn::ReLU(), nn::Linear(8, 3));
-  std::cout << *model << "\n";                       // Sequential(\n  (0): Linear(in_features=4, ...
-  Tensor logits = model->forward(a);                 // [3, 3]; autograd, PyTorch semantics
-  Tensor loss = logits.log_softmax().mean().neg();   // methods, or free functions: hg::mean(x)
-  loss.backward();                                   // every parameter's grad() is d(loss)/dp
+  std::cout << *model << "\n";                                  // Sequential(\n  (0): Linear(in_features=4, ...
+  Tensor logits = model->forward(a);                            // [3, 3]; autograd, PyTorch semantics
+  Tensor loss = logits.log_softmax().mean().neg();              // methods, or free functions: hg::mean(x)
+  loss.backward();                                              // every parameter's grad() is d(loss)/dp
   Tensor hits = (logits.argmax(1) == tensor({0, 1, 2})).sum();  // comparisons give bool tensors
   // ---- end README snippet ----
   std::cout.rdbuf(old);

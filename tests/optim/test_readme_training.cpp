@@ -23,9 +23,8 @@ TEST_CASE("README training loop compiles, trains and checkpoints", "[optim][docs
   // ---- begin README snippet ----
   using namespace hg;
   Generator gen(0);  // weight init (and dropout) draw from here
-  auto model = std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
-      std::make_shared<nn::Linear>(784, 256, true, &gen), std::make_shared<nn::ReLU>(),
-      std::make_shared<nn::Linear>(256, 10, true, &gen)});
+  auto model =
+      std::make_shared<nn::Sequential>(nn::Linear(784, 256, true, &gen), nn::ReLU(), nn::Linear(256, 10, true, &gen));
   const Device device = Device::cpu();  // or Device::cuda(0)
   model->to(device);
   model->to(kF16);  // 16-bit weights; the optimizer keeps fp32 master copies
