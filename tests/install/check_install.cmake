@@ -3,7 +3,12 @@
 #   1. cmake --install the already-built tree into a fresh prefix under WORK;
 #   2. build tests/install/consumer with find_package(halfgrad) and run it;
 #   3. compile the same main.cpp with the flags `pkg-config --cflags --libs
-#      halfgrad` gives and run it.
+#      halfgrad` gives and run it;
+#   4. configure tests/install/subdir_consumer (add_subdirectory of this source
+#      tree): halfgrad::halfgrad exists, halfgrad's tests and programs are off.
+#      Configure only: building would compile the whole library a second time.
+#   5. README.md's "Use halfgrad in your project" quotes both consumer
+#      CMakeLists.txt files verbatim.
 # Any failure fails the test. Inputs: -DBUILD_DIR -DSOURCE_DIR -DWORK -DCXX
 # [-DLAUNCHER=ccache] [-DGENERATOR=Ninja].
 foreach(var BUILD_DIR SOURCE_DIR WORK CXX)
@@ -60,3 +65,29 @@ run("compile the pkg-config consumer" ${cc} -std=c++20 ${SOURCE_DIR}/tests/insta
     -o ${WORK}/app_pc ${flags} -Wl,-rpath,${prefix}/lib)
 run("run the pkg-config consumer" ${WORK}/app_pc)
 message(STATUS "pkg-config consumer:\n${run_out}")
+
+# 3. add_subdirectory (configure only)
+file(MAKE_DIRECTORY ${WORK}/subdir_src)
+file(COPY ${SOURCE_DIR}/tests/install/subdir_consumer/CMakeLists.txt ${SOURCE_DIR}/tests/install/consumer/main.cpp
+     DESTINATION ${WORK}/subdir_src)
+run("configure the add_subdirectory consumer" ${CMAKE_COMMAND} -S ${WORK}/subdir_src -B ${WORK}/subdir ${gen}
+    -DHALFGRAD_DIR=${SOURCE_DIR} -DCMAKE_CXX_COMPILER=${CXX})
+file(STRINGS ${WORK}/subdir/CMakeCache.txt cache REGEX "^HG_BUILD_(TESTS|EXAMPLES):BOOL=")
+if(NOT cache MATCHES "HG_BUILD_TESTS:BOOL=OFF" OR NOT cache MATCHES "HG_BUILD_EXAMPLES:BOOL=OFF")
+  message(FATAL_ERROR "add_subdirectory(halfgrad) should leave HG_BUILD_TESTS and HG_BUILD_EXAMPLES off: ${cache}")
+endif()
+if(NOT IS_DIRECTORY ${WORK}/subdir/CMakeFiles/app.dir OR EXISTS ${WORK}/subdir/halfgrad/tests
+   OR EXISTS ${WORK}/subdir/halfgrad/examples)
+  message(FATAL_ERROR "add_subdirectory consumer: expected the app target and none of halfgrad's tests or programs")
+endif()
+
+# 4. The README quotes the consumers' CMakeLists.txt files as they are.
+file(READ ${SOURCE_DIR}/README.md readme)
+foreach(f consumer/CMakeLists.txt subdir_consumer/CMakeLists.txt)
+  file(READ ${SOURCE_DIR}/tests/install/${f} text)
+  string(FIND "${readme}" "${text}" at)
+  if(at EQUAL -1)
+    message(FATAL_ERROR "README.md does not quote tests/install/${f} verbatim (keep the two in sync)")
+  endif()
+endforeach()
+message(STATUS "add_subdirectory consumer configured; README quotes both CMakeLists.txt files")
