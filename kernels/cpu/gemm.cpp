@@ -1,12 +1,19 @@
 // CPU GEMM through OpenBLAS: sgemm for f32, dgemm for f64, and for f16/bf16
 // the operands of each batch entry are widened to fp32, multiplied by sgemm
 // (fp32 accumulation) and rounded once into the 16-bit output. This is the
-// oracle for the CUDA GEMM, so it favours obviousness over speed.
+// oracle for the CUDA GEMM. The widening and the rounding are vectorised
+// (F16C/AVX2 with run-time dispatch, kernels/cpu/convert_simd.h) and split
+// over the threads; they are exact / correctly rounded, so the result is the
+// same on every path. Native bf16 GEMM (oneDNN) was measured on this
+// project's AVX2 machine and is slower than this path without AVX512_BF16 /
+// AMX (docs/kernels.md, "CPU GEMM paths").
 #include <cblas.h>
 
+#include <type_traits>
 #include <vector>
 
 #include "core/half.h"
+#include "kernels/cpu/convert_simd.h"
 #include "kernels/gemm.h"
 
 namespace hg::cpu {
@@ -15,14 +22,30 @@ namespace {
 
 CBLAS_TRANSPOSE blas_trans(bool t) { return t ? CblasTrans : CblasNoTrans; }
 
+// Row converters of T (kernels/cpu/convert_simd.h: F16C/AVX2 when the CPU has
+// them, else the portable loops; bit-identical either way).
+template <typename T>
+void widen_row(const T* src, float* dst, int64_t n) {
+  static_assert(sizeof(T) == 2);
+  if constexpr (std::is_same_v<T, half>) widen_f16(reinterpret_cast<const uint16_t*>(src), dst, n);
+  else widen_bf16(reinterpret_cast<const uint16_t*>(src), dst, n);
+}
+template <typename T>
+void narrow_row(const float* src, T* dst, int64_t n) {
+  if constexpr (std::is_same_v<T, half>) narrow_f16(src, reinterpret_cast<uint16_t*>(dst), n);
+  else narrow_bf16(src, reinterpret_cast<uint16_t*>(dst), n);
+}
+
+// Below this many elements a conversion runs on one thread.
+constexpr int64_t kConvertGrain = 1 << 16;
+
 // Widens a stored (rows x cols, row stride ld) 16-bit matrix to dense fp32.
 template <typename T>
 void widen(const T* src, int64_t rows, int64_t cols, int64_t ld, std::vector<float>& dst) {
   dst.resize(static_cast<size_t>(rows * cols));
-#pragma omp parallel for if (rows * cols > 65536) schedule(static)
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t c = 0; c < cols; ++c) dst[static_cast<size_t>(r * cols + c)] = static_cast<float>(src[r * ld + c]);
-  }
+  float* d = dst.data();
+#pragma omp parallel for if (rows * cols >= kConvertGrain) schedule(static)
+  for (int64_t r = 0; r < rows; ++r) widen_row(src + r * ld, d + r * cols, cols);
 }
 
 template <typename T>
@@ -30,7 +53,7 @@ void gemm_16bit(const GemmArgs& g) {
   // Stored shapes: op(A) is m x k, so A is (k x m) when transposed.
   const int64_t a_rows = g.trans_a ? g.k : g.m, a_cols = g.trans_a ? g.m : g.k;
   const int64_t b_rows = g.trans_b ? g.n : g.k, b_cols = g.trans_b ? g.k : g.n;
-  std::vector<float> a32, b32, c32(static_cast<size_t>(g.m * g.n));
+  std::vector<float> a32, b32, c32;
   const T* a = static_cast<const T*>(g.a);
   const T* b = static_cast<const T*>(g.b);
   T* c = static_cast<T*>(g.c);
@@ -38,17 +61,15 @@ void gemm_16bit(const GemmArgs& g) {
     if (i == 0 || g.stride_a != 0) widen(a + i * g.stride_a, a_rows, a_cols, g.lda, a32);
     if (i == 0 || g.stride_b != 0) widen(b + i * g.stride_b, b_rows, b_cols, g.ldb, b32);
     T* ci = c + i * g.stride_c;
-    if (g.beta != 0.0f) {
-      for (int64_t r = 0; r < g.m; ++r)
-        for (int64_t col = 0; col < g.n; ++col)
-          c32[static_cast<size_t>(r * g.n + col)] = static_cast<float>(ci[r * g.ldc + col]);
-    }
+    if (g.beta != 0.0f) widen(ci, g.m, g.n, g.ldc, c32);
+    else c32.resize(static_cast<size_t>(g.m * g.n));
     cblas_sgemm(CblasRowMajor, blas_trans(g.trans_a), blas_trans(g.trans_b), static_cast<int>(g.m),
                 static_cast<int>(g.n), static_cast<int>(g.k), g.alpha, a32.data(),
                 static_cast<int>(a_cols), b32.data(), static_cast<int>(b_cols), g.beta, c32.data(),
                 static_cast<int>(g.n));
-    for (int64_t r = 0; r < g.m; ++r)  // the one rounding
-      for (int64_t col = 0; col < g.n; ++col) ci[r * g.ldc + col] = T(c32[static_cast<size_t>(r * g.n + col)]);
+    const float* c32p = c32.data();
+#pragma omp parallel for if (g.m * g.n >= kConvertGrain) schedule(static)
+    for (int64_t r = 0; r < g.m; ++r) narrow_row(c32p + r * g.n, ci + r * g.ldc, g.n);  // the one rounding
   }
 }
 

@@ -1,0 +1,125 @@
+// Run-time dispatched 16-bit <-> f32 row conversions (kernels/cpu/convert_simd.h).
+#include "kernels/cpu/convert_simd.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "core/half.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
+#include <immintrin.h>
+#define HG_X86_DISPATCH 1
+#endif
+
+namespace hg::cpu {
+
+namespace {
+
+void widen_f16_generic(const uint16_t* s, float* d, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) d[i] = detail::half_bits_to_float(s[i]);
+}
+void widen_bf16_generic(const uint16_t* s, float* d, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) d[i] = detail::bfloat16_bits_to_float(s[i]);
+}
+void narrow_f16_generic(const float* s, uint16_t* d, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) d[i] = detail::float_to_half_bits(s[i]);
+}
+void narrow_bf16_generic(const float* s, uint16_t* d, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) d[i] = detail::float_to_bfloat16_bits(s[i]);
+}
+
+#if defined(HG_X86_DISPATCH)
+#define HG_AVX2 __attribute__((target("avx2,f16c")))
+
+HG_AVX2 void widen_f16_avx2(const uint16_t* s, float* d, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    _mm256_storeu_ps(d + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i))));
+  }
+  widen_f16_generic(s + i, d + i, n - i);
+}
+
+HG_AVX2 void widen_bf16_avx2(const uint16_t* s, float* d, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i)));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + i), _mm256_slli_epi32(w, 16));
+  }
+  widen_bf16_generic(s + i, d + i, n - i);
+}
+
+HG_AVX2 void narrow_f16_avx2(const float* s, uint16_t* d, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i),
+                     _mm256_cvtps_ph(_mm256_loadu_ps(s + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  }
+  narrow_f16_generic(s + i, d + i, n - i);
+}
+
+// core/half.h's float_to_bfloat16_bits, eight at a time: NaN -> (x >> 16) | 0x40,
+// else (x + 0x7fff + lsb) >> 16.
+HG_AVX2 void narrow_bf16_avx2(const float* s, uint16_t* d, int64_t n) {
+  int64_t i = 0;
+  const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff), inf = _mm256_set1_epi32(0x7f800000);
+  const __m256i one = _mm256_set1_epi32(1), bias = _mm256_set1_epi32(0x7fff), quiet = _mm256_set1_epi32(0x40);
+  for (; i + 8 <= n; i += 8) {
+    const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i));
+    const __m256i is_nan = _mm256_cmpgt_epi32(_mm256_and_si256(x, abs_mask), inf);
+    const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(x, 16), one);
+    const __m256i rounded = _mm256_srli_epi32(_mm256_add_epi32(x, _mm256_add_epi32(bias, lsb)), 16);
+    const __m256i nan = _mm256_or_si256(_mm256_srli_epi32(x, 16), quiet);
+    const __m256i r = _mm256_blendv_epi8(rounded, nan, is_nan);
+    // Pack the 32-bit lanes (all < 2^16) to 16 bits, undoing the lane interleave.
+    const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(r, r), 0x08);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i), _mm256_castsi256_si128(packed));
+  }
+  narrow_bf16_generic(s + i, d + i, n - i);
+}
+
+bool cpu_has_avx2_f16c() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (__get_cpuid(1, &a, &b, &c, &d) == 0) return false;
+  const bool f16c = (c >> 29) & 1, avx = (c >> 28) & 1, osxsave = (c >> 27) & 1;
+  if (!(f16c && avx && osxsave)) return false;
+  unsigned xcr0_lo = 0, xcr0_hi = 0;
+  __asm__("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
+  if ((xcr0_lo & 0x6) != 0x6) return false;  // the OS saves the YMM state
+  if (__get_cpuid_count(7, 0, &a, &b, &c, &d) == 0) return false;
+  return (b >> 5) & 1;  // AVX2
+}
+#endif
+
+struct Table {
+  const char* isa;
+  void (*widen_f16)(const uint16_t*, float*, int64_t);
+  void (*widen_bf16)(const uint16_t*, float*, int64_t);
+  void (*narrow_f16)(const float*, uint16_t*, int64_t);
+  void (*narrow_bf16)(const float*, uint16_t*, int64_t);
+};
+
+const Table& table() {
+  static const Table t = [] {
+    const char* force = std::getenv("HG_CPU_ISA");
+    const bool generic = force != nullptr && std::strcmp(force, "generic") == 0;
+#if defined(HG_X86_DISPATCH)
+    if (!generic && cpu_has_avx2_f16c()) {
+      return Table{"avx2-f16c", widen_f16_avx2, widen_bf16_avx2, narrow_f16_avx2, narrow_bf16_avx2};
+    }
+#endif
+    (void)generic;
+    return Table{"generic", widen_f16_generic, widen_bf16_generic, narrow_f16_generic, narrow_bf16_generic};
+  }();
+  return t;
+}
+
+}  // namespace
+
+const char* convert_isa() { return table().isa; }
+void widen_f16(const uint16_t* s, float* d, int64_t n) { table().widen_f16(s, d, n); }
+void widen_bf16(const uint16_t* s, float* d, int64_t n) { table().widen_bf16(s, d, n); }
+void narrow_f16(const float* s, uint16_t* d, int64_t n) { table().narrow_f16(s, d, n); }
+void narrow_bf16(const float* s, uint16_t* d, int64_t n) { table().narrow_bf16(s, d, n); }
+
+}  // namespace hg::cpu

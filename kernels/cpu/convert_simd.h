@@ -1,0 +1,27 @@
+// Row conversions between 16-bit floats and f32 for the CPU GEMM's widen and
+// round steps, with run-time ISA dispatch (docs/kernels.md, "CPU ISA dispatch").
+//
+// The library is built for generic x86-64 so that the installed binary runs on
+// any x86-64 CPU; these few hot loops are compiled a second time for
+// AVX2 + F16C through GCC/clang function target attributes and chosen once,
+// at first use, from CPUID. HG_CPU_ISA=generic forces the portable loops
+// (the tests run both). Both paths are bit-identical to core/half.h's
+// conversions: f16 by the F16C instructions (round-to-nearest-even, NaN
+// payload kept and quieted), bf16 by the same integer rounding.
+#pragma once
+
+#include <cstdint>
+
+namespace hg::cpu {
+
+// "avx2-f16c" or "generic": the path the conversions take in this process.
+const char* convert_isa();
+
+// dst[i] = float(src[i]) for n 16-bit values (bits of half / bfloat16).
+void widen_f16(const uint16_t* src, float* dst, int64_t n);
+void widen_bf16(const uint16_t* src, float* dst, int64_t n);
+// dst[i] = round-to-nearest-even(src[i]).
+void narrow_f16(const float* src, uint16_t* dst, int64_t n);
+void narrow_bf16(const float* src, uint16_t* dst, int64_t n);
+
+}  // namespace hg::cpu

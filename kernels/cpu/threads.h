@@ -1,0 +1,31 @@
+// One thread policy for the whole process, and the denormal mode of the CPU
+// kernels' threads (docs/kernels.md, "CPU threads and denormals").
+//
+// halfgrad's CPU kernels parallelise with OpenMP, and the GEMM library is
+// OpenBLAS's OpenMP build, which sizes its parallel regions from the same
+// OpenMP setting: one pool, never more threads than asked for. The count is
+// HG_NUM_THREADS when set (read once, when the library loads), else OpenMP's
+// default (OMP_NUM_THREADS, else the number of cores), and can be changed at
+// run time, like torch.set_num_threads:
+//
+//   hg::set_num_threads(1);            // every later CPU kernel and GEMM
+//   int n = hg::get_num_threads();
+//
+// Denormals: hg::set_flush_denormal(true) (or HG_FLUSH_DENORMAL=1) sets the
+// x86 flush-to-zero and denormals-are-zero bits in the calling thread and in
+// every thread of the pool, as torch.set_flush_denormal does; it is off by
+// default (measured: no speed-up on this project's machines, and it would
+// change bf16 results in the subnormal range, which f16 never reaches in f32).
+#pragma once
+
+namespace hg {
+
+// Threads for the CPU kernels and the BLAS; n >= 1, else hg::Error.
+void set_num_threads(int n);
+int get_num_threads();
+
+// Returns false (and changes nothing) where the CPU has no such mode.
+bool set_flush_denormal(bool on);
+bool flush_denormal();
+
+}  // namespace hg
