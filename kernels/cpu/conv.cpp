@@ -1,0 +1,546 @@
+// CPU convolution (im2col/col2im over OpenBLAS GEMM), pooling and batch
+// normalisation: the references for the CUDA kernels (formulas in
+// kernels/conv.h). Every tensor is read and written through its strides, so
+// NCHW and channels-last take the same code without a copy.
+//
+// Convolution, per chunk of images and per group (S = float, double for f64):
+//   col[Kg, nb*P]  = im2col(x)                  Kg = Cg*KH*KW, P = OH*OW
+//   out[Og, nb*P]  = W_g[Og, Kg] @ col          (one GEMM per group and chunk)
+//   dW_g          += dy_g[Og, nb*P] @ col^T
+//   dcol[Kg, nb*P] = W_g^T @ dy_g,  dx = col2im(dcol)
+// Chunks keep col under kColLimit elements; the GEMMs run OpenBLAS's threads.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "kernels/conv.h"
+#include "kernels/cpu/loops.h"
+#include "kernels/gemm.h"
+
+namespace hg::cpu {
+
+namespace {
+
+constexpr int64_t kColLimit = int64_t{1} << 23;  // elements of one im2col buffer (32 MiB in f32)
+
+template <typename S>
+constexpr DType dtype_of_acc() {
+  return std::is_same_v<S, double> ? kF64 : kF32;
+}
+
+// A 4-D strided view with typed loads and stores.
+template <typename T>
+struct View4 {
+  T* p;
+  int64_t s0, s1, s2, s3;
+  explicit View4(const Tensor& t)
+      : p(static_cast<T*>(t.data_ptr())), s0(t.stride(0)), s1(t.stride(1)), s2(t.stride(2)), s3(t.stride(3)) {}
+  T& at(int64_t n, int64_t c, int64_t h, int64_t w) const { return p[n * s0 + c * s1 + h * s2 + w * s3]; }
+};
+
+template <typename S, typename T>
+void gemm_acc(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const S* a, int64_t lda, const S* b, int64_t ldb,
+              S* c, int64_t ldc, float beta) {
+  GemmArgs g;
+  g.dtype = dtype_of_acc<S>();
+  g.trans_a = ta;
+  g.trans_b = tb;
+  g.m = m;
+  g.n = n;
+  g.k = k;
+  g.a = a;
+  g.lda = lda;
+  g.b = b;
+  g.ldb = ldb;
+  g.c = c;
+  g.ldc = ldc;
+  g.beta = beta;
+  gemm(g);
+}
+
+struct ConvGeom {
+  int64_t N, C, H, W, O, KH, KW, OH, OW, G, Cg, Og, Kg, P;
+  Conv2dParams p;
+  ConvGeom(const Tensor& x, const Tensor& w, int64_t oh, int64_t ow, const Conv2dParams& prm)
+      : N(x.size(0)), C(x.size(1)), H(x.size(2)), W(x.size(3)), O(w.size(0)), KH(w.size(2)), KW(w.size(3)),
+        OH(oh), OW(ow), G(prm.groups), Cg(C / prm.groups), Og(w.size(0) / prm.groups),
+        Kg(C / prm.groups * w.size(2) * w.size(3)), P(oh * ow), p(prm) {}
+  int64_t chunk() const { return std::max<int64_t>(1, std::min<int64_t>(N, kColLimit / std::max<int64_t>(Kg * P, 1))); }
+};
+
+// col[r, (n-n0)*P + i*OW + j], r = (c*KH + kh)*KW + kw, c within group g.
+template <typename S, typename T>
+void im2col(const View4<const T>& x, const ConvGeom& g, int64_t grp, int64_t n0, int64_t nb, S* col) {
+  const int64_t cols = nb * g.P;
+#pragma omp parallel for schedule(static) if (g.Kg * cols >= kParallelGrain)
+  for (int64_t r = 0; r < g.Kg; ++r) {
+    const int64_t kw = r % g.KW, kh = (r / g.KW) % g.KH, c = grp * g.Cg + r / (g.KW * g.KH);
+    S* out = col + r * cols;
+    for (int64_t n = 0; n < nb; ++n) {
+      for (int64_t i = 0; i < g.OH; ++i) {
+        const int64_t ih = i * g.p.stride[0] - g.p.pad_lo[0] + kh * g.p.dilation[0];
+        S* row = out + n * g.P + i * g.OW;
+        if (ih < 0 || ih >= g.H) {
+          std::fill(row, row + g.OW, S(0));
+          continue;
+        }
+        for (int64_t j = 0; j < g.OW; ++j) {
+          const int64_t iw = j * g.p.stride[1] - g.p.pad_lo[1] + kw * g.p.dilation[1];
+          row[j] = (iw >= 0 && iw < g.W) ? static_cast<S>(x.at(n0 + n, c, ih, iw)) : S(0);
+        }
+      }
+    }
+  }
+}
+
+// dx_buf[n, c - grp*Cg, ih, iw] += dcol (dense [nb, Cg, H, W] per group).
+template <typename S>
+void col2im(const S* dcol, const ConvGeom& g, int64_t nb, S* dx_buf) {
+  const int64_t cols = nb * g.P;
+#pragma omp parallel for schedule(static) if (g.Kg * cols >= kParallelGrain)
+  for (int64_t c = 0; c < g.Cg; ++c) {
+    for (int64_t kh = 0; kh < g.KH; ++kh) {
+      for (int64_t kw = 0; kw < g.KW; ++kw) {
+        const S* row = dcol + ((c * g.KH + kh) * g.KW + kw) * cols;
+        for (int64_t n = 0; n < nb; ++n) {
+          S* plane = dx_buf + (n * g.Cg + c) * g.H * g.W;
+          for (int64_t i = 0; i < g.OH; ++i) {
+            const int64_t ih = i * g.p.stride[0] - g.p.pad_lo[0] + kh * g.p.dilation[0];
+            if (ih < 0 || ih >= g.H) continue;
+            const S* src = row + n * g.P + i * g.OW;
+            for (int64_t j = 0; j < g.OW; ++j) {
+              const int64_t iw = j * g.p.stride[1] - g.p.pad_lo[1] + kw * g.p.dilation[1];
+              if (iw >= 0 && iw < g.W) plane[ih * g.W + iw] += src[j];
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// w[o, c, kh, kw] (any strides) -> dense S [O, Kg].
+template <typename S, typename T>
+std::vector<S> dense_weight(const Tensor& w, const ConvGeom& g) {
+  std::vector<S> out(static_cast<size_t>(g.O * g.Kg));
+  const View4<const T> wv(w);
+  for (int64_t o = 0; o < g.O; ++o)
+    for (int64_t c = 0; c < g.Cg; ++c)
+      for (int64_t kh = 0; kh < g.KH; ++kh)
+        for (int64_t kw = 0; kw < g.KW; ++kw)
+          out[static_cast<size_t>(o * g.Kg + (c * g.KH + kh) * g.KW + kw)] = static_cast<S>(wv.at(o, c, kh, kw));
+  return out;
+}
+
+template <typename T>
+void conv2d_forward_typed(const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& bias,
+                          const Conv2dParams& prm) {
+  using S = acc_t<T>;
+  const ConvGeom g(x, w, y.size(2), y.size(3), prm);
+  const std::vector<S> wd = dense_weight<S, T>(w, g);
+  std::vector<S> b(static_cast<size_t>(g.O), S(0));
+  if (bias.defined()) {
+    const T* bp = static_cast<const T*>(bias.data_ptr());
+    for (int64_t o = 0; o < g.O; ++o) b[static_cast<size_t>(o)] = static_cast<S>(bp[o * bias.stride(0)]);
+  }
+  const View4<const T> xv(x);
+  const View4<T> yv(y);
+  const int64_t nbmax = g.chunk();
+  std::vector<S> col(static_cast<size_t>(g.Kg * nbmax * g.P));
+  std::vector<S> out(static_cast<size_t>(g.Og * nbmax * g.P));
+  for (int64_t n0 = 0; n0 < g.N; n0 += nbmax) {
+    const int64_t nb = std::min(nbmax, g.N - n0), cols = nb * g.P;
+    for (int64_t grp = 0; grp < g.G; ++grp) {
+      im2col<S, T>(xv, g, grp, n0, nb, col.data());
+      gemm_acc<S, T>(false, false, g.Og, cols, g.Kg, wd.data() + grp * g.Og * g.Kg, g.Kg, col.data(), cols,
+                     out.data(), cols, 0.0f);
+#pragma omp parallel for schedule(static) if (g.Og * cols >= kParallelGrain)
+      for (int64_t o = 0; o < g.Og; ++o) {
+        const int64_t oc = grp * g.Og + o;
+        const S bo = b[static_cast<size_t>(oc)];
+        for (int64_t n = 0; n < nb; ++n)
+          for (int64_t i = 0; i < g.OH; ++i)
+            for (int64_t j = 0; j < g.OW; ++j)
+              yv.at(n0 + n, oc, i, j) = static_cast<T>(out[static_cast<size_t>(o * cols + n * g.P + i * g.OW + j)] + bo);
+      }
+    }
+  }
+}
+
+template <typename T>
+void conv2d_backward_typed(const Tensor& dx, const Tensor& dw, const Tensor& db, const Tensor& dy, const Tensor& x,
+                           const Tensor& w, const Conv2dParams& prm) {
+  using S = acc_t<T>;
+  const ConvGeom g(x, w, dy.size(2), dy.size(3), prm);
+  const View4<const T> xv(x), dyv(dy);
+  if (db.defined()) {  // db[o] = sum over n, i, j of dy (double sums, one rounding)
+    T* dbp = static_cast<T*>(db.data_ptr());
+#pragma omp parallel for schedule(static) if (g.N * g.O * g.P >= kParallelGrain)
+    for (int64_t o = 0; o < g.O; ++o) {
+      double s = 0;
+      for (int64_t n = 0; n < g.N; ++n)
+        for (int64_t i = 0; i < g.OH; ++i)
+          for (int64_t j = 0; j < g.OW; ++j) s += static_cast<double>(dyv.at(n, o, i, j));
+      dbp[o * db.stride(0)] = static_cast<T>(s);
+    }
+  }
+  if (!dx.defined() && !dw.defined()) return;
+  const std::vector<S> wd = dense_weight<S, T>(w, g);
+  std::vector<S> dwd(dw.defined() ? static_cast<size_t>(g.O * g.Kg) : 0, S(0));
+  const int64_t nbmax = g.chunk();
+  std::vector<S> col(static_cast<size_t>(g.Kg * nbmax * g.P));
+  std::vector<S> dyg(static_cast<size_t>(g.Og * nbmax * g.P));
+  std::vector<S> dxb(dx.defined() ? static_cast<size_t>(nbmax * g.Cg * g.H * g.W) : 0);
+  const View4<T> dxv = dx.defined() ? View4<T>(dx) : View4<T>(dy);
+  bool first_chunk = true;
+  for (int64_t n0 = 0; n0 < g.N; n0 += nbmax) {
+    const int64_t nb = std::min(nbmax, g.N - n0), cols = nb * g.P;
+    for (int64_t grp = 0; grp < g.G; ++grp) {
+#pragma omp parallel for schedule(static) if (g.Og * cols >= kParallelGrain)
+      for (int64_t o = 0; o < g.Og; ++o)
+        for (int64_t n = 0; n < nb; ++n)
+          for (int64_t i = 0; i < g.OH; ++i)
+            for (int64_t j = 0; j < g.OW; ++j)
+              dyg[static_cast<size_t>(o * cols + n * g.P + i * g.OW + j)] =
+                  static_cast<S>(dyv.at(n0 + n, grp * g.Og + o, i, j));
+      if (dw.defined()) {
+        im2col<S, T>(xv, g, grp, n0, nb, col.data());
+        gemm_acc<S, T>(false, true, g.Og, g.Kg, cols, dyg.data(), cols, col.data(), cols,
+                       dwd.data() + grp * g.Og * g.Kg, g.Kg, first_chunk ? 0.0f : 1.0f);
+      }
+      if (dx.defined()) {
+        // dcol reuses col (im2col of this group is no longer needed).
+        gemm_acc<S, T>(true, false, g.Kg, cols, g.Og, wd.data() + grp * g.Og * g.Kg, g.Kg, dyg.data(), cols,
+                       col.data(), cols, 0.0f);
+        std::fill(dxb.begin(), dxb.begin() + nb * g.Cg * g.H * g.W, S(0));
+        col2im<S>(col.data(), g, nb, dxb.data());
+#pragma omp parallel for schedule(static) if (nb * g.Cg * g.H * g.W >= kParallelGrain)
+        for (int64_t c = 0; c < g.Cg; ++c)
+          for (int64_t n = 0; n < nb; ++n)
+            for (int64_t h = 0; h < g.H; ++h)
+              for (int64_t ww = 0; ww < g.W; ++ww)
+                dxv.at(n0 + n, grp * g.Cg + c, h, ww) =
+                    static_cast<T>(dxb[static_cast<size_t>(((n * g.Cg + c) * g.H + h) * g.W + ww)]);
+      }
+    }
+    first_chunk = false;
+  }
+  if (dw.defined()) {
+    const View4<T> dwv(dw);
+    for (int64_t o = 0; o < g.O; ++o)
+      for (int64_t c = 0; c < g.Cg; ++c)
+        for (int64_t kh = 0; kh < g.KH; ++kh)
+          for (int64_t kw = 0; kw < g.KW; ++kw)
+            dwv.at(o, c, kh, kw) = static_cast<T>(dwd[static_cast<size_t>(o * g.Kg + (c * g.KH + kh) * g.KW + kw)]);
+  }
+}
+
+// ---- pooling --------------------------------------------------------------------------------
+
+template <typename T>
+void max_pool2d_forward_typed(const Tensor& y, const Tensor& idx, const Tensor& x, const Pool2dParams& p) {
+  using S = acc_t<T>;
+  const int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3), OH = y.size(2), OW = y.size(3);
+  const View4<const T> xv(x);
+  const View4<T> yv(y);
+  const View4<int64_t> iv(idx);
+#pragma omp parallel for collapse(2) schedule(static) if (N * C * OH * OW >= kParallelGrain)
+  for (int64_t n = 0; n < N; ++n) {
+    for (int64_t c = 0; c < C; ++c) {
+      for (int64_t i = 0; i < OH; ++i) {
+        int64_t h0 = i * p.stride[0] - p.padding[0];
+        const int64_t h1 = std::min(h0 + (p.kernel[0] - 1) * p.dilation[0] + 1, H);
+        while (h0 < 0) h0 += p.dilation[0];
+        for (int64_t j = 0; j < OW; ++j) {
+          int64_t w0 = j * p.stride[1] - p.padding[1];
+          const int64_t w1 = std::min(w0 + (p.kernel[1] - 1) * p.dilation[1] + 1, W);
+          while (w0 < 0) w0 += p.dilation[1];
+          S best = -std::numeric_limits<S>::infinity();
+          int64_t arg = h0 * W + w0;
+          for (int64_t h = h0; h < h1; h += p.dilation[0]) {
+            for (int64_t w = w0; w < w1; w += p.dilation[1]) {
+              const S v = static_cast<S>(xv.at(n, c, h, w));
+              if (v > best || std::isnan(v)) {
+                best = v;
+                arg = h * W + w;
+              }
+            }
+          }
+          yv.at(n, c, i, j) = static_cast<T>(best);
+          iv.at(n, c, i, j) = arg;
+        }
+      }
+    }
+  }
+}
+
+template <typename T>
+void max_pool2d_backward_typed(const Tensor& dx, const Tensor& dy, const Tensor& idx) {
+  using S = acc_t<T>;
+  const int64_t N = dx.size(0), C = dx.size(1), W = dx.size(3), OH = dy.size(2), OW = dy.size(3);
+  const View4<const T> dyv(dy);
+  const View4<const int64_t> iv(idx);
+  const View4<T> dxv(dx);
+  // Overlapping windows may route several dy to one x: sum per plane in S.
+#pragma omp parallel for collapse(2) schedule(static) if (N * C * OH * OW >= kParallelGrain)
+  for (int64_t n = 0; n < N; ++n) {
+    for (int64_t c = 0; c < C; ++c) {
+      std::vector<S> plane(static_cast<size_t>(dx.size(2) * W), S(0));
+      for (int64_t i = 0; i < OH; ++i)
+        for (int64_t j = 0; j < OW; ++j) plane[static_cast<size_t>(iv.at(n, c, i, j))] += static_cast<S>(dyv.at(n, c, i, j));
+      for (int64_t h = 0; h < dx.size(2); ++h)
+        for (int64_t w = 0; w < W; ++w) dxv.at(n, c, h, w) = static_cast<T>(plane[static_cast<size_t>(h * W + w)]);
+    }
+  }
+}
+
+// The avg_pool2d window of output (i, j) along one dim: [lo, hi) clipped, and its divisor part.
+struct Window {
+  int64_t lo, hi, padded;
+};
+inline Window avg_window(int64_t o, int64_t in, int64_t k, int64_t s, int64_t pad) {
+  int64_t lo = o * s - pad;
+  int64_t hi = std::min(lo + k, in + pad);
+  const int64_t padded = hi - lo;
+  lo = std::max<int64_t>(lo, 0);
+  hi = std::min(hi, in);
+  return {lo, hi, padded};
+}
+
+template <typename T, bool Backward>
+void avg_pool2d_typed(const Tensor& out, const Tensor& in, const Pool2dParams& p) {
+  using S = acc_t<T>;
+  // Forward: out = y, in = x. Backward: out = dx, in = dy.
+  const Tensor& x = Backward ? out : in;
+  const Tensor& y = Backward ? in : out;
+  const int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3), OH = y.size(2), OW = y.size(3);
+  const View4<const T> iv(in);
+  const View4<T> ov(out);
+#pragma omp parallel for collapse(2) schedule(static) if (N * C * OH * OW >= kParallelGrain)
+  for (int64_t n = 0; n < N; ++n) {
+    for (int64_t c = 0; c < C; ++c) {
+      std::vector<S> plane(Backward ? static_cast<size_t>(H * W) : 0, S(0));
+      for (int64_t i = 0; i < OH; ++i) {
+        const Window wh = avg_window(i, H, p.kernel[0], p.stride[0], p.padding[0]);
+        for (int64_t j = 0; j < OW; ++j) {
+          const Window ww = avg_window(j, W, p.kernel[1], p.stride[1], p.padding[1]);
+          const int64_t div = p.count_include_pad ? wh.padded * ww.padded : (wh.hi - wh.lo) * (ww.hi - ww.lo);
+          if constexpr (Backward) {
+            const S g = static_cast<S>(iv.at(n, c, i, j)) / static_cast<S>(div);
+            for (int64_t h = wh.lo; h < wh.hi; ++h)
+              for (int64_t w = ww.lo; w < ww.hi; ++w) plane[static_cast<size_t>(h * W + w)] += g;
+          } else {
+            S s = 0;
+            for (int64_t h = wh.lo; h < wh.hi; ++h)
+              for (int64_t w = ww.lo; w < ww.hi; ++w) s += static_cast<S>(iv.at(n, c, h, w));
+            ov.at(n, c, i, j) = static_cast<T>(div > 0 ? s / static_cast<S>(div) : S(0));
+          }
+        }
+      }
+      if constexpr (Backward) {
+        for (int64_t h = 0; h < H; ++h)
+          for (int64_t w = 0; w < W; ++w) ov.at(n, c, h, w) = static_cast<T>(plane[static_cast<size_t>(h * W + w)]);
+      }
+    }
+  }
+}
+
+template <typename T, bool Backward>
+void adaptive_avg_pool2d_typed(const Tensor& out, const Tensor& in) {
+  using S = acc_t<T>;
+  const Tensor& x = Backward ? out : in;
+  const Tensor& y = Backward ? in : out;
+  const int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3), OH = y.size(2), OW = y.size(3);
+  const View4<const T> iv(in);
+  const View4<T> ov(out);
+#pragma omp parallel for collapse(2) schedule(static) if (N * C * H * W >= kParallelGrain)
+  for (int64_t n = 0; n < N; ++n) {
+    for (int64_t c = 0; c < C; ++c) {
+      std::vector<S> plane(Backward ? static_cast<size_t>(H * W) : 0, S(0));
+      for (int64_t i = 0; i < OH; ++i) {
+        const int64_t h0 = i * H / OH, h1 = ((i + 1) * H + OH - 1) / OH;
+        for (int64_t j = 0; j < OW; ++j) {
+          const int64_t w0 = j * W / OW, w1 = ((j + 1) * W + OW - 1) / OW;
+          const S cnt = static_cast<S>((h1 - h0) * (w1 - w0));
+          if constexpr (Backward) {
+            const S g = static_cast<S>(iv.at(n, c, i, j)) / cnt;
+            for (int64_t h = h0; h < h1; ++h)
+              for (int64_t w = w0; w < w1; ++w) plane[static_cast<size_t>(h * W + w)] += g;
+          } else {
+            S s = 0;
+            for (int64_t h = h0; h < h1; ++h)
+              for (int64_t w = w0; w < w1; ++w) s += static_cast<S>(iv.at(n, c, h, w));
+            ov.at(n, c, i, j) = static_cast<T>(s / cnt);
+          }
+        }
+      }
+      if constexpr (Backward) {
+        for (int64_t h = 0; h < H; ++h)
+          for (int64_t w = 0; w < W; ++w) ov.at(n, c, h, w) = static_cast<T>(plane[static_cast<size_t>(h * W + w)]);
+      }
+    }
+  }
+}
+
+// ---- batch norm -----------------------------------------------------------------------------
+
+// Per-channel sum of f(n, h, w) over one channel, in double, fixed order.
+template <typename F>
+double channel_sum(int64_t N, int64_t H, int64_t W, F&& f) {
+  double s = 0;
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t w = 0; w < W; ++w) s += f(n, h, w);
+  return s;
+}
+
+template <typename T>
+void batch_norm_forward_typed(const Tensor& y, const Tensor& save_mean, const Tensor& save_invstd, const Tensor& x,
+                              const Tensor& weight, const Tensor& bias, const Tensor& rm, const Tensor& rv,
+                              bool training, double momentum, double eps) {
+  using S = acc_t<T>;
+  const int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3), m = N * H * W;
+  const View4<const T> xv(x);
+  const View4<T> yv(y);
+  S* mean_out = static_cast<S*>(save_mean.data_ptr());
+  S* invstd_out = static_cast<S*>(save_invstd.data_ptr());
+  const S* wp = weight.defined() ? static_cast<const S*>(weight.data_ptr()) : nullptr;
+  const S* bp = bias.defined() ? static_cast<const S*>(bias.data_ptr()) : nullptr;
+  S* rmp = rm.defined() ? static_cast<S*>(rm.data_ptr()) : nullptr;
+  S* rvp = rv.defined() ? static_cast<S*>(rv.data_ptr()) : nullptr;
+#pragma omp parallel for schedule(static) if (N * C * H * W >= kParallelGrain)
+  for (int64_t c = 0; c < C; ++c) {
+    double mean, invstd;
+    if (training) {  // two passes: mean, then the centred sum of squares
+      mean = channel_sum(N, H, W, [&](int64_t n, int64_t h, int64_t w) { return static_cast<double>(xv.at(n, c, h, w)); }) /
+             static_cast<double>(m);
+      const double ss = channel_sum(N, H, W, [&](int64_t n, int64_t h, int64_t w) {
+        const double d = static_cast<double>(xv.at(n, c, h, w)) - mean;
+        return d * d;
+      });
+      const double var = ss / static_cast<double>(m);
+      invstd = 1.0 / std::sqrt(var + eps);
+      if (rmp != nullptr) {
+        rmp[c] = static_cast<S>((1.0 - momentum) * static_cast<double>(rmp[c]) + momentum * mean);
+        const double unbiased = m > 1 ? ss / static_cast<double>(m - 1) : var;
+        rvp[c] = static_cast<S>((1.0 - momentum) * static_cast<double>(rvp[c]) + momentum * unbiased);
+      }
+    } else {
+      mean = static_cast<double>(rmp[c]);
+      invstd = 1.0 / std::sqrt(static_cast<double>(rvp[c]) + eps);
+    }
+    mean_out[c] = static_cast<S>(mean);
+    invstd_out[c] = static_cast<S>(invstd);
+    // y = x * scale + shift, in S, from the stored (rounded) statistics.
+    const S sm = mean_out[c], si = invstd_out[c];
+    const S wc = wp ? wp[c] : S(1), bc = bp ? bp[c] : S(0);
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t w = 0; w < W; ++w)
+          yv.at(n, c, h, w) = static_cast<T>((static_cast<S>(xv.at(n, c, h, w)) - sm) * si * wc + bc);
+  }
+}
+
+template <typename T>
+void batch_norm_backward_typed(const Tensor& dx, const Tensor& dweight, const Tensor& dbias, const Tensor& dy,
+                               const Tensor& x, const Tensor& weight, const Tensor& save_mean,
+                               const Tensor& save_invstd, bool training) {
+  using S = acc_t<T>;
+  const int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3), m = N * H * W;
+  const View4<const T> xv(x), dyv(dy);
+  const S* mp = static_cast<const S*>(save_mean.data_ptr());
+  const S* ip = static_cast<const S*>(save_invstd.data_ptr());
+  const S* wp = weight.defined() ? static_cast<const S*>(weight.data_ptr()) : nullptr;
+  S* dwp = dweight.defined() ? static_cast<S*>(dweight.data_ptr()) : nullptr;
+  S* dbp = dbias.defined() ? static_cast<S*>(dbias.data_ptr()) : nullptr;
+#pragma omp parallel for schedule(static) if (N * C * H * W >= kParallelGrain)
+  for (int64_t c = 0; c < C; ++c) {
+    const double mean = static_cast<double>(mp[c]), invstd = static_cast<double>(ip[c]);
+    const double sum_dy =
+        channel_sum(N, H, W, [&](int64_t n, int64_t h, int64_t w) { return static_cast<double>(dyv.at(n, c, h, w)); });
+    const double sum_dy_xhat = channel_sum(N, H, W, [&](int64_t n, int64_t h, int64_t w) {
+      return static_cast<double>(dyv.at(n, c, h, w)) * (static_cast<double>(xv.at(n, c, h, w)) - mean) * invstd;
+    });
+    if (dwp) dwp[c] = static_cast<S>(sum_dy_xhat);
+    if (dbp) dbp[c] = static_cast<S>(sum_dy);
+    if (!dx.defined()) continue;
+    const View4<T> dxv(dx);
+    const double wc = wp ? static_cast<double>(wp[c]) : 1.0;
+    if (training) {
+      const S k = static_cast<S>(wc * invstd / static_cast<double>(m));
+      const S a = static_cast<S>(sum_dy), b = static_cast<S>(sum_dy_xhat), fm = static_cast<S>(m);
+      const S sm = static_cast<S>(mean), si = static_cast<S>(invstd);
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t h = 0; h < H; ++h)
+          for (int64_t w = 0; w < W; ++w) {
+            const S xhat = (static_cast<S>(xv.at(n, c, h, w)) - sm) * si;
+            dxv.at(n, c, h, w) = static_cast<T>(k * (fm * static_cast<S>(dyv.at(n, c, h, w)) - a - xhat * b));
+          }
+    } else {
+      const S k = static_cast<S>(wc * invstd);
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t h = 0; h < H; ++h)
+          for (int64_t w = 0; w < W; ++w) dxv.at(n, c, h, w) = static_cast<T>(k * static_cast<S>(dyv.at(n, c, h, w)));
+    }
+  }
+}
+
+}  // namespace
+
+void conv2d_forward(const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& bias, const Conv2dParams& p) {
+  dispatch_floating(x.dtype(), "conv2d", [&](auto tag) { conv2d_forward_typed<decltype(tag)>(y, x, w, bias, p); });
+}
+
+void conv2d_backward(const Tensor& dx, const Tensor& dw, const Tensor& db, const Tensor& dy, const Tensor& x,
+                     const Tensor& w, const Conv2dParams& p) {
+  dispatch_floating(x.dtype(), "conv2d_backward",
+                    [&](auto tag) { conv2d_backward_typed<decltype(tag)>(dx, dw, db, dy, x, w, p); });
+}
+
+void max_pool2d_forward(const Tensor& y, const Tensor& indices, const Tensor& x, const Pool2dParams& p) {
+  dispatch_floating(x.dtype(), "max_pool2d", [&](auto tag) { max_pool2d_forward_typed<decltype(tag)>(y, indices, x, p); });
+}
+
+void max_pool2d_backward(const Tensor& dx, const Tensor& dy, const Tensor& indices) {
+  dispatch_floating(dx.dtype(), "max_pool2d_backward",
+                    [&](auto tag) { max_pool2d_backward_typed<decltype(tag)>(dx, dy, indices); });
+}
+
+void avg_pool2d_forward(const Tensor& y, const Tensor& x, const Pool2dParams& p) {
+  dispatch_floating(x.dtype(), "avg_pool2d", [&](auto tag) { avg_pool2d_typed<decltype(tag), false>(y, x, p); });
+}
+
+void avg_pool2d_backward(const Tensor& dx, const Tensor& dy, const Pool2dParams& p) {
+  dispatch_floating(dx.dtype(), "avg_pool2d_backward", [&](auto tag) { avg_pool2d_typed<decltype(tag), true>(dx, dy, p); });
+}
+
+void adaptive_avg_pool2d_forward(const Tensor& y, const Tensor& x) {
+  dispatch_floating(x.dtype(), "adaptive_avg_pool2d",
+                    [&](auto tag) { adaptive_avg_pool2d_typed<decltype(tag), false>(y, x); });
+}
+
+void adaptive_avg_pool2d_backward(const Tensor& dx, const Tensor& dy) {
+  dispatch_floating(dx.dtype(), "adaptive_avg_pool2d_backward",
+                    [&](auto tag) { adaptive_avg_pool2d_typed<decltype(tag), true>(dx, dy); });
+}
+
+void batch_norm_forward(const Tensor& y, const Tensor& save_mean, const Tensor& save_invstd, const Tensor& x,
+                        const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
+                        const Tensor& running_var, bool training, double momentum, double eps) {
+  dispatch_floating(x.dtype(), "batch_norm", [&](auto tag) {
+    batch_norm_forward_typed<decltype(tag)>(y, save_mean, save_invstd, x, weight, bias, running_mean, running_var,
+                                            training, momentum, eps);
+  });
+}
+
+void batch_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dbias, const Tensor& dy,
+                         const Tensor& x, const Tensor& weight, const Tensor& save_mean, const Tensor& save_invstd,
+                         bool training) {
+  dispatch_floating(x.dtype(), "batch_norm_backward", [&](auto tag) {
+    batch_norm_backward_typed<decltype(tag)>(dx, dweight, dbias, dy, x, weight, save_mean, save_invstd, training);
+  });
+}
+
+}  // namespace hg::cpu
