@@ -141,6 +141,9 @@ std::array<int64_t, 2> check_pool(const char* op, const Tensor& x, const Pool2dP
              " must be >= 1 and padding ", pair_str(p.padding), " >= 0");
     HG_CHECK(p.padding[d] <= (p.dilation[d] * (p.kernel[d] - 1) + 1) / 2, op, ": padding ", pair_str(p.padding),
              " must be at most half the (dilated) kernel ", pair_str(p.kernel), "; use a smaller padding");
+    HG_CHECK(p.dilation[d] * (p.kernel[d] - 1) + 1 <= x.size(2 + d) + 2 * p.padding[d], op, ": the kernel ",
+             pair_str(p.kernel), " with dilation ", pair_str(p.dilation), " is larger than the padded input ",
+             x.shape_str(), " (padding ", pair_str(p.padding), "); use a smaller kernel or more padding");
     out[d] = pool_output_size(x.size(2 + d), p.kernel[d], p.stride[d], p.padding[d], p.dilation[d], p.ceil_mode);
     HG_CHECK(out[d] >= 1, op, ": the kernel ", pair_str(p.kernel), " with dilation ", pair_str(p.dilation),
              " is larger than the padded input ", x.shape_str(), " (padding ", pair_str(p.padding),

@@ -297,10 +297,11 @@ TEST_CASE("max_pool2d ties go to the first maximum and NaN wins, as PyTorch", "[
   auto [y, idx] = ops::max_pool2d(x, {.kernel = {2, 2}, .stride = {2, 2}});
   CHECK(idx.to_vector<int64_t>() == std::vector<int64_t>{1, 6});
   CHECK(std::isnan(values_of(y)[1]));
-  // Overlapping windows: the gradient of a shared maximum adds up.
+  // Overlapping windows: the gradient of a shared maximum adds up; all-zero
+  // windows route to their first element.
   Tensor z = from_vector(std::vector<double>{0, 5, 0, 0, 0, 0}, {1, 1, 1, 6}, {.dtype = kF64}).requires_grad_(true);
   hg::sum(hg::max_pool2d(z, {1, 3}, {1, 1})).backward();
-  CHECK(values_of(z.grad()) == std::vector<double>{0, 2, 0, 0, 0, 0});
+  CHECK(values_of(z.grad()) == std::vector<double>{0, 2, 1, 1, 0, 0});
 }
 
 namespace {
