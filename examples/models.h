@@ -12,8 +12,8 @@ class Generator;
 
 namespace hg::train {
 
-// [B, 784] -> [B, 1, 28, 28] -> conv(1->32, 3x3, pad 1)-BN-ReLU-maxpool 2
-// -> conv(32->64, 3x3, pad 1)-BN-ReLU-maxpool 2 -> flatten [B, 3136]
+// [B, 784] -> [B, 1, 28, 28] -> conv(1->32, 3x3, pad 1)-BN-maxpool 2-ReLU
+// -> conv(32->64, 3x3, pad 1)-BN-maxpool 2-ReLU -> flatten [B, 3136]
 // -> linear(3136->128)-ReLU -> linear(128->10). 421,834 parameters.
 std::shared_ptr<hg::nn::Sequential> make_cnn(hg::Generator* gen);
 

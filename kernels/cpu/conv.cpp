@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <vector>
 
 #include "kernels/conv.h"
@@ -86,10 +87,15 @@ void im2col(const View4<const T>& x, const ConvGeom& g, int64_t grp, int64_t n0,
           std::fill(row, row + g.OW, S(0));
           continue;
         }
-        for (int64_t j = 0; j < g.OW; ++j) {
-          const int64_t iw = j * g.p.stride[1] - g.p.pad_lo[1] + kw * g.p.dilation[1];
-          row[j] = (iw >= 0 && iw < g.W) ? static_cast<S>(x.at(n0 + n, c, ih, iw)) : S(0);
-        }
+        // Columns j with 0 <= iw = j*s + off < W form one range [j0, j1).
+        const int64_t s = g.p.stride[1], off = kw * g.p.dilation[1] - g.p.pad_lo[1];
+        const int64_t j0 = std::min(g.OW, off >= 0 ? 0 : (-off + s - 1) / s);
+        const int64_t j1 = std::max(j0, std::min(g.OW, g.W - off > 0 ? (g.W - off + s - 1) / s : 0));
+        std::fill(row, row + j0, S(0));
+        const T* src = &x.at(n0 + n, c, ih, 0) + off * x.s3;
+        const int64_t step = s * x.s3;
+        for (int64_t j = j0; j < j1; ++j) row[j] = static_cast<S>(src[j * step]);
+        std::fill(row + j1, row + g.OW, S(0));
       }
     }
   }
@@ -148,14 +154,14 @@ void conv2d_forward_typed(const Tensor& y, const Tensor& x, const Tensor& w, con
   const View4<const T> xv(x);
   const View4<T> yv(y);
   const int64_t nbmax = g.chunk();
-  std::vector<S> col(static_cast<size_t>(g.Kg * nbmax * g.P));
-  std::vector<S> out(static_cast<size_t>(g.Og * nbmax * g.P));
+  const std::unique_ptr<S[]> col(new S[static_cast<size_t>(g.Kg * nbmax * g.P)]);  // no zero-fill: every
+  const std::unique_ptr<S[]> out(new S[static_cast<size_t>(g.Og * nbmax * g.P)]);  // element is written
   for (int64_t n0 = 0; n0 < g.N; n0 += nbmax) {
     const int64_t nb = std::min(nbmax, g.N - n0), cols = nb * g.P;
     for (int64_t grp = 0; grp < g.G; ++grp) {
-      im2col<S, T>(xv, g, grp, n0, nb, col.data());
-      gemm_acc<S, T>(false, false, g.Og, cols, g.Kg, wd.data() + grp * g.Og * g.Kg, g.Kg, col.data(), cols,
-                     out.data(), cols, 0.0f);
+      im2col<S, T>(xv, g, grp, n0, nb, col.get());
+      gemm_acc<S, T>(false, false, g.Og, cols, g.Kg, wd.data() + grp * g.Og * g.Kg, g.Kg, col.get(), cols,
+                     out.get(), cols, 0.0f);
 #pragma omp parallel for schedule(static) if (g.Og * cols >= kParallelGrain)
       for (int64_t o = 0; o < g.Og; ++o) {
         const int64_t oc = grp * g.Og + o;
@@ -190,8 +196,8 @@ void conv2d_backward_typed(const Tensor& dx, const Tensor& dw, const Tensor& db,
   const std::vector<S> wd = dense_weight<S, T>(w, g);
   std::vector<S> dwd(dw.defined() ? static_cast<size_t>(g.O * g.Kg) : 0, S(0));
   const int64_t nbmax = g.chunk();
-  std::vector<S> col(static_cast<size_t>(g.Kg * nbmax * g.P));
-  std::vector<S> dyg(static_cast<size_t>(g.Og * nbmax * g.P));
+  const std::unique_ptr<S[]> col(new S[static_cast<size_t>(g.Kg * nbmax * g.P)]);
+  const std::unique_ptr<S[]> dyg(new S[static_cast<size_t>(g.Og * nbmax * g.P)]);
   std::vector<S> dxb(dx.defined() ? static_cast<size_t>(nbmax * g.Cg * g.H * g.W) : 0);
   const View4<T> dxv = dx.defined() ? View4<T>(dx) : View4<T>(dy);
   bool first_chunk = true;
@@ -206,16 +212,16 @@ void conv2d_backward_typed(const Tensor& dx, const Tensor& dw, const Tensor& db,
               dyg[static_cast<size_t>(o * cols + n * g.P + i * g.OW + j)] =
                   static_cast<S>(dyv.at(n0 + n, grp * g.Og + o, i, j));
       if (dw.defined()) {
-        im2col<S, T>(xv, g, grp, n0, nb, col.data());
-        gemm_acc<S, T>(false, true, g.Og, g.Kg, cols, dyg.data(), cols, col.data(), cols,
+        im2col<S, T>(xv, g, grp, n0, nb, col.get());
+        gemm_acc<S, T>(false, true, g.Og, g.Kg, cols, dyg.get(), cols, col.get(), cols,
                        dwd.data() + grp * g.Og * g.Kg, g.Kg, first_chunk ? 0.0f : 1.0f);
       }
       if (dx.defined()) {
         // dcol reuses col (im2col of this group is no longer needed).
-        gemm_acc<S, T>(true, false, g.Kg, cols, g.Og, wd.data() + grp * g.Og * g.Kg, g.Kg, dyg.data(), cols,
-                       col.data(), cols, 0.0f);
+        gemm_acc<S, T>(true, false, g.Kg, cols, g.Og, wd.data() + grp * g.Og * g.Kg, g.Kg, dyg.get(), cols,
+                       col.get(), cols, 0.0f);
         std::fill(dxb.begin(), dxb.begin() + nb * g.Cg * g.H * g.W, S(0));
-        col2im<S>(col.data(), g, nb, dxb.data());
+        col2im<S>(col.get(), g, nb, dxb.data());
 #pragma omp parallel for schedule(static) if (nb * g.Cg * g.H * g.W >= kParallelGrain)
         for (int64_t c = 0; c < g.Cg; ++c)
           for (int64_t n = 0; n < nb; ++n)
@@ -249,6 +255,7 @@ void max_pool2d_forward_typed(const Tensor& y, const Tensor& idx, const Tensor& 
 #pragma omp parallel for collapse(2) schedule(static) if (N * C * OH * OW >= kParallelGrain)
   for (int64_t n = 0; n < N; ++n) {
     for (int64_t c = 0; c < C; ++c) {
+      const T* xp = xv.p + n * xv.s0 + c * xv.s1;
       for (int64_t i = 0; i < OH; ++i) {
         int64_t h0 = i * p.stride[0] - p.padding[0];
         const int64_t h1 = std::min(h0 + (p.kernel[0] - 1) * p.dilation[0] + 1, H);
@@ -261,8 +268,8 @@ void max_pool2d_forward_typed(const Tensor& y, const Tensor& idx, const Tensor& 
           int64_t arg = h0 * W + w0;
           for (int64_t h = h0; h < h1; h += p.dilation[0]) {
             for (int64_t w = w0; w < w1; w += p.dilation[1]) {
-              const S v = static_cast<S>(xv.at(n, c, h, w));
-              if (v > best || std::isnan(v)) {
+              const S v = static_cast<S>(xp[h * xv.s2 + w * xv.s3]);
+              if (v > best || v != v) {  // NaN wins
                 best = v;
                 arg = h * W + w;
               }
@@ -386,15 +393,27 @@ void adaptive_avg_pool2d_typed(const Tensor& out, const Tensor& in) {
 
 // ---- batch norm -----------------------------------------------------------------------------
 
-// Per-channel sum of f(n, h, w) over one channel, in double, fixed order.
-template <typename F>
-double channel_sum(int64_t N, int64_t H, int64_t W, F&& f) {
-  double s = 0;
-  for (int64_t n = 0; n < N; ++n)
-    for (int64_t h = 0; h < H; ++h)
-      for (int64_t w = 0; w < W; ++w) s += f(n, h, w);
-  return s;
+// One channel of a 4-D view as N runs of `inner` elements `step` apart
+// (H*W of them when the rows are dense, as in NCHW and NHWC; else W runs per
+// (n, h)), so the per-channel loops are plain strided loops.
+template <typename T>
+bool dense_rows(const View4<T>& v, int64_t H, int64_t W) {
+  return H == 1 || v.s2 == W * v.s3;
 }
+
+struct ChannelRuns {
+  int64_t outer, inner, step, outer_n, s_n, s_h;
+  // flat: every view walked together has dense rows (s2 == W * s3), so all take one shape.
+  template <typename T>
+  ChannelRuns(const View4<T>& v, int64_t N, int64_t H, int64_t W, bool flat) {
+    if (flat) {
+      outer = N, inner = H * W, step = v.s3, outer_n = 1, s_n = v.s0, s_h = 0;
+    } else {
+      outer = N * H, inner = W, step = v.s3, outer_n = H, s_n = v.s0, s_h = v.s2;
+    }
+  }
+  int64_t base(int64_t r) const { return (r / outer_n) * s_n + (r % outer_n) * s_h; }
+};
 
 template <typename T>
 void batch_norm_forward_typed(const Tensor& y, const Tensor& save_mean, const Tensor& save_invstd, const Tensor& x,
@@ -404,6 +423,8 @@ void batch_norm_forward_typed(const Tensor& y, const Tensor& save_mean, const Te
   const int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3), m = N * H * W;
   const View4<const T> xv(x);
   const View4<T> yv(y);
+  const bool flat = dense_rows(xv, H, W) && dense_rows(yv, H, W);
+  const ChannelRuns xr(xv, N, H, W, flat), yr(yv, N, H, W, flat);
   S* mean_out = static_cast<S*>(save_mean.data_ptr());
   S* invstd_out = static_cast<S*>(save_invstd.data_ptr());
   const S* wp = weight.defined() ? static_cast<const S*>(weight.data_ptr()) : nullptr;
@@ -412,14 +433,23 @@ void batch_norm_forward_typed(const Tensor& y, const Tensor& save_mean, const Te
   S* rvp = rv.defined() ? static_cast<S*>(rv.data_ptr()) : nullptr;
 #pragma omp parallel for schedule(static) if (N * C * H * W >= kParallelGrain)
   for (int64_t c = 0; c < C; ++c) {
+    const T* xc = xv.p + c * xv.s1;
     double mean, invstd;
-    if (training) {  // two passes: mean, then the centred sum of squares
-      mean = channel_sum(N, H, W, [&](int64_t n, int64_t h, int64_t w) { return static_cast<double>(xv.at(n, c, h, w)); }) /
-             static_cast<double>(m);
-      const double ss = channel_sum(N, H, W, [&](int64_t n, int64_t h, int64_t w) {
-        const double d = static_cast<double>(xv.at(n, c, h, w)) - mean;
-        return d * d;
-      });
+    if (training) {  // two passes in double, fixed order: mean, then the centred sum of squares
+      double sum = 0;
+      for (int64_t r = 0; r < xr.outer; ++r) {
+        const T* p = xc + xr.base(r);
+        for (int64_t k = 0; k < xr.inner; ++k) sum += static_cast<double>(p[k * xr.step]);
+      }
+      mean = sum / static_cast<double>(m);
+      double ss = 0;
+      for (int64_t r = 0; r < xr.outer; ++r) {
+        const T* p = xc + xr.base(r);
+        for (int64_t k = 0; k < xr.inner; ++k) {
+          const double d = static_cast<double>(p[k * xr.step]) - mean;
+          ss += d * d;
+        }
+      }
       const double var = ss / static_cast<double>(m);
       invstd = 1.0 / std::sqrt(var + eps);
       if (rmp != nullptr) {
@@ -433,13 +463,15 @@ void batch_norm_forward_typed(const Tensor& y, const Tensor& save_mean, const Te
     }
     mean_out[c] = static_cast<S>(mean);
     invstd_out[c] = static_cast<S>(invstd);
-    // y = x * scale + shift, in S, from the stored (rounded) statistics.
+    // y = (x - mean) * invstd * w + b, in S, from the stored (rounded) statistics.
     const S sm = mean_out[c], si = invstd_out[c];
-    const S wc = wp ? wp[c] : S(1), bc = bp ? bp[c] : S(0);
-    for (int64_t n = 0; n < N; ++n)
-      for (int64_t h = 0; h < H; ++h)
-        for (int64_t w = 0; w < W; ++w)
-          yv.at(n, c, h, w) = static_cast<T>((static_cast<S>(xv.at(n, c, h, w)) - sm) * si * wc + bc);
+    const S scale = si * (wp ? wp[c] : S(1)), bc = bp ? bp[c] : S(0);
+    T* yc = yv.p + c * yv.s1;
+    for (int64_t r = 0; r < xr.outer; ++r) {
+      const T* p = xc + xr.base(r);
+      T* q = yc + yr.base(r);
+      for (int64_t k = 0; k < xr.inner; ++k) q[k * yr.step] = static_cast<T>((static_cast<S>(p[k * xr.step]) - sm) * scale + bc);
+    }
   }
 }
 
@@ -450,6 +482,9 @@ void batch_norm_backward_typed(const Tensor& dx, const Tensor& dweight, const Te
   using S = acc_t<T>;
   const int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3), m = N * H * W;
   const View4<const T> xv(x), dyv(dy);
+  const bool flat = dense_rows(xv, H, W) && dense_rows(dyv, H, W) &&
+                    (!dx.defined() || dense_rows(View4<const T>(dx), H, W));
+  const ChannelRuns xr(xv, N, H, W, flat), gr(dyv, N, H, W, flat);
   const S* mp = static_cast<const S*>(save_mean.data_ptr());
   const S* ip = static_cast<const S*>(save_invstd.data_ptr());
   const S* wp = weight.defined() ? static_cast<const S*>(weight.data_ptr()) : nullptr;
@@ -458,31 +493,43 @@ void batch_norm_backward_typed(const Tensor& dx, const Tensor& dweight, const Te
 #pragma omp parallel for schedule(static) if (N * C * H * W >= kParallelGrain)
   for (int64_t c = 0; c < C; ++c) {
     const double mean = static_cast<double>(mp[c]), invstd = static_cast<double>(ip[c]);
-    const double sum_dy =
-        channel_sum(N, H, W, [&](int64_t n, int64_t h, int64_t w) { return static_cast<double>(dyv.at(n, c, h, w)); });
-    const double sum_dy_xhat = channel_sum(N, H, W, [&](int64_t n, int64_t h, int64_t w) {
-      return static_cast<double>(dyv.at(n, c, h, w)) * (static_cast<double>(xv.at(n, c, h, w)) - mean) * invstd;
-    });
+    const T* xc = xv.p + c * xv.s1;
+    const T* gc = dyv.p + c * dyv.s1;
+    // sum(dy) and sum(dy * (x - mean)) in double, fixed order; xhat = (x - mean) * invstd.
+    double sum_dy = 0, sum_dy_xc = 0;
+    for (int64_t r = 0; r < xr.outer; ++r) {
+      const T* p = xc + xr.base(r);
+      const T* g = gc + gr.base(r);
+      for (int64_t k = 0; k < xr.inner; ++k) {
+        const double gk = static_cast<double>(g[k * gr.step]);
+        sum_dy += gk;
+        sum_dy_xc += gk * (static_cast<double>(p[k * xr.step]) - mean);
+      }
+    }
+    const double sum_dy_xhat = sum_dy_xc * invstd;
     if (dwp) dwp[c] = static_cast<S>(sum_dy_xhat);
     if (dbp) dbp[c] = static_cast<S>(sum_dy);
     if (!dx.defined()) continue;
     const View4<T> dxv(dx);
+    const ChannelRuns dr(dxv, N, H, W, flat);
+    T* dc = dxv.p + c * dxv.s1;
     const double wc = wp ? static_cast<double>(wp[c]) : 1.0;
-    if (training) {
-      const S k = static_cast<S>(wc * invstd / static_cast<double>(m));
-      const S a = static_cast<S>(sum_dy), b = static_cast<S>(sum_dy_xhat), fm = static_cast<S>(m);
-      const S sm = static_cast<S>(mean), si = static_cast<S>(invstd);
-      for (int64_t n = 0; n < N; ++n)
-        for (int64_t h = 0; h < H; ++h)
-          for (int64_t w = 0; w < W; ++w) {
-            const S xhat = (static_cast<S>(xv.at(n, c, h, w)) - sm) * si;
-            dxv.at(n, c, h, w) = static_cast<T>(k * (fm * static_cast<S>(dyv.at(n, c, h, w)) - a - xhat * b));
-          }
-    } else {
-      const S k = static_cast<S>(wc * invstd);
-      for (int64_t n = 0; n < N; ++n)
-        for (int64_t h = 0; h < H; ++h)
-          for (int64_t w = 0; w < W; ++w) dxv.at(n, c, h, w) = static_cast<T>(k * static_cast<S>(dyv.at(n, c, h, w)));
+    // training: dx = k * (m*dy - sum_dy - xhat*sum_dy_xhat), k = w*invstd/m; eval: dx = w*invstd*dy.
+    const S k = static_cast<S>(training ? wc * invstd / static_cast<double>(m) : wc * invstd);
+    const S a = static_cast<S>(sum_dy), b = static_cast<S>(sum_dy_xhat), fm = static_cast<S>(m);
+    const S sm = static_cast<S>(mean), si = static_cast<S>(invstd);
+    for (int64_t r = 0; r < xr.outer; ++r) {
+      const T* p = xc + xr.base(r);
+      const T* g = gc + gr.base(r);
+      T* q = dc + dr.base(r);
+      if (training) {
+        for (int64_t j = 0; j < xr.inner; ++j) {
+          const S xhat = (static_cast<S>(p[j * xr.step]) - sm) * si;
+          q[j * dr.step] = static_cast<T>(k * (fm * static_cast<S>(g[j * gr.step]) - a - xhat * b));
+        }
+      } else {
+        for (int64_t j = 0; j < xr.inner; ++j) q[j * dr.step] = static_cast<T>(k * static_cast<S>(g[j * gr.step]));
+      }
     }
   }
 }
