@@ -245,6 +245,22 @@ void conv2d_backward_typed(const Tensor& dx, const Tensor& dw, const Tensor& db,
 
 // ---- pooling --------------------------------------------------------------------------------
 
+// if (v > best || isnan(v)) { best = v; arg = at; } without a branch (random
+// data defeats the predictor): bit masks select the value and the index.
+template <typename S>
+inline void select_max(S v, int64_t at, S& best, int64_t& arg) {
+  using U = std::conditional_t<sizeof(S) == 8, uint64_t, uint32_t>;
+  const bool take = (v > best) | (v != v);
+  const U mask = U(0) - static_cast<U>(take);
+  U vb, bb;
+  std::memcpy(&vb, &v, sizeof(S));
+  std::memcpy(&bb, &best, sizeof(S));
+  bb = (vb & mask) | (bb & ~mask);
+  std::memcpy(&best, &bb, sizeof(S));
+  const int64_t imask = -static_cast<int64_t>(take);
+  arg = (at & imask) | (arg & ~imask);
+}
+
 template <typename T>
 void max_pool2d_forward_typed(const Tensor& y, const Tensor& idx, const Tensor& x, const Pool2dParams& p) {
   using S = acc_t<T>;
@@ -252,6 +268,35 @@ void max_pool2d_forward_typed(const Tensor& y, const Tensor& idx, const Tensor& 
   const View4<const T> xv(x);
   const View4<T> yv(y);
   const View4<int64_t> iv(idx);
+  // The common 2x2 / stride 2 window without padding, every window inside:
+  // the same comparisons in the same (row-major) order, no bounds arithmetic.
+  const bool k2s2 = p.kernel == std::array<int64_t, 2>{2, 2} && p.stride == std::array<int64_t, 2>{2, 2} &&
+                    p.padding == std::array<int64_t, 2>{0, 0} && p.dilation == std::array<int64_t, 2>{1, 1} &&
+                    2 * OH <= H && 2 * OW <= W;
+  if (k2s2) {
+#pragma omp parallel for collapse(2) schedule(static) if (N * C * OH * OW >= kParallelGrain)
+    for (int64_t n = 0; n < N; ++n) {
+      for (int64_t c = 0; c < C; ++c) {
+        const T* xp = xv.p + n * xv.s0 + c * xv.s1;
+        for (int64_t i = 0; i < OH; ++i) {
+          const T* r0 = xp + 2 * i * xv.s2;
+          const T* r1 = r0 + xv.s2;
+          for (int64_t j = 0; j < OW; ++j) {
+            const int64_t w = 2 * j, at = 2 * i * W + w;
+            const S cand[4] = {static_cast<S>(r0[w * xv.s3]), static_cast<S>(r0[(w + 1) * xv.s3]),
+                               static_cast<S>(r1[w * xv.s3]), static_cast<S>(r1[(w + 1) * xv.s3])};
+            const int64_t where[4] = {at, at + 1, at + W, at + W + 1};
+            S best = -std::numeric_limits<S>::infinity();
+            int64_t arg = at;
+            for (int q = 0; q < 4; ++q) select_max(cand[q], where[q], best, arg);
+            yv.at(n, c, i, j) = static_cast<T>(best);
+            iv.at(n, c, i, j) = arg;
+          }
+        }
+      }
+    }
+    return;
+  }
 #pragma omp parallel for collapse(2) schedule(static) if (N * C * OH * OW >= kParallelGrain)
   for (int64_t n = 0; n < N; ++n) {
     for (int64_t c = 0; c < C; ++c) {
@@ -396,6 +441,24 @@ void adaptive_avg_pool2d_typed(const Tensor& out, const Tensor& in) {
 // One channel of a 4-D view as N runs of `inner` elements `step` apart
 // (H*W of them when the rows are dense, as in NCHW and NHWC; else W runs per
 // (n, h)), so the per-channel loops are plain strided loops.
+// sum_k f(p[k * step]) in double, in a fixed order: four interleaved partial
+// sums when step == 1 (so the adds overlap), then one more for the tail.
+template <typename T, typename F>
+double run_sum(const T* p, int64_t n, int64_t step, F&& f) {
+  double a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+  int64_t k = 0;
+  if (step == 1) {
+    for (; k + 4 <= n; k += 4) {
+      a0 += f(p[k]);
+      a1 += f(p[k + 1]);
+      a2 += f(p[k + 2]);
+      a3 += f(p[k + 3]);
+    }
+  }
+  for (; k < n; ++k) a0 += f(p[k * step]);
+  return (a0 + a1) + (a2 + a3);
+}
+
 template <typename T>
 bool dense_rows(const View4<T>& v, int64_t H, int64_t W) {
   return H == 1 || v.s2 == W * v.s3;
@@ -437,18 +500,15 @@ void batch_norm_forward_typed(const Tensor& y, const Tensor& save_mean, const Te
     double mean, invstd;
     if (training) {  // two passes in double, fixed order: mean, then the centred sum of squares
       double sum = 0;
-      for (int64_t r = 0; r < xr.outer; ++r) {
-        const T* p = xc + xr.base(r);
-        for (int64_t k = 0; k < xr.inner; ++k) sum += static_cast<double>(p[k * xr.step]);
-      }
+      for (int64_t r = 0; r < xr.outer; ++r)
+        sum += run_sum(xc + xr.base(r), xr.inner, xr.step, [](T v) { return static_cast<double>(v); });
       mean = sum / static_cast<double>(m);
       double ss = 0;
       for (int64_t r = 0; r < xr.outer; ++r) {
-        const T* p = xc + xr.base(r);
-        for (int64_t k = 0; k < xr.inner; ++k) {
-          const double d = static_cast<double>(p[k * xr.step]) - mean;
-          ss += d * d;
-        }
+        ss += run_sum(xc + xr.base(r), xr.inner, xr.step, [mean](T v) {
+          const double d = static_cast<double>(v) - mean;
+          return d * d;
+        });
       }
       const double var = ss / static_cast<double>(m);
       invstd = 1.0 / std::sqrt(var + eps);
@@ -470,7 +530,12 @@ void batch_norm_forward_typed(const Tensor& y, const Tensor& save_mean, const Te
     for (int64_t r = 0; r < xr.outer; ++r) {
       const T* p = xc + xr.base(r);
       T* q = yc + yr.base(r);
-      for (int64_t k = 0; k < xr.inner; ++k) q[k * yr.step] = static_cast<T>((static_cast<S>(p[k * xr.step]) - sm) * scale + bc);
+      if (xr.step == 1 && yr.step == 1) {  // NCHW: a plain loop the compiler vectorises
+        for (int64_t k = 0; k < xr.inner; ++k) q[k] = static_cast<T>((static_cast<S>(p[k]) - sm) * scale + bc);
+      } else {
+        for (int64_t k = 0; k < xr.inner; ++k)
+          q[k * yr.step] = static_cast<T>((static_cast<S>(p[k * xr.step]) - sm) * scale + bc);
+      }
     }
   }
 }
@@ -522,7 +587,12 @@ void batch_norm_backward_typed(const Tensor& dx, const Tensor& dweight, const Te
       const T* p = xc + xr.base(r);
       const T* g = gc + gr.base(r);
       T* q = dc + dr.base(r);
-      if (training) {
+      if (training && xr.step == 1 && gr.step == 1 && dr.step == 1) {  // NCHW: vectorised
+        for (int64_t j = 0; j < xr.inner; ++j) {
+          const S xhat = (static_cast<S>(p[j]) - sm) * si;
+          q[j] = static_cast<T>(k * (fm * static_cast<S>(g[j]) - a - xhat * b));
+        }
+      } else if (training) {
         for (int64_t j = 0; j < xr.inner; ++j) {
           const S xhat = (static_cast<S>(p[j * xr.step]) - sm) * si;
           q[j * dr.step] = static_cast<T>(k * (fm * static_cast<S>(g[j * gr.step]) - a - xhat * b));
