@@ -101,3 +101,5 @@ inline Tensor operator*(double a, const Tensor& b) { return mul(b, a); }
 inline Tensor operator/(const Tensor& a, double b) { return mul(a, 1.0 / b); }
 
 }  // namespace hg
+
+#include "autograd/functions_conv.h"  // conv2d, pooling, batch_norm

@@ -2,13 +2,16 @@
 # in the second epoch) and resumed must end with a checkpoint byte-identical to
 # an uninterrupted run's, and with the same per-epoch train losses. Also checks
 # metrics.jsonl / curves.svg exist and that a resume with other options fails.
-#   cmake -DHG_TRAIN=<hg-train> -DDEVICE=<cpu|cuda> -DWORK=<dir> -P check_resume.cmake
+#   cmake -DHG_TRAIN=<hg-train> -DDEVICE=<cpu|cuda> -DWORK=<dir> [-DMODEL=mlp|cnn] -P check_resume.cmake
 cmake_minimum_required(VERSION 3.25)
 file(REMOVE_RECURSE "${WORK}")
 file(MAKE_DIRECTORY "${WORK}")
 # 1200 samples / batch 100 = 12 steps an epoch; clipping and warmup exercised.
 set(common --limit 1200 --test-limit 300 --epochs 2 --batch-size 100 --warmup-steps 5 --clip-grad 1.0
            --device ${DEVICE})
+if(DEFINED MODEL)
+  list(APPEND common --model ${MODEL})
+endif()
 
 function(train expect_ok)
   execute_process(COMMAND "${HG_TRAIN}" ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)

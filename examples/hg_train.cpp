@@ -38,6 +38,7 @@
 #include "core/generator.h"
 #include "data/dataloader.h"
 #include "data/fashion_mnist.h"
+#include "examples/models.h"
 #include "examples/run_folder.h"
 #include "examples/train_report.h"
 #include "kernels/reduce.h"
@@ -212,7 +213,7 @@ std::string bar(int64_t done, int64_t total, int width = 24) {
 int main(int argc, char** argv) {
   Options o;
   CLI::App app{"hg-train: train an MLP on Fashion-MNIST with halfgrad"};
-  app.add_option("--model", o.model, "model (mlp)")->check(CLI::IsMember({"mlp"}));
+  app.add_option("--model", o.model, "model: mlp | cnn (docs/training.md)")->check(CLI::IsMember({"mlp", "cnn"}));
   app.add_option("--device", o.device, "auto | cpu | cuda | cuda:N");
   app.add_option("--precision", o.precision, "fp32 | fp16-master | bf16-master | amp-fp16 | amp-bf16")
       ->check(CLI::IsMember({"fp32", "fp16-master", "bf16-master", "amp-fp16", "amp-bf16"}));
@@ -274,7 +275,7 @@ int main(int argc, char** argv) {
     hg::amp::GradScaler scaler({.enabled = amp});
     if (amp) std::printf("hg-train: %s\n", hg::amp::capability_report(device).c_str());
     hg::Generator gen(o.seed);
-    auto model = make_mlp(&gen);
+    auto model = o.model == "cnn" ? hg::train::make_cnn(&gen) : make_mlp(&gen);
     model->to(device);
     model->to(dtype);
     hg::optim::AdamW opt(model->parameters(), {.lr = o.lr, .weight_decay = 1e-4});

@@ -71,6 +71,7 @@ constexpr TorchRow kTorchRows[] = {
      "feeds a loss keeps its fp32 result here"},
     {"norm", "fp32", ""},
     {"matmul", "lower", ""},
+    {"conv2d", "lower", ""},
     {"softmax", "fp32", ""},
     {"log_softmax", "fp32", ""},
     {"cross_entropy", "fp32 (log_softmax + nll_loss)", ""},

@@ -108,6 +108,22 @@ namespace hg {
   _(cross_entropy,          floating, fp32, rule)         \
   _(cross_entropy_backward, floating, fp32, none)
 
+// 4-D NCHW (or channels-last) ops: kernels/conv.h. conv2d runs in the
+// autocast dtype like PyTorch's (lower_precision_fp list); pooling and
+// batch_norm are on none of its CUDA autocast lists (batch_norm takes 16-bit
+// activations with f32 parameters), so they pass through.
+#define HG_FORALL_CONV_OPS(_)                                   \
+  _(conv2d,                       floating, lower,       rule)  \
+  _(conv2d_backward,              floating, lower,       none)  \
+  _(max_pool2d,                   floating, passthrough, rule)  \
+  _(max_pool2d_backward,          floating, passthrough, none)  \
+  _(avg_pool2d,                   floating, passthrough, rule)  \
+  _(avg_pool2d_backward,          floating, passthrough, none)  \
+  _(adaptive_avg_pool2d,          floating, passthrough, rule)  \
+  _(adaptive_avg_pool2d_backward, floating, passthrough, none)  \
+  _(batch_norm,                   floating, passthrough, rule)  \
+  _(batch_norm_backward,          floating, passthrough, none)
+
 // Every family, each with the OpFamily it stands for.
 #define HG_FORALL_OP_FAMILIES(_) \
   _(memory,     HG_FORALL_MEMORY_OPS)     \
@@ -118,7 +134,8 @@ namespace hg {
   _(reduction,  HG_FORALL_REDUCTION_OPS)  \
   _(random,     HG_FORALL_RANDOM_OPS)     \
   _(gemm,       HG_FORALL_GEMM_OPS)       \
-  _(softmax,    HG_FORALL_SOFTMAX_OPS)
+  _(softmax,    HG_FORALL_SOFTMAX_OPS)    \
+  _(conv,       HG_FORALL_CONV_OPS)
 
 #define HG_FORALL_OPS(_)          \
   HG_FORALL_MEMORY_OPS(_)         \
@@ -129,7 +146,8 @@ namespace hg {
   HG_FORALL_REDUCTION_OPS(_)      \
   HG_FORALL_RANDOM_OPS(_)         \
   HG_FORALL_GEMM_OPS(_)           \
-  HG_FORALL_SOFTMAX_OPS(_)
+  HG_FORALL_SOFTMAX_OPS(_)        \
+  HG_FORALL_CONV_OPS(_)
 // clang-format on
 
 // The enum and the table below both walk the families in HG_FORALL_OP_FAMILIES
@@ -147,7 +165,7 @@ static_assert(kNumOps == 0 HG_FORALL_OPS(HG_OP_COUNT), "HG_FORALL_OPS must run e
 #undef HG_OP_COUNT_FAMILY
 #undef HG_OP_COUNT
 
-enum class OpFamily : uint8_t { memory, unary, binary, comparison, select, reduction, random, gemm, softmax };
+enum class OpFamily : uint8_t { memory, unary, binary, comparison, select, reduction, random, gemm, softmax, conv };
 enum class OpDTypes : uint8_t { any, floating };
 enum class AmpClass : uint8_t { lower, fp32, promote, passthrough, banned };
 enum class OpGrad : uint8_t { functor, rule, none };

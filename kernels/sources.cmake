@@ -8,6 +8,7 @@ list(APPEND HG_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/ops.cpp
   ${CMAKE_CURRENT_LIST_DIR}/reduce_ops.cpp
   ${CMAKE_CURRENT_LIST_DIR}/softmax_ops.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/conv_ops.cpp
   ${CMAKE_CURRENT_LIST_DIR}/gemm_ops.cpp
   ${CMAKE_CURRENT_LIST_DIR}/random_ops.cpp
   ${CMAKE_CURRENT_LIST_DIR}/optimizer_ops.cpp

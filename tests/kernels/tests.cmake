@@ -3,6 +3,11 @@ hg_add_test(test_kernels LABEL kernels SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/test_reduce.cpp
   ${CMAKE_CURRENT_LIST_DIR}/test_softmax.cpp
   ${CMAKE_CURRENT_LIST_DIR}/test_gemm.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/test_conv.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/test_conv_torch.cpp
   ${CMAKE_CURRENT_LIST_DIR}/test_random.cpp
   ${CMAKE_CURRENT_LIST_DIR}/test_numerics.cpp
 )
+find_package(nlohmann_json 3 REQUIRED)
+target_link_libraries(test_kernels PRIVATE nlohmann_json::nlohmann_json)
+target_compile_definitions(test_kernels PRIVATE HG_KERNEL_FIXTURE_DIR="${CMAKE_CURRENT_LIST_DIR}/fixtures")
