@@ -19,9 +19,10 @@ Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, std::array<int64_t, 2>
   HG_CHECK(in_channels > 0 && out_channels > 0 && kernel_size[0] > 0 && kernel_size[1] > 0 && options.groups > 0,
            "Conv2d: channels, kernel size and groups must be > 0, got in ", in_channels, " out ", out_channels,
            " kernel (", kernel_size[0], ", ", kernel_size[1], ") groups ", options.groups);
-  HG_CHECK(in_channels % options.groups == 0 && out_channels % options.groups == 0, "Conv2d: groups=",
-           options.groups, " must divide in_channels=", in_channels, " and out_channels=", out_channels);
-  weight = register_parameter("weight", empty({out_channels, in_channels / options.groups, kernel_size[0], kernel_size[1]}));
+  HG_CHECK(in_channels % options.groups == 0 && out_channels % options.groups == 0, "Conv2d: groups=", options.groups,
+           " must divide in_channels=", in_channels, " and out_channels=", out_channels);
+  weight =
+      register_parameter("weight", empty({out_channels, in_channels / options.groups, kernel_size[0], kernel_size[1]}));
   init::kaiming_uniform_(weight, std::sqrt(5.0), gen);
   if (with_bias) {
     bias = register_parameter("bias", empty({out_channels}));
@@ -76,11 +77,11 @@ std::string BatchNorm2d::type_name() const {
   return os.str();
 }
 
-Tensor MaxPool2d::forward(const Tensor& x) {
-  return hg::max_pool2d(x, {k_, k_}, {s_, s_}, {p_, p_}, {d_, d_}, ceil_);
-}
+Tensor MaxPool2d::forward(const Tensor& x) { return hg::max_pool2d(x, {k_, k_}, {s_, s_}, {p_, p_}, {d_, d_}, ceil_); }
 
-Tensor AvgPool2d::forward(const Tensor& x) { return hg::avg_pool2d(x, {k_, k_}, {s_, s_}, {p_, p_}, ceil_, include_pad_); }
+Tensor AvgPool2d::forward(const Tensor& x) {
+  return hg::avg_pool2d(x, {k_, k_}, {s_, s_}, {p_, p_}, ceil_, include_pad_);
+}
 
 Tensor AdaptiveAvgPool2d::forward(const Tensor& x) { return hg::adaptive_avg_pool2d(x, out_); }
 

@@ -46,9 +46,9 @@ class BatchNorm2d : public Module {
   Tensor forward(const Tensor& x) override;
   std::string type_name() const override;
 
-  Tensor weight, bias;                   // [C] (undefined when !affine)
-  Tensor running_mean, running_var;      // [C] buffers
-  Tensor num_batches_tracked;            // [] i64 buffer
+  Tensor weight, bias;               // [C] (undefined when !affine)
+  Tensor running_mean, running_var;  // [C] buffers
+  Tensor num_batches_tracked;        // [] i64 buffer
 
  private:
   int64_t features_;

@@ -42,8 +42,8 @@ struct View4 {
 };
 
 template <typename S, typename T>
-void gemm_acc(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const S* a, int64_t lda, const S* b, int64_t ldb,
-              S* c, int64_t ldc, float beta) {
+void gemm_acc(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const S* a, int64_t lda, const S* b, int64_t ldb, S* c,
+              int64_t ldc, float beta) {
   GemmArgs g;
   g.dtype = dtype_of_acc<S>();
   g.trans_a = ta;
@@ -65,9 +65,21 @@ struct ConvGeom {
   int64_t N, C, H, W, O, KH, KW, OH, OW, G, Cg, Og, Kg, P;
   Conv2dParams p;
   ConvGeom(const Tensor& x, const Tensor& w, int64_t oh, int64_t ow, const Conv2dParams& prm)
-      : N(x.size(0)), C(x.size(1)), H(x.size(2)), W(x.size(3)), O(w.size(0)), KH(w.size(2)), KW(w.size(3)),
-        OH(oh), OW(ow), G(prm.groups), Cg(C / prm.groups), Og(w.size(0) / prm.groups),
-        Kg(C / prm.groups * w.size(2) * w.size(3)), P(oh * ow), p(prm) {}
+      : N(x.size(0)),
+        C(x.size(1)),
+        H(x.size(2)),
+        W(x.size(3)),
+        O(w.size(0)),
+        KH(w.size(2)),
+        KW(w.size(3)),
+        OH(oh),
+        OW(ow),
+        G(prm.groups),
+        Cg(C / prm.groups),
+        Og(w.size(0) / prm.groups),
+        Kg(C / prm.groups * w.size(2) * w.size(3)),
+        P(oh * ow),
+        p(prm) {}
   int64_t chunk() const { return std::max<int64_t>(1, std::min<int64_t>(N, kColLimit / std::max<int64_t>(Kg * P, 1))); }
 };
 
@@ -160,8 +172,8 @@ void conv2d_forward_typed(const Tensor& y, const Tensor& x, const Tensor& w, con
     const int64_t nb = std::min(nbmax, g.N - n0), cols = nb * g.P;
     for (int64_t grp = 0; grp < g.G; ++grp) {
       im2col<S, T>(xv, g, grp, n0, nb, col.get());
-      gemm_acc<S, T>(false, false, g.Og, cols, g.Kg, wd.data() + grp * g.Og * g.Kg, g.Kg, col.get(), cols,
-                     out.get(), cols, 0.0f);
+      gemm_acc<S, T>(false, false, g.Og, cols, g.Kg, wd.data() + grp * g.Og * g.Kg, g.Kg, col.get(), cols, out.get(),
+                     cols, 0.0f);
 #pragma omp parallel for schedule(static) if (g.Og * cols >= kParallelGrain)
       for (int64_t o = 0; o < g.Og; ++o) {
         const int64_t oc = grp * g.Og + o;
@@ -169,7 +181,8 @@ void conv2d_forward_typed(const Tensor& y, const Tensor& x, const Tensor& w, con
         for (int64_t n = 0; n < nb; ++n)
           for (int64_t i = 0; i < g.OH; ++i)
             for (int64_t j = 0; j < g.OW; ++j)
-              yv.at(n0 + n, oc, i, j) = static_cast<T>(out[static_cast<size_t>(o * cols + n * g.P + i * g.OW + j)] + bo);
+              yv.at(n0 + n, oc, i, j) =
+                  static_cast<T>(out[static_cast<size_t>(o * cols + n * g.P + i * g.OW + j)] + bo);
       }
     }
   }
@@ -213,13 +226,13 @@ void conv2d_backward_typed(const Tensor& dx, const Tensor& dw, const Tensor& db,
                   static_cast<S>(dyv.at(n0 + n, grp * g.Og + o, i, j));
       if (dw.defined()) {
         im2col<S, T>(xv, g, grp, n0, nb, col.get());
-        gemm_acc<S, T>(false, true, g.Og, g.Kg, cols, dyg.get(), cols, col.get(), cols,
-                       dwd.data() + grp * g.Og * g.Kg, g.Kg, first_chunk ? 0.0f : 1.0f);
+        gemm_acc<S, T>(false, true, g.Og, g.Kg, cols, dyg.get(), cols, col.get(), cols, dwd.data() + grp * g.Og * g.Kg,
+                       g.Kg, first_chunk ? 0.0f : 1.0f);
       }
       if (dx.defined()) {
         // dcol reuses col (im2col of this group is no longer needed).
-        gemm_acc<S, T>(true, false, g.Kg, cols, g.Og, wd.data() + grp * g.Og * g.Kg, g.Kg, dyg.get(), cols,
-                       col.get(), cols, 0.0f);
+        gemm_acc<S, T>(true, false, g.Kg, cols, g.Og, wd.data() + grp * g.Og * g.Kg, g.Kg, dyg.get(), cols, col.get(),
+                       cols, 0.0f);
         std::fill(dxb.begin(), dxb.begin() + nb * g.Cg * g.H * g.W, S(0));
         col2im<S>(col.get(), g, nb, dxb.data());
 #pragma omp parallel for schedule(static) if (nb * g.Cg * g.H * g.W >= kParallelGrain)
@@ -341,7 +354,8 @@ void max_pool2d_backward_typed(const Tensor& dx, const Tensor& dy, const Tensor&
     for (int64_t c = 0; c < C; ++c) {
       std::vector<S> plane(static_cast<size_t>(dx.size(2) * W), S(0));
       for (int64_t i = 0; i < OH; ++i)
-        for (int64_t j = 0; j < OW; ++j) plane[static_cast<size_t>(iv.at(n, c, i, j))] += static_cast<S>(dyv.at(n, c, i, j));
+        for (int64_t j = 0; j < OW; ++j)
+          plane[static_cast<size_t>(iv.at(n, c, i, j))] += static_cast<S>(dyv.at(n, c, i, j));
       for (int64_t h = 0; h < dx.size(2); ++h)
         for (int64_t w = 0; w < W; ++w) dxv.at(n, c, h, w) = static_cast<T>(plane[static_cast<size_t>(h * W + w)]);
     }
@@ -547,8 +561,8 @@ void batch_norm_backward_typed(const Tensor& dx, const Tensor& dweight, const Te
   using S = acc_t<T>;
   const int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3), m = N * H * W;
   const View4<const T> xv(x), dyv(dy);
-  const bool flat = dense_rows(xv, H, W) && dense_rows(dyv, H, W) &&
-                    (!dx.defined() || dense_rows(View4<const T>(dx), H, W));
+  const bool flat =
+      dense_rows(xv, H, W) && dense_rows(dyv, H, W) && (!dx.defined() || dense_rows(View4<const T>(dx), H, W));
   const ChannelRuns xr(xv, N, H, W, flat), gr(dyv, N, H, W, flat);
   const S* mp = static_cast<const S*>(save_mean.data_ptr());
   const S* ip = static_cast<const S*>(save_invstd.data_ptr());
@@ -617,7 +631,8 @@ void conv2d_backward(const Tensor& dx, const Tensor& dw, const Tensor& db, const
 }
 
 void max_pool2d_forward(const Tensor& y, const Tensor& indices, const Tensor& x, const Pool2dParams& p) {
-  dispatch_floating(x.dtype(), "max_pool2d", [&](auto tag) { max_pool2d_forward_typed<decltype(tag)>(y, indices, x, p); });
+  dispatch_floating(x.dtype(), "max_pool2d",
+                    [&](auto tag) { max_pool2d_forward_typed<decltype(tag)>(y, indices, x, p); });
 }
 
 void max_pool2d_backward(const Tensor& dx, const Tensor& dy, const Tensor& indices) {
@@ -630,7 +645,8 @@ void avg_pool2d_forward(const Tensor& y, const Tensor& x, const Pool2dParams& p)
 }
 
 void avg_pool2d_backward(const Tensor& dx, const Tensor& dy, const Pool2dParams& p) {
-  dispatch_floating(dx.dtype(), "avg_pool2d_backward", [&](auto tag) { avg_pool2d_typed<decltype(tag), true>(dx, dy, p); });
+  dispatch_floating(dx.dtype(), "avg_pool2d_backward",
+                    [&](auto tag) { avg_pool2d_typed<decltype(tag), true>(dx, dy, p); });
 }
 
 void adaptive_avg_pool2d_forward(const Tensor& y, const Tensor& x) {
@@ -644,8 +660,8 @@ void adaptive_avg_pool2d_backward(const Tensor& dx, const Tensor& dy) {
 }
 
 void batch_norm_forward(const Tensor& y, const Tensor& save_mean, const Tensor& save_invstd, const Tensor& x,
-                        const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
-                        const Tensor& running_var, bool training, double momentum, double eps) {
+                        const Tensor& weight, const Tensor& bias, const Tensor& running_mean, const Tensor& running_var,
+                        bool training, double momentum, double eps) {
   dispatch_floating(x.dtype(), "batch_norm", [&](auto tag) {
     batch_norm_forward_typed<decltype(tag)>(y, save_mean, save_invstd, x, weight, bias, running_mean, running_var,
                                             training, momentum, eps);

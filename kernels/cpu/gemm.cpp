@@ -27,13 +27,17 @@ CBLAS_TRANSPOSE blas_trans(bool t) { return t ? CblasTrans : CblasNoTrans; }
 template <typename T>
 void widen_row(const T* src, float* dst, int64_t n) {
   static_assert(sizeof(T) == 2);
-  if constexpr (std::is_same_v<T, half>) widen_f16(reinterpret_cast<const uint16_t*>(src), dst, n);
-  else widen_bf16(reinterpret_cast<const uint16_t*>(src), dst, n);
+  if constexpr (std::is_same_v<T, half>)
+    widen_f16(reinterpret_cast<const uint16_t*>(src), dst, n);
+  else
+    widen_bf16(reinterpret_cast<const uint16_t*>(src), dst, n);
 }
 template <typename T>
 void narrow_row(const float* src, T* dst, int64_t n) {
-  if constexpr (std::is_same_v<T, half>) narrow_f16(src, reinterpret_cast<uint16_t*>(dst), n);
-  else narrow_bf16(src, reinterpret_cast<uint16_t*>(dst), n);
+  if constexpr (std::is_same_v<T, half>)
+    narrow_f16(src, reinterpret_cast<uint16_t*>(dst), n);
+  else
+    narrow_bf16(src, reinterpret_cast<uint16_t*>(dst), n);
 }
 
 // Below this many elements a conversion runs on one thread.
@@ -61,8 +65,10 @@ void gemm_16bit(const GemmArgs& g) {
     if (i == 0 || g.stride_a != 0) widen(a + i * g.stride_a, a_rows, a_cols, g.lda, a32);
     if (i == 0 || g.stride_b != 0) widen(b + i * g.stride_b, b_rows, b_cols, g.ldb, b32);
     T* ci = c + i * g.stride_c;
-    if (g.beta != 0.0f) widen(ci, g.m, g.n, g.ldc, c32);
-    else c32.resize(static_cast<size_t>(g.m * g.n));
+    if (g.beta != 0.0f)
+      widen(ci, g.m, g.n, g.ldc, c32);
+    else
+      c32.resize(static_cast<size_t>(g.m * g.n));
     cblas_sgemm(CblasRowMajor, blas_trans(g.trans_a), blas_trans(g.trans_b), static_cast<int>(g.m),
                 static_cast<int>(g.n), static_cast<int>(g.k), g.alpha, a32.data(),
                 static_cast<int>(a_cols), b32.data(), static_cast<int>(b_cols), g.beta, c32.data(),

@@ -18,7 +18,6 @@
 #include "core/error.h"
 #include "core/log.h"
 
-
 namespace hg {
 
 namespace {

@@ -121,9 +121,11 @@ TEST_CASE("conv2d gradients pass gradcheck in f64 for every option", "[kernels][
       std::vector<Tensor> in{x.requires_grad_(true), w.requires_grad_(true)};
       if (c.bias) in.push_back(small_input({c.w[0]}, kF64, 6).requires_grad_(true));
       const Conv2dOptions opt = c.opt;
-      CHECK(gradcheck([opt](const std::vector<Tensor>& t) {
-              return hg::conv2d(t[0], t[1], t.size() > 2 ? t[2] : Tensor(), opt);
-            }, in) == "");
+      CHECK(gradcheck(
+                [opt](const std::vector<Tensor>& t) {
+                  return hg::conv2d(t[0], t[1], t.size() > 2 ? t[2] : Tensor(), opt);
+                },
+                in) == "");
     }
   }
 }
@@ -136,12 +138,12 @@ TEST_CASE("conv2d backward matches the f64 gradients in 16-bit and f32", "[kerne
     for (bool cl : {false, true}) {
       INFO(dtype_name(dt) << (cl ? " channels-last" : " NCHW"));
       Tensor x = x64.to(dt), w = w64.to(dt), dy = dy64.to(dt);
-      auto [rdx, rdw, rdb] = ops::conv2d_backward(dy.to(kF64), x.to(kF64), w.to(kF64),
-                                                  Conv2dParams{.pad_lo = {1, 1}, .pad_hi = {1, 1}, .groups = 2},
-                                                  {true, true, true});
-      auto [dx, dw, db] = ops::conv2d_backward(cl ? channels_last(dy) : dy, cl ? channels_last(x) : x, w,
-                                               Conv2dParams{.pad_lo = {1, 1}, .pad_hi = {1, 1}, .groups = 2},
-                                               {true, true, true});
+      auto [rdx, rdw, rdb] =
+          ops::conv2d_backward(dy.to(kF64), x.to(kF64), w.to(kF64),
+                               Conv2dParams{.pad_lo = {1, 1}, .pad_hi = {1, 1}, .groups = 2}, {true, true, true});
+      auto [dx, dw, db] =
+          ops::conv2d_backward(cl ? channels_last(dy) : dy, cl ? channels_last(x) : x, w,
+                               Conv2dParams{.pad_lo = {1, 1}, .pad_hi = {1, 1}, .groups = 2}, {true, true, true});
       if (cl) CHECK(is_channels_last(dx));
       // Sums of up to 72 products: the 16-bit rows hold with fp32 sums and one rounding.
       const Tolerance tol = tolerance_for(dt, OpKind::kReduction);
@@ -281,8 +283,8 @@ TEST_CASE("max_pool2d and avg_pool2d match direct loops; backward routes as PyTo
           } else {
             Tensor y = ops::avg_pool2d(xin, p);
             REQUIRE(y.sizes() == ref.shape);
-            CHECK(compare_values(values_of(y.contiguous()), round_to(ref.y, dt), tolerance_for(dt, OpKind::kReduction)) ==
-                  "");
+            CHECK(compare_values(values_of(y.contiguous()), round_to(ref.y, dt),
+                                 tolerance_for(dt, OpKind::kReduction)) == "");
           }
         }
       }
@@ -325,14 +327,26 @@ TEST_CASE("pooling gradients pass gradcheck in f64", "[kernels][pool][gradcheck]
     Tensor x = distinct_input({2, 2, 6, 7});
     if (cl) x = channels_last(x);
     x.requires_grad_(true);
-    CHECK(gradcheck([](const std::vector<Tensor>& t) { return hg::max_pool2d(t[0], {3, 3}, {2, 2}, {1, 1}, {1, 1}, true); },
-                    {x}) == "");
-    CHECK(gradcheck([](const std::vector<Tensor>& t) { return hg::max_pool2d(t[0], {2, 2}, {1, 2}, {1, 0}, {2, 1}); },
-                    {x}) == "");
-    CHECK(gradcheck([](const std::vector<Tensor>& t) { return hg::avg_pool2d(t[0], {3, 3}, {2, 2}, {1, 1}, true, false); },
-                    {x}) == "");
-    CHECK(gradcheck([](const std::vector<Tensor>& t) { return hg::avg_pool2d(t[0], {2, 3}, {2, 1}, {1, 1}); }, {x}) ==
-          "");
+    CHECK(gradcheck(
+              [](const std::vector<Tensor>& t) {
+                return hg::max_pool2d(t[0], {3, 3}, {2, 2}, {1, 1}, {1, 1}, true);
+              },
+              {x}) == "");
+    CHECK(gradcheck(
+              [](const std::vector<Tensor>& t) {
+                return hg::max_pool2d(t[0], {2, 2}, {1, 2}, {1, 0}, {2, 1});
+              },
+              {x}) == "");
+    CHECK(gradcheck(
+              [](const std::vector<Tensor>& t) {
+                return hg::avg_pool2d(t[0], {3, 3}, {2, 2}, {1, 1}, true, false);
+              },
+              {x}) == "");
+    CHECK(gradcheck(
+              [](const std::vector<Tensor>& t) {
+                return hg::avg_pool2d(t[0], {2, 3}, {2, 1}, {1, 1});
+              },
+              {x}) == "");
     CHECK(gradcheck([](const std::vector<Tensor>& t) { return hg::adaptive_avg_pool2d(t[0], {4, 3}); }, {x}) == "");
     CHECK(gradcheck([](const std::vector<Tensor>& t) { return hg::adaptive_avg_pool2d(t[0], {1, 1}); }, {x}) == "");
   }
@@ -378,7 +392,8 @@ TEST_CASE("batch_norm forward, running statistics and eval mode match the formul
           for (int64_t k = 0; k < H * W; ++k) mean += xv[static_cast<size_t>((n * C + c) * H * W + k)];
         mean /= m;
         for (int64_t n = 0; n < N; ++n)
-          for (int64_t k = 0; k < H * W; ++k) ss += std::pow(xv[static_cast<size_t>((n * C + c) * H * W + k)] - mean, 2);
+          for (int64_t k = 0; k < H * W; ++k)
+            ss += std::pow(xv[static_cast<size_t>((n * C + c) * H * W + k)] - mean, 2);
         const double invstd = 1.0 / std::sqrt(ss / m + 1e-5);
         for (int64_t n = 0; n < N; ++n)
           for (int64_t k = 0; k < H * W; ++k) {
@@ -417,9 +432,11 @@ TEST_CASE("batch_norm gradients pass gradcheck in f64, training and eval", "[ker
       Tensor rm = small_input({2}, kF64, 18), rv = small_input({2}, kF64, 19) + 2.0;
       std::vector<Tensor> in{x.requires_grad_(true), small_input({2}, kF64, 20).requires_grad_(true),
                              small_input({2}, kF64, 21).requires_grad_(true)};
-      CHECK(gradcheck([&](const std::vector<Tensor>& t) {
-              return hg::batch_norm(t[0], rm, rv, t[1], t[2], training, 0.1, 1e-5);
-            }, in) == "");
+      CHECK(gradcheck(
+                [&](const std::vector<Tensor>& t) {
+                  return hg::batch_norm(t[0], rm, rv, t[1], t[2], training, 0.1, 1e-5);
+                },
+                in) == "");
     }
   }
 }

@@ -55,7 +55,8 @@ TEST_CASE("conv2d matches PyTorch: outputs and gradients", "[kernels][conv][torc
         if (cl) x = x.permute({0, 2, 3, 1}).contiguous().permute({0, 3, 1, 2});
         x.requires_grad_(true);
         Tensor w = load(f["w"], dt, true), b = load(f["b"], dt, true);
-        Conv2dOptions o{.stride = pair(f["stride"]), .dilation = pair(f["dilation"]), .groups = f["groups"].get<int64_t>()};
+        Conv2dOptions o{
+            .stride = pair(f["stride"]), .dilation = pair(f["dilation"]), .groups = f["groups"].get<int64_t>()};
         if (f["padding"].is_string()) {
           o.padding_same = true;
         } else {
@@ -96,7 +97,8 @@ TEST_CASE("pooling matches PyTorch: outputs and gradients", "[kernels][pool][tor
   }
 }
 
-TEST_CASE("BatchNorm2d matches PyTorch: 3 training steps, gradients, running stats, eval", "[kernels][batchnorm][torch]") {
+TEST_CASE("BatchNorm2d matches PyTorch: 3 training steps, gradients, running stats, eval",
+          "[kernels][batchnorm][torch]") {
   const auto& f = fixture()["batch_norm"];
   for (DType dt : {kF64, kF32}) {
     INFO(dtype_name(dt));
