@@ -155,7 +155,43 @@ def torch_workload(p, dev):
         except (RuntimeError, TypeError):
             opt = torch.optim.AdamW(params, lr=1e-4, foreach=True)
             note = (note + "; " if note else "") + "foreach=True"
+        if p.get("scaler"):
+            # halfgrad's f32+grad-scaler variant: the AMP step (unscale, the
+            # inf check, AdamW, update). scale() once makes the scale tensor.
+            scaler = torch.amp.GradScaler(dev.type, init_scale=1.0)
+            scaler.scale(torch.ones((), device=dev))
+
+            def scaled_step():
+                scaler.step(opt)
+                scaler.update()
+            return scaled_step, None, 1, note + "; GradScaler"
         return opt.step, None, 1, note
+    if k == "cnn":
+        # hg-train's CNN (examples/models.cpp), layer for layer.
+        batch, dt, nn = p["batch"], dtype(p["dtype"]), torch.nn
+        model = nn.Sequential(
+            nn.Unflatten(1, (1, 28, 28)), nn.Conv2d(1, 32, 3, padding=1), nn.BatchNorm2d(32), nn.MaxPool2d(2), nn.ReLU(),
+            nn.Conv2d(32, 64, 3, padding=1), nn.BatchNorm2d(64), nn.MaxPool2d(2), nn.ReLU(), nn.Flatten(1),
+            nn.Linear(64 * 7 * 7, 128), nn.ReLU(), nn.Linear(128, 10)).to(dev)
+        try:
+            opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
+        except (RuntimeError, TypeError):
+            opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+        x = torch.randn(batch, 784, device=dev)
+        y = (torch.arange(batch, device=dev) * 7) % 10
+        scaler = torch.amp.GradScaler(dev.type, enabled=(dt == torch.float16))
+
+        def cnn_step():
+            opt.zero_grad(set_to_none=True)
+            with torch.autocast(dev.type, dtype=dt if dt != torch.float32 else torch.bfloat16,
+                                enabled=(dt != torch.float32)):
+                loss = torch.nn.functional.cross_entropy(model(x), y)
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+        if dt == torch.float32:
+            return cnn_step, None, 1, "eager fp32"
+        return cnn_step, None, 1, f"eager, fp32 weights + autocast({p['dtype']})" + (" + GradScaler" if dt == torch.float16 else "")
     if k == "mlp":
         dims, batch, dt = p["dims"], p["batch"], dtype(p["dtype"])
         layers = []

@@ -2,19 +2,24 @@
 #include <cstdio>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "amp/grad_scaler.h"
+#include "autograd/autocast.h"
 #include "autograd/functions.h"
 #include "autograd/grad_mode.h"
 #include "benchmarks/suites.h"
 #include "core/generator.h"
 #include "core/tensor.h"
+#include "examples/models.h"
 #include "nn/layers.h"
 #include "optim/optimizer.h"
 
 #if defined(HG_WITH_CUDA)
 #include "kernels/cuda/caching_allocator.h"
+#include "kernels/cuda/runtime.h"
 #endif
 
 namespace hgb {
@@ -71,6 +76,20 @@ double peak_bytes(const Bench& b) {
   return 0.0;
 }
 
+// Device-to-host copies plus host waits made through the CUDA runtime layer
+// (Note [Host sync counter]); on the CPU nothing is asynchronous, so there is
+// nothing to count and the result is empty.
+std::optional<int64_t> host_syncs_now(const Bench& b) {
+#if defined(HG_WITH_CUDA)
+  if (b.on_cuda()) {
+    const hg::cuda::HostSyncCounts c = hg::cuda::host_sync_counts();
+    return c.device_to_host_copies + c.synchronizations;
+  }
+#endif
+  (void)b;
+  return std::nullopt;
+}
+
 struct Mlp {
   std::shared_ptr<hg::nn::Sequential> net;
   std::vector<int64_t> dims;
@@ -101,13 +120,22 @@ void add_optimizer(Bench& b, std::vector<Workload>& out) {
   nlohmann::json jshapes = nlohmann::json::array();
   for (const auto& s : shapes) jshapes.push_back(s);
   const std::string count = fmt("%.1fM", static_cast<double>(total) / 1e6);
-  for (DType dt : {hg::kF32, hg::kBF16, hg::kF16}) {
+  // f32, 16-bit weights with f32 masters, and f32 weights under a GradScaler
+  // (unscale folded into the step, found-inf check, update): the AMP step.
+  struct Variant {
+    DType dt;
+    bool scaler;
+  };
+  for (Variant v : {Variant{hg::kF32, false}, Variant{hg::kBF16, false}, Variant{hg::kF16, false},
+                    Variant{hg::kF32, true}}) {
+    const DType dt = v.dt;
+    const bool with_scaler = v.scaler;
     const std::string d = dtype_str(dt);
-    const std::string variant = dt == hg::kF32 ? "f32" : d + "+f32-masters";
+    const std::string variant = with_scaler ? "f32+grad-scaler" : dt == hg::kF32 ? "f32" : d + "+f32-masters";
     out.push_back(
         {"optimizer", "optimizer/adamw/" + variant + "/" + count + "-params",
-         {{"kind", "adamw"}, {"dtype", d}, {"shapes", jshapes}, {"numel", total}},
-         [dt, shapes, total](Bench& bb, const Workload& self) {
+         {{"kind", "adamw"}, {"dtype", d}, {"scaler", with_scaler}, {"shapes", jshapes}, {"numel", total}},
+         [dt, with_scaler, shapes, total](Bench& bb, const Workload& self) {
            hg::Generator gen(1);
            std::vector<Tensor> params;
            for (const auto& s : shapes) {
@@ -117,22 +145,42 @@ void add_optimizer(Bench& b, std::vector<Workload>& out) {
              params.push_back(p);
            }
            hg::optim::AdamW opt(params, {.lr = 1e-4});
+           // The scaler's growth interval is longer than any run, and the
+           // random gradients are finite: every timed step is applied.
+           hg::amp::GradScaler scaler({.init_scale = 1.0, .enabled = with_scaler});
            reset_peak(bb);
-           const Stats s = bb.time([&] { opt.step(); });
+           auto step = [&] {
+             if (!with_scaler) {
+               opt.step();
+               return;
+             }
+             scaler.step(opt);
+             scaler.update();
+           };
+           const Stats s = bb.time(step);
+           // Host syncs of one more step, counted outside the timer (which
+           // itself waits on an event per timed run on a GPU).
+           const std::optional<int64_t> syncs_before = host_syncs_now(bb);
+           step();
+           const std::optional<int64_t> syncs_after = host_syncs_now(bb);
            // Per parameter: read grad, master (or weight), m, v; write master, m,
            // v and, with masters, the 16-bit weight. 28 bytes either way.
            const double bytes = 28.0 * static_cast<double>(total);
            const double gbps = bytes / s.median_s * 1e-9;
-           nlohmann::json m = {{"gbps", gbps},
-                               {"bytes", bytes},
-                               {"host_syncs", "n/a"},
-                               {"peak_bytes", peak_bytes(bb)}};
+           nlohmann::json m = {{"gbps", gbps}, {"bytes", bytes}, {"peak_bytes", peak_bytes(bb)}};
+           if (syncs_before && syncs_after) {
+             m["host_syncs"] = *syncs_after - *syncs_before;
+           } else {
+             m["host_syncs"] = "n/a (cpu: nothing is asynchronous)";
+           }
            std::string text = fmt("%.1f GB/s effective", gbps);
            if (auto copy = bb.ceiling("copy_gbps")) {
              m["fraction_of_copy"] = gbps / *copy;
              text += fmt("  %.0f%% of copy", 100.0 * gbps / *copy);
            }
-           text += "  host syncs n/a (no sync counter in the runtime yet)";
+           if (syncs_before && syncs_after) {
+             text += fmt("  %.0f host syncs per step", static_cast<double>(*syncs_after - *syncs_before));
+           }
            bb.emit(self, s, m, text);
          }});
   }
@@ -154,20 +202,31 @@ void add_train_mlp(Bench& b, std::vector<Workload>& out) {
     cases.push_back({{4096, 4096, 4096, 4096, 4096}, 1024});
   }
   for (const Case& c : cases) {
-    for (DType dt : {hg::kF32, hg::kBF16, hg::kF16}) {
+    // f32; 16-bit weights with f32 masters; AMP (f32 weights, autocast to
+    // the 16-bit dtype, a GradScaler), as hg-train's --precision modes.
+    struct Variant {
+      DType dt;
+      bool amp;
+    };
+    for (Variant v : {Variant{hg::kF32, false}, Variant{hg::kBF16, false}, Variant{hg::kF16, false},
+                      Variant{hg::kBF16, true}, Variant{hg::kF16, true}}) {
+      const DType dt = v.dt;
+      const bool amp = v.amp;
       const std::string d = dtype_str(dt);
-      const std::string variant = dt == hg::kF32 ? "f32" : d + "+f32-masters";
+      const std::string variant = amp ? "amp-" + d : dt == hg::kF32 ? "f32" : d + "+f32-masters";
       out.push_back(
           {"train-mlp", "train-mlp/" + dims_str(c.dims) + "/b" + std::to_string(c.batch) + "/" + variant,
-           {{"kind", "mlp"}, {"dtype", d}, {"dims", c.dims}, {"batch", c.batch}},
-           [c, dt](Bench& bb, const Workload& self) {
+           {{"kind", "mlp"}, {"dtype", d}, {"amp", amp}, {"dims", c.dims}, {"batch", c.batch}},
+           [c, dt, amp](Bench& bb, const Workload& self) {
              hg::Generator gen(7);
              Mlp m = make_mlp(c.dims, gen);
              m.net->to(bb.device());
-             m.net->to(dt);
+             if (!amp) m.net->to(dt);
              hg::optim::AdamW opt(m.net->parameters(), {.lr = 1e-4});
+             hg::amp::GradScaler scaler({.enabled = amp});
              const int64_t classes = c.dims.back();
-             Tensor x = hg::randn({c.batch, c.dims.front()}, {.dtype = hg::kF32, .device = bb.device()}, &gen).to(dt);
+             Tensor x = hg::randn({c.batch, c.dims.front()}, {.dtype = hg::kF32, .device = bb.device()}, &gen);
+             if (!amp) x = x.to(dt);
              std::vector<int64_t> labels(static_cast<size_t>(c.batch));
              for (int64_t i = 0; i < c.batch; ++i) labels[static_cast<size_t>(i)] = (i * 7) % classes;
              Tensor y = hg::from_vector(labels, {c.batch}, {.dtype = hg::kI64, .device = bb.device()});
@@ -176,12 +235,76 @@ void add_train_mlp(Bench& b, std::vector<Workload>& out) {
              // No .item(): nothing reads the loss back, as in a real loop.
              const Stats s = bb.time([&] {
                opt.zero_grad();
-               Tensor loss = hg::cross_entropy(m.net->forward(x), y);
-               loss.backward();
-               opt.step();
+               if (!amp) {
+                 Tensor loss = hg::cross_entropy(m.net->forward(x), y);
+                 loss.backward();
+                 opt.step();
+                 return;
+               }
+               Tensor loss;
+               {
+                 hg::amp::Autocast autocast(dt);
+                 loss = hg::cross_entropy(m.net->forward(x), y);
+               }
+               scaler.scale(loss).backward();
+               scaler.step(opt);
+               scaler.update();
              });
              const double steps = 1.0 / s.median_s;
              const double samples = steps * static_cast<double>(c.batch);
+             const double peak = peak_bytes(bb);
+             bb.emit(self, s, {{"steps_per_s", steps}, {"samples_per_s", samples}, {"peak_bytes", peak}},
+                     fmt("%.1f steps/s  ", steps) + fmt("%.0f samples/s  ", samples) +
+                         fmt("peak %.0f MiB", peak / 1048576.0) + (bb.on_cuda() ? "" : " RSS"));
+           }});
+    }
+  }
+}
+
+// hg-train's CNN (examples/models.h): conv-BN-pool-ReLU x2 and a linear head
+// on [B, 784] inputs, one training step as in train-mlp.
+void add_train_cnn(Bench& b, std::vector<Workload>& out) {
+  const std::vector<int64_t> batches = b.quick() ? std::vector<int64_t>{64} : std::vector<int64_t>{64, 256};
+  struct Variant {
+    DType dt;
+    bool amp;
+  };
+  for (int64_t batch : batches) {
+    for (Variant v : {Variant{hg::kF32, false}, Variant{hg::kBF16, false}, Variant{hg::kBF16, true},
+                      Variant{hg::kF16, true}}) {
+      const DType dt = v.dt;
+      const bool amp = v.amp;
+      const std::string d = dtype_str(dt);
+      const std::string variant = amp ? "amp-" + d : dt == hg::kF32 ? "f32" : d + "+f32-masters";
+      out.push_back(
+          {"train-cnn", "train-cnn/hg-train-cnn/b" + std::to_string(batch) + "/" + variant,
+           {{"kind", "cnn"}, {"dtype", d}, {"amp", amp}, {"batch", batch}},
+           [batch, dt, amp](Bench& bb, const Workload& self) {
+             hg::Generator gen(7);
+             std::shared_ptr<hg::nn::Sequential> net = hg::train::make_cnn(&gen);
+             net->to(bb.device());
+             if (!amp) net->to(dt);
+             hg::optim::AdamW opt(net->parameters(), {.lr = 1e-4});
+             hg::amp::GradScaler scaler({.enabled = amp});
+             Tensor x = hg::randn({batch, 784}, {.dtype = hg::kF32, .device = bb.device()}, &gen);
+             if (!amp) x = x.to(dt);
+             std::vector<int64_t> labels(static_cast<size_t>(batch));
+             for (int64_t i = 0; i < batch; ++i) labels[static_cast<size_t>(i)] = (i * 7) % 10;
+             Tensor y = hg::from_vector(labels, {batch}, {.dtype = hg::kI64, .device = bb.device()});
+             reset_peak(bb);
+             const Stats s = bb.time([&] {
+               opt.zero_grad();
+               Tensor loss;
+               {
+                 hg::amp::Autocast autocast(amp ? dt : hg::kF16, amp);
+                 loss = hg::cross_entropy(net->forward(x), y);
+               }
+               scaler.scale(loss).backward();
+               scaler.step(opt);
+               scaler.update();
+             });
+             const double steps = 1.0 / s.median_s;
+             const double samples = steps * static_cast<double>(batch);
              const double peak = peak_bytes(bb);
              bb.emit(self, s, {{"steps_per_s", steps}, {"samples_per_s", samples}, {"peak_bytes", peak}},
                      fmt("%.1f steps/s  ", steps) + fmt("%.0f samples/s  ", samples) +
