@@ -13,9 +13,10 @@
 //
 // Denormals: hg::set_flush_denormal(true) (or HG_FLUSH_DENORMAL=1) sets the
 // x86 flush-to-zero and denormals-are-zero bits in the calling thread and in
-// every thread of the pool, as torch.set_flush_denormal does; it is off by
-// default (measured: no speed-up on this project's machines, and it would
-// change bf16 results in the subnormal range, which f16 never reaches in f32).
+// every thread of the pool, as torch.set_flush_denormal does. It is off by
+// default, as in PyTorch: it changes results in the f32 subnormal range (which
+// bf16 shares and f16 never reaches), and its speed-up on hg-train has not yet
+// been measured on a quiet machine (docs/benchmarks.md, "CPU backend notes").
 #pragma once
 
 namespace hg {
