@@ -24,7 +24,8 @@
 
 namespace {
 
-const std::vector<std::string> kSuites = {"ceilings", "gemm", "bandwidth", "optimizer", "train-mlp", "train-cnn", "accuracy"};
+const std::vector<std::string> kSuites = {"ceilings",  "gemm",      "bandwidth", "optimizer",
+                                          "train-mlp", "train-cnn", "accuracy"};
 
 }  // namespace
 

@@ -126,14 +126,15 @@ void add_optimizer(Bench& b, std::vector<Workload>& out) {
     DType dt;
     bool scaler;
   };
-  for (Variant v : {Variant{hg::kF32, false}, Variant{hg::kBF16, false}, Variant{hg::kF16, false},
-                    Variant{hg::kF32, true}}) {
+  for (Variant v :
+       {Variant{hg::kF32, false}, Variant{hg::kBF16, false}, Variant{hg::kF16, false}, Variant{hg::kF32, true}}) {
     const DType dt = v.dt;
     const bool with_scaler = v.scaler;
     const std::string d = dtype_str(dt);
     const std::string variant = with_scaler ? "f32+grad-scaler" : dt == hg::kF32 ? "f32" : d + "+f32-masters";
     out.push_back(
-        {"optimizer", "optimizer/adamw/" + variant + "/" + count + "-params",
+        {"optimizer",
+         "optimizer/adamw/" + variant + "/" + count + "-params",
          {{"kind", "adamw"}, {"dtype", d}, {"scaler", with_scaler}, {"shapes", jshapes}, {"numel", total}},
          [dt, with_scaler, shapes, total](Bench& bb, const Workload& self) {
            hg::Generator gen(1);
@@ -215,7 +216,8 @@ void add_train_mlp(Bench& b, std::vector<Workload>& out) {
       const std::string d = dtype_str(dt);
       const std::string variant = amp ? "amp-" + d : dt == hg::kF32 ? "f32" : d + "+f32-masters";
       out.push_back(
-          {"train-mlp", "train-mlp/" + dims_str(c.dims) + "/b" + std::to_string(c.batch) + "/" + variant,
+          {"train-mlp",
+           "train-mlp/" + dims_str(c.dims) + "/b" + std::to_string(c.batch) + "/" + variant,
            {{"kind", "mlp"}, {"dtype", d}, {"amp", amp}, {"dims", c.dims}, {"batch", c.batch}},
            [c, dt, amp](Bench& bb, const Workload& self) {
              hg::Generator gen(7);
@@ -270,46 +272,46 @@ void add_train_cnn(Bench& b, std::vector<Workload>& out) {
     bool amp;
   };
   for (int64_t batch : batches) {
-    for (Variant v : {Variant{hg::kF32, false}, Variant{hg::kBF16, false}, Variant{hg::kBF16, true},
-                      Variant{hg::kF16, true}}) {
+    for (Variant v :
+         {Variant{hg::kF32, false}, Variant{hg::kBF16, false}, Variant{hg::kBF16, true}, Variant{hg::kF16, true}}) {
       const DType dt = v.dt;
       const bool amp = v.amp;
       const std::string d = dtype_str(dt);
       const std::string variant = amp ? "amp-" + d : dt == hg::kF32 ? "f32" : d + "+f32-masters";
-      out.push_back(
-          {"train-cnn", "train-cnn/hg-train-cnn/b" + std::to_string(batch) + "/" + variant,
-           {{"kind", "cnn"}, {"dtype", d}, {"amp", amp}, {"batch", batch}},
-           [batch, dt, amp](Bench& bb, const Workload& self) {
-             hg::Generator gen(7);
-             std::shared_ptr<hg::nn::Sequential> net = hg::train::make_cnn(&gen);
-             net->to(bb.device());
-             if (!amp) net->to(dt);
-             hg::optim::AdamW opt(net->parameters(), {.lr = 1e-4});
-             hg::amp::GradScaler scaler({.enabled = amp});
-             Tensor x = hg::randn({batch, 784}, {.dtype = hg::kF32, .device = bb.device()}, &gen);
-             if (!amp) x = x.to(dt);
-             std::vector<int64_t> labels(static_cast<size_t>(batch));
-             for (int64_t i = 0; i < batch; ++i) labels[static_cast<size_t>(i)] = (i * 7) % 10;
-             Tensor y = hg::from_vector(labels, {batch}, {.dtype = hg::kI64, .device = bb.device()});
-             reset_peak(bb);
-             const Stats s = bb.time([&] {
-               opt.zero_grad();
-               Tensor loss;
-               {
-                 hg::amp::Autocast autocast(amp ? dt : hg::kF16, amp);
-                 loss = hg::cross_entropy(net->forward(x), y);
-               }
-               scaler.scale(loss).backward();
-               scaler.step(opt);
-               scaler.update();
-             });
-             const double steps = 1.0 / s.median_s;
-             const double samples = steps * static_cast<double>(batch);
-             const double peak = peak_bytes(bb);
-             bb.emit(self, s, {{"steps_per_s", steps}, {"samples_per_s", samples}, {"peak_bytes", peak}},
-                     fmt("%.1f steps/s  ", steps) + fmt("%.0f samples/s  ", samples) +
-                         fmt("peak %.0f MiB", peak / 1048576.0) + (bb.on_cuda() ? "" : " RSS"));
-           }});
+      out.push_back({"train-cnn",
+                     "train-cnn/hg-train-cnn/b" + std::to_string(batch) + "/" + variant,
+                     {{"kind", "cnn"}, {"dtype", d}, {"amp", amp}, {"batch", batch}},
+                     [batch, dt, amp](Bench& bb, const Workload& self) {
+                       hg::Generator gen(7);
+                       std::shared_ptr<hg::nn::Sequential> net = hg::train::make_cnn(&gen);
+                       net->to(bb.device());
+                       if (!amp) net->to(dt);
+                       hg::optim::AdamW opt(net->parameters(), {.lr = 1e-4});
+                       hg::amp::GradScaler scaler({.enabled = amp});
+                       Tensor x = hg::randn({batch, 784}, {.dtype = hg::kF32, .device = bb.device()}, &gen);
+                       if (!amp) x = x.to(dt);
+                       std::vector<int64_t> labels(static_cast<size_t>(batch));
+                       for (int64_t i = 0; i < batch; ++i) labels[static_cast<size_t>(i)] = (i * 7) % 10;
+                       Tensor y = hg::from_vector(labels, {batch}, {.dtype = hg::kI64, .device = bb.device()});
+                       reset_peak(bb);
+                       const Stats s = bb.time([&] {
+                         opt.zero_grad();
+                         Tensor loss;
+                         {
+                           hg::amp::Autocast autocast(amp ? dt : hg::kF16, amp);
+                           loss = hg::cross_entropy(net->forward(x), y);
+                         }
+                         scaler.scale(loss).backward();
+                         scaler.step(opt);
+                         scaler.update();
+                       });
+                       const double steps = 1.0 / s.median_s;
+                       const double samples = steps * static_cast<double>(batch);
+                       const double peak = peak_bytes(bb);
+                       bb.emit(self, s, {{"steps_per_s", steps}, {"samples_per_s", samples}, {"peak_bytes", peak}},
+                               fmt("%.1f steps/s  ", steps) + fmt("%.0f samples/s  ", samples) +
+                                   fmt("peak %.0f MiB", peak / 1048576.0) + (bb.on_cuda() ? "" : " RSS"));
+                     }});
     }
   }
 }

@@ -12,3 +12,7 @@ list(APPEND HG_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/threads.cpp
   ${CMAKE_CURRENT_LIST_DIR}/convert_simd.cpp
 )
+# The f32 Adam loop in optimizer.cpp vectorises only when sqrt need not set
+# errno (its argument, v / bias_correction2, is never negative) and at -O3
+# (GCC 12 at -O2 only vectorises loops that need no remainder loop).
+set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/optimizer.cpp PROPERTIES COMPILE_OPTIONS "-fno-math-errno;-O3")
