@@ -76,11 +76,12 @@ Tensor max_pool2d(const Tensor& x, std::array<int64_t, 2> kernel, std::array<int
   HG_AUTOCAST(OpId::max_pool2d,
               [&](const Tensor& in) { return max_pool2d(in, kernel, stride, padding, dilation, ceil_mode); },
               x);  // Note [Autocast]
-  auto [y, idx] = ops::max_pool2d(x, pool_params(kernel, stride, padding, dilation, ceil_mode, true));
+  const Pool2dParams p = pool_params(kernel, stride, padding, dilation, ceil_mode, true);
+  auto [y, idx] = ops::max_pool2d(x, p);
   if (any_requires_grad({&x})) {
     record("max_pool2d", y, {&x}, {SavedTensor(x), SavedTensor(idx)},
-           [](const Tensor& g, const FunctionNode& self) -> Grads {
-             return {ops::max_pool2d_backward(g, self.saved(0), self.saved(1))};
+           [p](const Tensor& g, const FunctionNode& self) -> Grads {
+             return {ops::max_pool2d_backward(g, self.saved(0), self.saved(1), p)};
            });
   }
   return y;

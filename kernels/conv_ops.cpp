@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "kernels/conv.h"
+#include "kernels/dispatch.h"
 #include "kernels/ops.h"
 
 namespace hg {
@@ -28,15 +29,9 @@ namespace hg::ops {
 
 namespace {
 
-// The CPU kernels run every op; the CUDA path of this family is not written
-// yet (docs/kernels.md, "Convolution"), so a CUDA tensor gets a clear error.
-#define HG_CONV_CALL(op, device, fn, ...)                                                              \
-  do {                                                                                               \
-    HG_CHECK((device).is_cpu(), op, ": tensors on ", (device),                                         \
-             " are not supported yet (the cuDNN / CUDA kernels of conv2d, pooling and batch_norm are " \
-             "not written); run this layer on the CPU with .to(hg::Device::cpu())");                   \
-    ::hg::cpu::fn(__VA_ARGS__);                                                                        \
-  } while (0)
+// CPU tensors go to kernels/cpu/conv.cpp; CUDA tensors to the hand-written
+// kernels in kernels/cuda/pool_norm.cu and the cuDNN calls in kernels/cuda/conv.cu.
+#define HG_CONV_CALL(op, device, fn, ...) HG_BACKEND_CALL(device, fn, __VA_ARGS__)
 
 void check_4d(const char* op, const Tensor& t, const char* what) {
   HG_CHECK(t.defined(), op, ": ", what, " is an undefined tensor");
@@ -171,13 +166,13 @@ std::tuple<Tensor, Tensor> max_pool2d(const Tensor& x, const Pool2dParams& p) {
   return {y, idx};
 }
 
-Tensor max_pool2d_backward(const Tensor& dy, const Tensor& x, const Tensor& indices) {
+Tensor max_pool2d_backward(const Tensor& dy, const Tensor& x, const Tensor& indices, const Pool2dParams& p) {
   check_4d("max_pool2d_backward", x, "input");
   check_grad_like("max_pool2d_backward", dy, indices.sizes());
   Tensor dx = empty_4d(x.size(0), x.size(1), x.size(2), x.size(3), x.dtype(), x);
   if (dx.numel() == 0) return dx;
   if (dy.numel() == 0) return dx.zero_(), dx;
-  HG_CONV_CALL("max_pool2d_backward", x.device(), max_pool2d_backward, dx, dy.to(x.dtype()), indices);
+  HG_CONV_CALL("max_pool2d_backward", x.device(), max_pool2d_backward, dx, dy.to(x.dtype()), indices, p);
   return dx;
 }
 

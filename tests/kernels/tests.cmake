@@ -5,6 +5,7 @@ hg_add_test(test_kernels LABEL kernels SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/test_gemm.cpp
   ${CMAKE_CURRENT_LIST_DIR}/test_conv.cpp
   ${CMAKE_CURRENT_LIST_DIR}/test_conv_torch.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/test_conv_cuda.cpp
   ${CMAKE_CURRENT_LIST_DIR}/test_random.cpp
   ${CMAKE_CURRENT_LIST_DIR}/test_numerics.cpp
 )
