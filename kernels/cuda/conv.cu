@@ -15,7 +15,8 @@
 // Layouts: x NCHW-contiguous runs with an NCHW (KCRS) filter; x channels-last
 // runs with an NHWC (KRSC) filter (w copied to channels-last when it is not),
 // dy is brought to x's layout, so cuDNN sees one consistent layout. Other
-// strides are made contiguous first. Asymmetric padding (padding "same" with
+// strides are made contiguous first; f64 always runs NCHW (copied back into
+// channels-last outputs), since cuDNN's NHWC kernels target 16-bit and f32. Asymmetric padding (padding "same" with
 // an even dilated kernel) is not expressible in cuDNN: the input is padded
 // explicitly by the difference, as PyTorch does.
 //
@@ -272,7 +273,9 @@ struct Prepared {
 
 Prepared prepare(const Tensor& x, const Tensor& w, const Conv2dParams& p) {
   Prepared r;
-  r.channels_last = ::hg::is_channels_last(x);
+  // f64 runs NCHW whatever x's layout (cuDNN's NHWC kernels are for 16-bit
+  // and f32; results are copied back into the channels-last outputs).
+  r.channels_last = ::hg::is_channels_last(x) && x.dtype() != DType::F64;
   r.x = to_layout(x, r.channels_last);
   r.w = to_layout(w, r.channels_last);
   r.p = p;
