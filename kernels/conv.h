@@ -3,7 +3,7 @@
 //
 //   Tensor y = hg::ops::conv2d(x /*[N,C,H,W]*/, w /*[O,C/g,KH,KW]*/, bias /*[O] or {}*/, params);
 //   auto [dx, dw, db] = hg::ops::conv2d_backward(dy, x, w, params, {true, true, true});
-//   auto [y, idx] = hg::ops::max_pool2d(x, pool);   Tensor dx = hg::ops::max_pool2d_backward(dy, x, idx);
+//   auto [y, idx] = hg::ops::max_pool2d(x, pool);   Tensor dx = hg::ops::max_pool2d_backward(dy, x, idx, pool);
 //   auto bn = hg::ops::batch_norm(x, w, b, running_mean, running_var, training, momentum, eps);
 //
 // Layouts: every input may have any strides; NCHW (contiguous) and
@@ -84,7 +84,8 @@ std::tuple<Tensor, Tensor, Tensor> conv2d_backward(const Tensor& dy, const Tenso
 
 // (y, indices i64 with y's shape)
 std::tuple<Tensor, Tensor> max_pool2d(const Tensor& x, const Pool2dParams& p);
-Tensor max_pool2d_backward(const Tensor& dy, const Tensor& x, const Tensor& indices);
+// p: the forward's params (the CUDA kernel gathers over the windows holding each dx element).
+Tensor max_pool2d_backward(const Tensor& dy, const Tensor& x, const Tensor& indices, const Pool2dParams& p);
 Tensor avg_pool2d(const Tensor& x, const Pool2dParams& p);
 Tensor avg_pool2d_backward(const Tensor& dy, const Tensor& x, const Pool2dParams& p);
 Tensor adaptive_avg_pool2d(const Tensor& x, std::array<int64_t, 2> output_size);
@@ -121,7 +122,8 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_backward(const Tensor& dy, const T
   void conv2d_backward(const Tensor& dx, const Tensor& dw, const Tensor& db, const Tensor& dy,          \
                        const Tensor& x, const Tensor& w, const Conv2dParams& p);                       \
   void max_pool2d_forward(const Tensor& y, const Tensor& indices, const Tensor& x, const Pool2dParams& p); \
-  void max_pool2d_backward(const Tensor& dx, const Tensor& dy, const Tensor& indices);                 \
+  void max_pool2d_backward(const Tensor& dx, const Tensor& dy, const Tensor& indices,                  \
+                           const Pool2dParams& p);                                                     \
   void avg_pool2d_forward(const Tensor& y, const Tensor& x, const Pool2dParams& p);                    \
   void avg_pool2d_backward(const Tensor& dx, const Tensor& dy, const Pool2dParams& p);                 \
   void adaptive_avg_pool2d_forward(const Tensor& y, const Tensor& x);                                  \
@@ -138,3 +140,9 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_backward(const Tensor& dy, const T
 namespace hg::cpu {
 HG_DECLARE_CONV_KERNELS
 }  // namespace hg::cpu
+
+#if defined(HG_WITH_CUDA)
+namespace hg::cuda {
+HG_DECLARE_CONV_KERNELS
+}  // namespace hg::cuda
+#endif

@@ -635,7 +635,7 @@ void max_pool2d_forward(const Tensor& y, const Tensor& indices, const Tensor& x,
                     [&](auto tag) { max_pool2d_forward_typed<decltype(tag)>(y, indices, x, p); });
 }
 
-void max_pool2d_backward(const Tensor& dx, const Tensor& dy, const Tensor& indices) {
+void max_pool2d_backward(const Tensor& dx, const Tensor& dy, const Tensor& indices, const Pool2dParams&) {
   dispatch_floating(dx.dtype(), "max_pool2d_backward",
                     [&](auto tag) { max_pool2d_backward_typed<decltype(tag)>(dx, dy, indices); });
 }

@@ -1,13 +1,22 @@
-hg_add_test(test_kernels LABEL kernels SOURCES
+# The [cuda] cases (tests/kernels/test_conv_cuda.cpp: conv2d through cuDNN,
+# CUDA pooling and batch norm against the CPU) are their own CTest test,
+# skipped where there is no CUDA device or no usable cuDNN.
+hg_add_test(test_kernels LABEL kernels ARGS "~[cuda]" SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/test_elementwise.cpp
   ${CMAKE_CURRENT_LIST_DIR}/test_reduce.cpp
   ${CMAKE_CURRENT_LIST_DIR}/test_softmax.cpp
   ${CMAKE_CURRENT_LIST_DIR}/test_gemm.cpp
   ${CMAKE_CURRENT_LIST_DIR}/test_conv.cpp
   ${CMAKE_CURRENT_LIST_DIR}/test_conv_torch.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/test_conv_cuda.cpp
   ${CMAKE_CURRENT_LIST_DIR}/test_random.cpp
   ${CMAKE_CURRENT_LIST_DIR}/test_numerics.cpp
 )
 find_package(nlohmann_json 3 REQUIRED)
 target_link_libraries(test_kernels PRIVATE nlohmann_json::nlohmann_json)
 target_compile_definitions(test_kernels PRIVATE HG_KERNEL_FIXTURE_DIR="${CMAKE_CURRENT_LIST_DIR}/fixtures")
+if(NOT HG_CUDA_MODE STREQUAL "off")
+  add_test(NAME test_kernels_cuda COMMAND test_kernels "[cuda]")
+  set_tests_properties(test_kernels_cuda PROPERTIES LABELS kernels)
+  hg_test_requires(test_kernels_cuda cuda cudnn)
+endif()
