@@ -29,7 +29,9 @@ expect 1 "already holds files .*--resume.*--overwrite" "${A[@]}" --out "$W/a" --
 [ "$(hash_of "$W/a")" = "$before" ] || fail "the refused run changed the checkpoint"
 expect cli "excludes" "${A[@]}" --out "$W/a" --resume --overwrite
 expect 0 "done in" "${A[@]}" --out "$W/a" --overwrite --lr 0.01
-[ "$(wc -l <"$W/a/metrics.jsonl")" -eq 2 ] || fail "--overwrite left stale metrics lines"
+# 4 steps an epoch: a step record each (--log-every defaults to 1% of an epoch, at least 1) and an epoch record.
+[ "$(grep -c '"type":"epoch"' "$W/a/metrics.jsonl")" -eq 2 ] && [ "$(wc -l <"$W/a/metrics.jsonl")" -eq 10 ] ||
+  fail "--overwrite left stale metrics lines: $(cat "$W/a/metrics.jsonl")"
 
 # A second run on a locked folder is refused (this shell takes the same flock first).
 exec 9>>"$W/a/.hg-train.lock"
@@ -58,13 +60,28 @@ sed -i '1s/"train_loss":[-0-9.eE+]*/"train_loss":null/' "$W/a/metrics.jsonl"
 grep -q '"train_loss":null' "$W/a/metrics.jsonl" || fail "could not write the null line for the test"
 expect 0 "done in" "${A[@]}" --out "$W/a" --resume --lr 0.01
 
-# Bad options: a clear message, not a silent fallback.
-expect cli "--seed" "${A[@]}" --out "$W/b" --seed -1
-expect cli "finite" "${A[@]}" --out "$W/b" --clip-grad nan
+# Bad options: a clear message, not a silent fallback, with human ranges
+# (not CLI11's "in range 1 - 1.79769e+308" or a 300-digit number).
+expect cli "--seed: must be an integer >= 0, got '-1'" "${A[@]}" --out "$W/b" --seed -1
+expect cli "--clip-grad: must be a number >= 0, got 'nan'" "${A[@]}" --out "$W/b" --clip-grad nan
+expect cli "--epochs: must be an integer >= 1, got '0'" "${A[@]}" --out "$W/b" --epochs 0
+[ ${#LAST} -lt 200 ] || fail "--epochs 0 printed ${#LAST} characters: $LAST"
+expect cli "--lr: must be a finite number > 0, got 'inf'" "${A[@]}" --out "$W/b" --lr inf
+# --help shows the defaults; --version the CMake project version.
+expect 0 "--epochs INT=8" --help
+LAST=$(tr '\n' ' ' <<<"$LAST")
+grep -qE -- "--precision .*=amp-fp16 .*--epochs INT=8 .*--batch-size INT=128" <<<"$LAST" || fail "--help shows no defaults: $LAST"
+if [ -n "${HG_EXPECTED_VERSION:-}" ]; then
+  expect 0 "^hg-train \(halfgrad\) ${HG_EXPECTED_VERSION//./\\.}$" --version
+fi
 
 # Resume with another precision: said as such, not as a dtype mismatch.
 expect 0 "stopped after step 2" "${A[@]}" --out "$W/p" --max-steps 2
 expect 1 "precision differs" "${A[@]}" --out "$W/p" --resume --max-steps 2 --precision bf16-master
+# Another --lr: the values in decimal (the checkpoint stores the exact hex
+# form), and no source file:line in a message meant for the user.
+expect 1 "--lr = 0.002, this run has 0.0015; use the same options" "${A[@]}" --out "$W/p" --resume --lr 0.0015
+! grep -qE "0x1|\.cpp:[0-9]|\(at " <<<"$LAST" || fail "the mismatch message shows hex or a source location: $LAST"
 # Resuming a run already at --max-steps takes no step and leaves the checkpoint alone.
 before=$(hash_of "$W/p")
 expect 0 "nothing to do" "${A[@]}" --out "$W/p" --resume --max-steps 2
@@ -85,7 +102,8 @@ expect 1 "counters disagree" "${A[@]}" --out "$W/c" --resume
 
 # A diverging run stops with a message and saves nothing non-finite.
 expect 1 "diverged" "${A[@]}" --out "$W/nan" --lr 1e30 --checkpoint-every 1
-[ ! -e "$W/nan/metrics.jsonl" ] || fail "the diverged run wrote metrics"
+# (A checkpoint at step 1 writes the metrics of that finite step first.)
+! grep -qiE "null|nan|inf" "$W/nan/metrics.jsonl" 2>/dev/null || fail "the diverged run wrote non-finite metrics"
 if [ -e "$W/nan/checkpoint.safetensors" ]; then
   expect 0 "" "${A[@]}" --out "$W/nan" --resume --lr 1e30 --checkpoint-every 1 --max-steps 1  # a finite state
 fi
