@@ -391,15 +391,17 @@ int main(int argc, char** argv) {
     const hg::Device device = pick_device(o.device);
     const Precision prec = precision_of(o.precision);
     hg::amp::GradScaler scaler({.enabled = prec.scaler});
+    // What this hardware does with 16-bit math, in every mode (so that an
+    // fp32 run says what it leaves on the table, too).
+    term.paragraph("hg-train: " + hg::amp::capability_report(device));
     if (prec.autocast) {
-      term.paragraph("hg-train: " + hg::amp::capability_report(device));
       // Raises for bf16 on a GPU without it (compute capability < 8.0), naming fp16.
       { hg::amp::Autocast probe(prec.autocast_dtype); }
       if (device.is_cpu()) {
         term.paragraph(std::string("hg-train: autocast on the CPU costs time: the ") +
                        (prec.autocast_dtype == hg::kF16 ? "f16" : "bf16") +
-                       " matmuls widen to f32 and round back, about half the fp32 rate (docs/training.md); "
-                       "--precision fp32 is the fastest on a CPU");
+                       " matmuls widen to f32 and round back, so a step takes about 3x as long as in fp32 "
+                       "(docs/training.md); --precision fp32 is the fastest on a CPU");
       }
     }
     hg::Generator gen(o.seed);
@@ -643,7 +645,7 @@ int main(int argc, char** argv) {
             term.progress(hg::train::fit_line(pieces, term.columns()));
           } else {
             pieces.erase(pieces.begin() + 1);  // no bar in a log
-            term.line("  " + hg::train::fit_line(pieces, 0));
+            term.line("  " + hg::train::fit_line(pieces, term.columns() - 2));
           }
         }
         if (o.checkpoint_every > 0 && global_step % o.checkpoint_every == 0) save();
@@ -691,19 +693,23 @@ int main(int argc, char** argv) {
         skipped_in_epoch = st.steps_skipped - before;
       }
       metrics.epochs.push_back(record);
-      char head[160], secs_text[32], rate_text[48];
-      std::snprintf(head, sizeof head, "%s: train loss %.4f  test loss %.4f  accuracy %.2f%%", epoch_text.c_str(),
-                    train_loss, eval.loss, 100.0 * eval.accuracy);
+      // Fitted to the width like the progress line: a narrow terminal (or a
+      // log, 80 columns) loses the throughput, then the time, then the scale,
+      // then the test loss (metrics.jsonl keeps them all).
+      char train_text[48], test_text[48], acc_text[48], secs_text[32], rate_text[48];
+      std::snprintf(train_text, sizeof train_text, "train loss %.4f", train_loss);
+      std::snprintf(test_text, sizeof test_text, "test loss %.4f", eval.loss);
+      std::snprintf(acc_text, sizeof acc_text, "accuracy %.2f%%", 100.0 * eval.accuracy);
       std::snprintf(secs_text, sizeof secs_text, "%.1f s", secs);
-      std::snprintf(rate_text, sizeof rate_text, "%.0f samples/s%s", epoch_rate,
+      std::snprintf(rate_text, sizeof rate_text, "%s samples/s%s", hg::train::short_count(epoch_rate).c_str(),
                     batches_before > 0 ? " (resumed mid-epoch)" : "");
-      std::vector<Piece> summary{{head}};
+      std::vector<Piece> summary{{epoch_text + ": " + train_text}, {test_text, 3}, {acc_text}};
       if (prec.scaler) {
-        summary.push_back({"scale " + scale_text(record.loss_scale), 1});
+        summary.push_back({"scale " + scale_text(record.loss_scale), 4});
         if (skipped_in_epoch > 0) summary.push_back({std::to_string(skipped_in_epoch) + " skipped", 2});
       }
-      summary.push_back({secs_text, 3});
-      summary.push_back({rate_text, 4});
+      summary.push_back({secs_text, 5});
+      summary.push_back({rate_text, 6});
       term.line(hg::train::fit_line(summary, term.columns()));
       loss_sum.fill_(0.0);
       batches = samples = 0;

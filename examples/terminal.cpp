@@ -100,14 +100,14 @@ Terminal::Terminal() {
 }
 
 int Terminal::columns() const {
-  if (!tty_) return 0;
   winsize ws{};
-  if (::ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) return ws.ws_col;
+  if (tty_ && ::ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) return ws.ws_col;
   if (const char* c = std::getenv("COLUMNS")) {
-    const int n = std::atoi(c);
-    if (n > 0) return n;
+    char* end = nullptr;
+    const long n = std::strtol(c, &end, 10);
+    if (end != c && *end == '\0' && n >= 20 && n <= 10000) return static_cast<int>(n);
   }
-  return 80;
+  return 80;  // the classic terminal, and what a log viewer shows without wrapping
 }
 
 void Terminal::write_over(const std::string& text) {

@@ -1,7 +1,8 @@
 // hg-train's terminal output: a progress line that updates in place and fits
 // the terminal's width (TIOCGWINSZ, read at every update so a resize is
 // followed), and plain lines when stdout is not a terminal (a pipe, a file,
-// CI logs), where nothing is overwritten and nothing is cut.
+// CI logs), where nothing is overwritten; those lines fit $COLUMNS, else 80
+// columns, too (the least important pieces are left out first).
 #pragma once
 
 #include <string>
@@ -35,8 +36,8 @@ class Terminal {
  public:
   Terminal();
   bool tty() const { return tty_; }
-  // The width to fit lines into: the terminal's columns (TIOCGWINSZ, else
-  // $COLUMNS, else 80) on a tty; 0 (no limit) otherwise.
+  // The width to fit lines into: on a tty the terminal's columns
+  // (TIOCGWINSZ, else $COLUMNS, else 80); otherwise $COLUMNS, else 80.
   int columns() const;
   // Replaces the progress line (a tty only; elsewhere it does nothing).
   void progress(const std::string& line);
@@ -46,7 +47,7 @@ class Terminal {
   // Ends an open progress line (before a message on stderr, say).
   void end_progress();
   // Prints `text` word-wrapped to the width (continuation lines indented by
-  // `indent` spaces) when on a tty, else as one line.
+  // `indent` spaces).
   void paragraph(const std::string& text, int indent = 2);
 
   static constexpr int kMinBar = 10;
