@@ -75,6 +75,33 @@ if [ -n "${HG_EXPECTED_VERSION:-}" ]; then
   expect 0 "^hg-train \(halfgrad\) ${HG_EXPECTED_VERSION//./\\.}$" --version
 fi
 
+# The default precision is amp-fp16, whose checkpoint carries the loss scaler.
+LC_ALL=C grep -aq '"scaler.state"' "$W/a/checkpoint.safetensors" || fail "the amp-fp16 checkpoint has no scaler state"
+expect 0 "hg-train: cpu: F16C" "${A[@]}" --out "$W/f32" --precision fp32  # the capability report, in every mode
+
+# Terminal output. Not a tty: plain lines that fit $COLUMNS, else 80 columns
+# (issue: a ~93-column line wrapped in an 80-column terminal).
+widest() { awk '{ if (length($0) > n) n = length($0) } END { print n + 0 }'; }
+out=$(env -u COLUMNS "$H" "${A[@]}" --out "$W/t" 2>&1) || fail "the 80-column run failed: $out"
+grep -qE "^  epoch 1/2  1/4  loss [0-9.]+  scale 2\^16  skip 0  [0-9:]+ eta [0-9:-]+" <<<"$out" ||
+  fail "no progress line with the loss scale, skipped steps, elapsed time and ETA: $out"
+[ "$(widest <<<"$out")" -le 80 ] || fail "a line is wider than 80 columns: $out"
+out=$(COLUMNS=50 "$H" "${A[@]}" --out "$W/t" --overwrite 2>&1) || fail "the 50-column run failed: $out"
+[ "$(widest <<<"$out")" -le 50 ] || fail "a line is wider than COLUMNS=50: $out"
+# A terminal (a pty from util-linux's script, 80 columns): the line is redrawn
+# in place (\r) every 10 steps, with a bar, and the evaluation shows progress;
+# every redraw fits (TIOCGWINSZ).
+if script -qec true /dev/null </dev/null >/dev/null 2>&1; then
+  out=$(script -qec "stty cols 80 && exec $H --limit 1200 --test-limit 100 --batch-size 100 --warmup-steps 2 \
+        --epochs 1 --device $DEV --out $W/tty" /dev/null </dev/null | tr '\r' '\n' | sed 's/\x1b\[K//g')
+  grep -qE "^epoch 1/1 \[#+\.*\] 10/12  loss [0-9.]+  scale 2\^16  skip 0  [0-9:]+ eta [0-9:]+$" <<<"$out" ||
+    fail "no in-place progress line on a tty: $out"
+  grep -qE "^epoch 1/1  evaluating \[#+\] 1/1" <<<"$out" || fail "no evaluation progress on a tty: $out"
+  [ "$(widest <<<"$out")" -le 80 ] || fail "a redraw is wider than the 80-column pty: $out"
+else
+  echo "check_run_folder: util-linux script cannot open a pty here; the tty checks are left out"
+fi
+
 # Resume with another precision: said as such, not as a dtype mismatch.
 expect 0 "stopped after step 2" "${A[@]}" --out "$W/p" --max-steps 2
 expect 1 "precision differs" "${A[@]}" --out "$W/p" --resume --max-steps 2 --precision bf16-master

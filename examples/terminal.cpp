@@ -160,14 +160,22 @@ void Terminal::paragraph(const std::string& text, int indent) {
   while (pos < text.size()) {
     size_t end = text.find(' ', pos);
     if (end == std::string::npos) end = text.size();
-    const std::string word = text.substr(pos, end - pos);
+    std::string word = text.substr(pos, end - pos);
     pos = end + 1;
     if (!current.empty() && current.size() + 1 + word.size() > limit) {
       out += current + "\n";
-      current = std::string(static_cast<size_t>(indent), ' ') + word;
-    } else {
-      current += (current.empty() ? "" : " ") + word;
+      current = std::string(static_cast<size_t>(indent), ' ');
+    } else if (!current.empty()) {
+      current += ' ';
     }
+    // A word wider than a line (a long path) is cut across lines.
+    while (current.size() + word.size() > limit) {
+      const size_t room = limit - current.size();
+      out += current + word.substr(0, room) + "\n";
+      word.erase(0, room);
+      current = std::string(static_cast<size_t>(indent), ' ');
+    }
+    current += word;
   }
   out += current;
   line(out);
