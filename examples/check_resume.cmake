@@ -16,6 +16,8 @@ function(train expect_ok)
   if(expect_ok AND NOT rc EQUAL 0)
     message(FATAL_ERROR "hg-train ${ARGN} failed (${rc}):\n${out}\n${err}")
   endif()
+  # hg-train word-wraps its messages to 80 columns: join the continuation lines.
+  string(REGEX REPLACE "\n  +" " " out "${out}")
   set(last_out "${out}" PARENT_SCOPE)
   set(last_err "${err}" PARENT_SCOPE)
   set(last_rc "${rc}" PARENT_SCOPE)
