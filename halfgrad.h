@@ -14,6 +14,7 @@
 #include "core/generator.h"
 #include "core/half.h"
 #include "core/tensor.h"
+#include "core/version.h"
 
 #include "autograd/autocast.h"
 #include "autograd/functions.h"
@@ -23,6 +24,7 @@
 #include "nn/init.h"
 #include "nn/layers.h"
 #include "nn/module.h"
+#include "nn/conv.h"
 #include "nn/serialize.h"
 
 #include "optim/checkpoint.h"

@@ -248,14 +248,9 @@ void GradScaler::check() const {
   raise_if_collapsed(read_state());
 }
 
-GradScalerStats GradScaler::stats() const {
-  GradScalerStats s;
-  if (!options_.enabled) {
-    s.scale = 1.0;
-    return s;
-  }
-  const std::vector<int64_t> state = read_state();
+GradScalerStats GradScaler::decode(const std::vector<int64_t>& state) const {
   raise_if_collapsed(state);
+  GradScalerStats s;
   s.scale = bits_to_float(state[kAmpScaleBits]);
   s.iterations = state[kAmpIteration];
   s.steps_applied = state[kAmpApplied];
@@ -263,6 +258,29 @@ GradScalerStats GradScaler::stats() const {
   s.growth_tracker = state[kAmpGrowthTracker];
   s.overflows_in_row = state[kAmpOverflowsInRow];
   return s;
+}
+
+GradScalerStats GradScaler::stats() const {
+  if (!options_.enabled) {
+    GradScalerStats s;
+    s.scale = 1.0;
+    return s;
+  }
+  return decode(read_state());
+}
+
+Tensor GradScaler::snapshot() const {
+  if (!options_.enabled) return Tensor();
+  if (!initialized_) return from_vector(read_state(), {kAmpStateSize});  // host values, nothing queued yet
+  NoGradGuard no_grad;
+  return state_.clone();
+}
+
+GradScalerStats GradScaler::stats_of(const Tensor& snapshot) const {
+  if (!options_.enabled) return stats();
+  HG_CHECK(snapshot.defined() && snapshot.dtype() == kI64 && snapshot.numel() == kAmpStateSize,
+           "GradScaler::stats_of: expects a tensor from snapshot() of this (enabled) scaler");
+  return decode(snapshot.cpu().to_vector<int64_t>());
 }
 
 double GradScaler::get_scale() const { return stats().scale; }

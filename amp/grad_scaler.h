@@ -99,6 +99,12 @@ class GradScaler {
   std::vector<std::string> last_overflow() const;
   // Raises hg::Error when the scale collapsed (see Note [GradScaler]).
   void check() const;
+  // The counters as they stand now, copied on the device (no host read), so
+  // that a loop can log them at intervals and read them later in one go:
+  //   snaps.push_back(scaler.snapshot());  ...  scaler.stats_of(snaps[i])
+  // stats_of is a host read like stats() (one copy; raises on a collapse).
+  Tensor snapshot() const;
+  GradScalerStats stats_of(const Tensor& snapshot) const;
 
   // The device tensors (no copy): scale f32 [1], inv_scale f32 [1]; undefined
   // before the first use.
@@ -127,6 +133,7 @@ class GradScaler {
   void check_grads(OptState& st, bool check_only);
   void raise_if_collapsed(const std::vector<int64_t>& state) const;
   std::vector<int64_t> read_state() const;
+  GradScalerStats decode(const std::vector<int64_t>& state) const;
   std::vector<std::string> overflow_names(int64_t iteration_stamp) const;
   AmpScaleOptions kernel_options() const;
 

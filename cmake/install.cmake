@@ -34,6 +34,8 @@ install(TARGETS halfgrad EXPORT halfgradTargets
 # Every public header of the library folders (the emulator's own sources are
 # not installed; its CUDA stand-in headers are, for the emu build).
 install(FILES halfgrad.h DESTINATION ${HG_INSTALL_INCLUDEDIR})
+# Generated: core/version.h (hg::version(), HG_VERSION_*).
+install(FILES ${PROJECT_BINARY_DIR}/generated/core/version.h DESTINATION ${HG_INSTALL_INCLUDEDIR}/core)
 foreach(dir core kernels autograd nn optim amp data)
   install(DIRECTORY ${dir}/ DESTINATION ${HG_INSTALL_INCLUDEDIR}/${dir}
           FILES_MATCHING PATTERN "*.h" PATTERN "*.cuh"

@@ -14,4 +14,8 @@ list(APPEND HG_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/tensor_factories.cpp
   ${CMAKE_CURRENT_LIST_DIR}/tensor_print.cpp
   ${CMAKE_CURRENT_LIST_DIR}/generator.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/version.cpp
 )
+# core/version.h: generated from project(halfgrad VERSION ...) into
+# <build>/generated (CMakeLists.txt puts that folder on the include path).
+configure_file(${CMAKE_CURRENT_LIST_DIR}/version.h.in ${PROJECT_BINARY_DIR}/generated/core/version.h @ONLY)

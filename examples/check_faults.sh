@@ -37,7 +37,8 @@ t0=$(date +%s%N)
 TOTAL_MS=$((($(date +%s%N) - t0) / 1000000))
 REF_HASH=$(hash_of "$W/ref")
 REF_METRICS=$(metrics "$W/ref")
-[ "$(wc -l <"$W/ref/metrics.jsonl")" -eq 3 ] || fail "the uninterrupted run has no 3 metrics lines"
+[ "$(grep -c '"type":"epoch"' "$W/ref/metrics.jsonl")" -eq 3 ] || fail "the uninterrupted run has no 3 epoch lines"
+[ "$(grep -c '"type":"step"' "$W/ref/metrics.jsonl")" -eq 18 ] || fail "the uninterrupted run has no 18 step lines (one a step)"
 
 # 1. SIGKILL at random moments (a seeded RANDOM: reproducible delays), each
 #    time resumed; a run that finishes before its kill is checked and the

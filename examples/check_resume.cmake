@@ -1,6 +1,7 @@
 # ctest script: hg-train interrupted twice (--max-steps, once mid-epoch, once
 # in the second epoch) and resumed must end with a checkpoint byte-identical to
-# an uninterrupted run's, and with the same per-epoch train losses. Also checks
+# an uninterrupted run's, and with the same metrics.jsonl (per-epoch and
+# sub-epoch train losses). Also checks
 # metrics.jsonl / curves.svg exist and that a resume with other options fails.
 #   cmake -DHG_TRAIN=<hg-train> -DDEVICE=<cpu|cuda> -DWORK=<dir> [-DMODEL=mlp|cnn] -P check_resume.cmake
 cmake_minimum_required(VERSION 3.25)
@@ -18,6 +19,8 @@ function(train expect_ok)
   if(expect_ok AND NOT rc EQUAL 0)
     message(FATAL_ERROR "hg-train ${ARGN} failed (${rc}):\n${out}\n${err}")
   endif()
+  # hg-train word-wraps its messages to 80 columns: join the continuation lines.
+  string(REGEX REPLACE "\n  +" " " out "${out}")
   set(last_out "${out}" PARENT_SCOPE)
   set(last_err "${err}" PARENT_SCOPE)
   set(last_rc "${rc}" PARENT_SCOPE)
@@ -44,10 +47,24 @@ foreach(run full split)
   file(STRINGS "${WORK}/${run}/metrics.jsonl" lines)
   set(losses_${run} "")
   foreach(line IN LISTS lines)
+    if(NOT line MATCHES "\"type\":\"epoch\"")
+      continue()
+    endif()
     string(REGEX MATCH "\"train_loss\":[-0-9.eE+]+" loss "${line}")
     list(APPEND losses_${run} "${loss}")
   endforeach()
 endforeach()
+# Every line but the timings: the sub-epoch points too.
+foreach(run full split)
+  file(READ "${WORK}/${run}/metrics.jsonl" text)
+  string(REGEX REPLACE ",\"(seconds|samples_per_second)\":[^,}]*" "" text_${run} "${text}")
+endforeach()
+if(NOT text_full STREQUAL text_split)
+  message(FATAL_ERROR "metrics.jsonl differs between the uninterrupted and the resumed run:\n${text_full}\n---\n${text_split}")
+endif()
+if(NOT text_full MATCHES "\"type\":\"step\"")
+  message(FATAL_ERROR "metrics.jsonl has no sub-epoch (step) records:\n${text_full}")
+endif()
 list(LENGTH losses_full n)
 if(NOT n EQUAL 2 OR NOT losses_full STREQUAL losses_split)
   message(FATAL_ERROR "train losses differ or are missing:\n full:  ${losses_full}\n split: ${losses_split}")

@@ -29,7 +29,9 @@ expect 1 "already holds files .*--resume.*--overwrite" "${A[@]}" --out "$W/a" --
 [ "$(hash_of "$W/a")" = "$before" ] || fail "the refused run changed the checkpoint"
 expect cli "excludes" "${A[@]}" --out "$W/a" --resume --overwrite
 expect 0 "done in" "${A[@]}" --out "$W/a" --overwrite --lr 0.01
-[ "$(wc -l <"$W/a/metrics.jsonl")" -eq 2 ] || fail "--overwrite left stale metrics lines"
+# 4 steps an epoch: a step record each (--log-every defaults to 1% of an epoch, at least 1) and an epoch record.
+[ "$(grep -c '"type":"epoch"' "$W/a/metrics.jsonl")" -eq 2 ] && [ "$(wc -l <"$W/a/metrics.jsonl")" -eq 10 ] ||
+  fail "--overwrite left stale metrics lines: $(cat "$W/a/metrics.jsonl")"
 
 # A second run on a locked folder is refused (this shell takes the same flock first).
 exec 9>>"$W/a/.hg-train.lock"
@@ -58,13 +60,55 @@ sed -i '1s/"train_loss":[-0-9.eE+]*/"train_loss":null/' "$W/a/metrics.jsonl"
 grep -q '"train_loss":null' "$W/a/metrics.jsonl" || fail "could not write the null line for the test"
 expect 0 "done in" "${A[@]}" --out "$W/a" --resume --lr 0.01
 
-# Bad options: a clear message, not a silent fallback.
-expect cli "--seed" "${A[@]}" --out "$W/b" --seed -1
-expect cli "finite" "${A[@]}" --out "$W/b" --clip-grad nan
+# Bad options: a clear message, not a silent fallback, with human ranges
+# (not CLI11's "in range 1 - 1.79769e+308" or a 300-digit number).
+expect cli "--seed: must be an integer >= 0, got '-1'" "${A[@]}" --out "$W/b" --seed -1
+expect cli "--clip-grad: must be a number >= 0, got 'nan'" "${A[@]}" --out "$W/b" --clip-grad nan
+expect cli "--epochs: must be an integer >= 1, got '0'" "${A[@]}" --out "$W/b" --epochs 0
+[ ${#LAST} -lt 200 ] || fail "--epochs 0 printed ${#LAST} characters: $LAST"
+expect cli "--lr: must be a finite number > 0, got 'inf'" "${A[@]}" --out "$W/b" --lr inf
+# --help shows the defaults; --version the CMake project version.
+expect 0 "--epochs INT=8" --help
+LAST=$(tr '\n' ' ' <<<"$LAST")
+grep -qE -- "--precision .*=amp-fp16 .*--epochs INT=8 .*--batch-size INT=128" <<<"$LAST" || fail "--help shows no defaults: $LAST"
+if [ -n "${HG_EXPECTED_VERSION:-}" ]; then
+  expect 0 "^hg-train \(halfgrad\) ${HG_EXPECTED_VERSION//./\\.}$" --version
+fi
+
+# The default precision is amp-fp16, whose checkpoint carries the loss scaler.
+LC_ALL=C grep -aq '"scaler.state"' "$W/a/checkpoint.safetensors" || fail "the amp-fp16 checkpoint has no scaler state"
+expect 0 "hg-train: cpu: F16C" "${A[@]}" --out "$W/f32" --precision fp32  # the capability report, in every mode
+
+# Terminal output. Not a tty: plain lines that fit $COLUMNS, else 80 columns
+# (issue: a ~93-column line wrapped in an 80-column terminal).
+widest() { awk '{ if (length($0) > n) n = length($0) } END { print n + 0 }'; }
+out=$(env -u COLUMNS "$H" "${A[@]}" --out "$W/t" 2>&1) || fail "the 80-column run failed: $out"
+grep -qE "^  epoch 1/2  1/4  loss [0-9.]+  scale 2\^16  skip 0  [0-9:]+ eta [0-9:-]+" <<<"$out" ||
+  fail "no progress line with the loss scale, skipped steps, elapsed time and ETA: $out"
+[ "$(widest <<<"$out")" -le 80 ] || fail "a line is wider than 80 columns: $out"
+out=$(COLUMNS=50 "$H" "${A[@]}" --out "$W/t" --overwrite 2>&1) || fail "the 50-column run failed: $out"
+[ "$(widest <<<"$out")" -le 50 ] || fail "a line is wider than COLUMNS=50: $out"
+# A terminal (a pty from util-linux's script, 80 columns): the line is redrawn
+# in place (\r) every 10 steps, with a bar, and the evaluation shows progress;
+# every redraw fits (TIOCGWINSZ).
+if script -qec true /dev/null </dev/null >/dev/null 2>&1; then
+  out=$(script -qec "stty cols 80 && exec $H --limit 1200 --test-limit 100 --batch-size 100 --warmup-steps 2 \
+        --epochs 1 --device $DEV --out $W/tty" /dev/null </dev/null | tr '\r' '\n' | sed 's/\x1b\[K//g')
+  grep -qE "^epoch 1/1 \[#+\.*\] 10/12  loss [0-9.]+  scale 2\^16  skip 0  [0-9:]+ eta [0-9:]+$" <<<"$out" ||
+    fail "no in-place progress line on a tty: $out"
+  grep -qE "^epoch 1/1  evaluating \[#+\] 1/1" <<<"$out" || fail "no evaluation progress on a tty: $out"
+  [ "$(widest <<<"$out")" -le 80 ] || fail "a redraw is wider than the 80-column pty: $out"
+else
+  echo "check_run_folder: util-linux script cannot open a pty here; the tty checks are left out"
+fi
 
 # Resume with another precision: said as such, not as a dtype mismatch.
 expect 0 "stopped after step 2" "${A[@]}" --out "$W/p" --max-steps 2
 expect 1 "precision differs" "${A[@]}" --out "$W/p" --resume --max-steps 2 --precision bf16-master
+# Another --lr: the values in decimal (the checkpoint stores the exact hex
+# form), and no source file:line in a message meant for the user.
+expect 1 "--lr = 0.002, this run has 0.0015; use the same options" "${A[@]}" --out "$W/p" --resume --lr 0.0015
+! grep -qE "0x1|\.cpp:[0-9]|\(at " <<<"$LAST" || fail "the mismatch message shows hex or a source location: $LAST"
 # Resuming a run already at --max-steps takes no step and leaves the checkpoint alone.
 before=$(hash_of "$W/p")
 expect 0 "nothing to do" "${A[@]}" --out "$W/p" --resume --max-steps 2
@@ -85,7 +129,8 @@ expect 1 "counters disagree" "${A[@]}" --out "$W/c" --resume
 
 # A diverging run stops with a message and saves nothing non-finite.
 expect 1 "diverged" "${A[@]}" --out "$W/nan" --lr 1e30 --checkpoint-every 1
-[ ! -e "$W/nan/metrics.jsonl" ] || fail "the diverged run wrote metrics"
+# (A checkpoint at step 1 writes the metrics of that finite step first.)
+! grep -qiE "null|nan|inf" "$W/nan/metrics.jsonl" 2>/dev/null || fail "the diverged run wrote non-finite metrics"
 if [ -e "$W/nan/checkpoint.safetensors" ]; then
   expect 0 "" "${A[@]}" --out "$W/nan" --resume --lr 1e30 --checkpoint-every 1 --max-steps 1  # a finite state
 fi

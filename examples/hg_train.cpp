@@ -3,43 +3,50 @@
 // metrics.jsonl, curves.svg and a training checkpoint into --out, and
 // continues bit-exactly from that checkpoint with --resume.
 //
-//   hg-train                                   # defaults: 784-256-128-10 MLP, AdamW + warmup/cosine, 8 epochs
-//   hg-train --precision fp16-master --device cuda --epochs 5
+//   hg-train                                   # defaults: 784-256-128-10 MLP, amp-fp16, AdamW + warmup/cosine, 8 epochs
+//   hg-train --precision fp32 --device cuda --epochs 5
 //   hg-train --limit 2000 --epochs 1           # a smoke run
 //   hg-train --max-steps 500 && hg-train --resume   # stop early, continue later
 //
-// Precision modes: fp32 (everything f32) and fp16-master / bf16-master (the
-// model is converted to 16 bits, the optimizer keeps fp32 master weights and
-// moments; the loss is computed from 16-bit logits with fp32 math inside
-// cross_entropy). amp-fp16 / amp-bf16: fp32 weights, the forward under
-// hg::amp::Autocast (matmuls in 16 bits, softmax/loss in fp32) and a
-// GradScaler (docs/amp.md); the checkpoint then carries the scaler.
+// Precision modes (docs/amp.md, docs/training.md):
+//   amp-fp16 (default), amp-bf16: fp32 weights, the forward under
+//     hg::amp::Autocast (matmuls in 16 bits, softmax/loss in fp32) and a
+//     GradScaler;
+//   fp16-master, bf16-master: the model itself in 16 bits, fp32 master
+//     weights in the optimizer, the forward under Autocast too (so the
+//     fp32-class ops run in fp32) and a GradScaler;
+//   fp32: everything f32, no autocast, no scaler.
+// The checkpoint carries the scaler in every mode that has one.
 //
-// The loop keeps the running loss on the device (one add per step) and reads
-// it only for the progress line, the epoch summary and checkpoints, so a GPU
-// is not synchronised every step.
+// The loop keeps the running losses on the device (one add per step) and
+// reads them only for the progress line, the metrics and checkpoints, so a
+// GPU is not synchronised every step.
 #include <CLI/CLI.hpp>
 
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <iostream>
-#include <csignal>
 #include <memory>
-#include <unistd.h>
 
 #include "amp/grad_scaler.h"
 #include "autograd/autocast.h"
 #include "autograd/functions.h"
 #include "autograd/grad_mode.h"
 #include "core/generator.h"
+#include "core/log.h"
+#include "core/version.h"
 #include "data/dataloader.h"
 #include "data/fashion_mnist.h"
 #include "examples/models.h"
 #include "examples/run_folder.h"
+#include "examples/terminal.h"
 #include "examples/train_report.h"
 #include "kernels/reduce.h"
 #include "nn/layers.h"
@@ -56,11 +63,12 @@ namespace {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
+using hg::train::Piece;
 
 struct Options {
   std::string model = "mlp";
   std::string device = "auto";
-  std::string precision = "fp32";
+  std::string precision = "amp-fp16";
   int epochs = 8;
   int64_t batch_size = 128;
   double lr = 2e-3;
@@ -76,7 +84,42 @@ struct Options {
   bool overwrite = false;
   int64_t checkpoint_every = 0;
   int64_t max_steps = 0;
+  int64_t log_every = 0;
 };
+
+// What --precision means for the weights, the forward and the loss scaling.
+struct Precision {
+  hg::DType weights = hg::kF32;        // parameters and input data
+  bool autocast = false;
+  hg::DType autocast_dtype = hg::kF16;  // the region's dtype
+  bool scaler = false;
+};
+
+Precision precision_of(const std::string& name) {
+  if (name == "amp-fp16") return {hg::kF32, true, hg::kF16, true};
+  if (name == "amp-bf16") return {hg::kF32, true, hg::kBF16, true};
+  if (name == "fp16-master") return {hg::kF16, true, hg::kF16, true};
+  if (name == "bf16-master") return {hg::kBF16, true, hg::kBF16, true};
+  return {};  // fp32
+}
+
+// ---- the model: --model picks it here, and only here --------------------------
+
+std::shared_ptr<hg::nn::Module> make_mlp(hg::Generator* gen) {
+  using namespace hg::nn;
+  return std::make_shared<Sequential>(std::initializer_list<std::shared_ptr<Module>>{
+      std::make_shared<Linear>(784, 256, true, gen), std::make_shared<ReLU>(),
+      std::make_shared<Linear>(256, 128, true, gen), std::make_shared<ReLU>(),
+      std::make_shared<Linear>(128, 10, true, gen)});
+}
+
+std::shared_ptr<hg::nn::Module> make_model(const Options& o, hg::Generator* gen) {
+  if (o.model == "mlp") return make_mlp(gen);
+  if (o.model == "cnn") return hg::train::make_cnn(gen);
+  HG_FAIL("--model ", o.model, " is not a model hg-train knows");
+}
+
+// ---- options --------------------------------------------------------------------
 
 // The options a resumed run must share with the run that wrote the checkpoint
 // (anything that changes the arithmetic); stored as checkpoint extras.
@@ -93,6 +136,53 @@ std::map<std::string, std::string> run_config(const Options& o) {
           {"config.limit", std::to_string(o.limit)}};
 }
 
+// The shortest decimal that reads back as `v` (0.002, not 0x1.0624dd2f1a9fcp-9).
+std::string decimal(double v) {
+  char buf[64];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, r.ptr);
+}
+
+// A checkpoint's config value as the user typed it: the exact hex form of
+// floating options ("%a", so that the comparison is exact) shown in decimal.
+std::string shown_config_value(const std::string& key, const std::string& value) {
+  if (key != "config.lr" && key != "config.clip_grad") return value;
+  char* end = nullptr;
+  const double v = std::strtod(value.c_str(), &end);
+  return end != nullptr && *end == '\0' && !value.empty() ? decimal(v) : value;
+}
+
+// CLI11 validators with messages a person reads ("--epochs: must be >= 1,
+// got 0"), not CLI11's ranges (which print the type's 300-digit maximum).
+CLI::Validator at_least(double min, const std::string& what = "") {
+  const std::string bound = ">= " + decimal(min);
+  return CLI::Validator(
+      [min, bound, what](std::string& text) -> std::string {
+        char* end = nullptr;
+        errno = 0;
+        const double v = std::strtod(text.c_str(), &end);
+        if (text.empty() || *end != '\0' || errno != 0 || !std::isfinite(v) || v < min) {
+          return "must be " + (what.empty() ? std::string("a number ") : what + " ") + bound + ", got '" + text + "'";
+        }
+        return std::string();
+      },
+      "");  // the range is in the option's help text
+}
+
+CLI::Validator positive_finite() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        char* end = nullptr;
+        errno = 0;
+        const double v = std::strtod(text.c_str(), &end);
+        if (text.empty() || *end != '\0' || errno != 0 || !std::isfinite(v) || v <= 0) {
+          return "must be a finite number > 0, got '" + text + "'";
+        }
+        return std::string();
+      },
+      "");
+}
+
 hg::Device pick_device(const std::string& name) {
   if (name == "auto") {
 #if defined(HG_WITH_CUDA)
@@ -103,24 +193,15 @@ hg::Device pick_device(const std::string& name) {
   return hg::Device::parse(name);
 }
 
-std::shared_ptr<hg::nn::Sequential> make_mlp(hg::Generator* gen) {
-  using namespace hg::nn;
-  return std::make_shared<Sequential>(std::initializer_list<std::shared_ptr<Module>>{
-      std::make_shared<Linear>(784, 256, true, gen), std::make_shared<ReLU>(),
-      std::make_shared<Linear>(256, 128, true, gen), std::make_shared<ReLU>(),
-      std::make_shared<Linear>(128, 10, true, gen)});
-}
-
 std::unique_ptr<hg::optim::LRScheduler> make_schedule(const Options& o, hg::optim::Optimizer& opt,
-                                                      int64_t steps_per_epoch) {
+                                                      int64_t steps_per_epoch, hg::train::Terminal& term) {
   const int64_t total = steps_per_epoch * o.epochs;
   if (o.schedule == "cosine") {
     // A short run (--limit) gets at most half of its steps as warmup.
     const int64_t warmup = std::min(o.warmup_steps, total / 2);
     if (warmup < o.warmup_steps) {
-      std::printf("hg-train: %lld steps in all, so the warmup is %lld steps instead of %lld\n",
-                  static_cast<long long>(total), static_cast<long long>(warmup),
-                  static_cast<long long>(o.warmup_steps));
+      term.paragraph("hg-train: " + std::to_string(total) + " steps in all, so the warmup is " +
+                     std::to_string(warmup) + " steps instead of " + std::to_string(o.warmup_steps));
     }
     return std::make_unique<hg::optim::WarmupCosineLR>(
         opt, hg::optim::WarmupCosineOptions{.warmup_steps = warmup, .total_steps = total, .min_lr_ratio = 0.0});
@@ -145,6 +226,15 @@ int64_t extra_int(const hg::optim::TrainingProgress& p, const std::string& key, 
   return value;
 }
 
+// A finite loss sum stored in the checkpoint's extras, or an hg::Error.
+double extra_sum(const hg::optim::TrainingProgress& p, const std::string& key) {
+  auto it = p.extra.find(key);
+  HG_CHECK(it != p.extra.end(), "--resume: the checkpoint lacks '", key, "'; it was not written by hg-train");
+  const double v = hg::optim::parse_exact_double(it->second);
+  HG_CHECK(std::isfinite(v), "--resume: the checkpoint's '", key, "' is not finite; the file is corrupt");
+  return v;
+}
+
 // Checks a checkpoint's counters and options against this run before
 // anything is loaded (load_training_checkpoint calls it first): the same
 // options, and counters that hg-train's loop can have produced — every
@@ -157,8 +247,10 @@ void check_resume(const hg::optim::TrainingProgress& p, const Options& o, int64_
       if (!first.empty() ? key != first : key == "config.precision") continue;
       auto it = p.extra.find(key);
       HG_CHECK(it != p.extra.end() && it->second == value, "--resume: the checkpoint was written with --",
-               key.substr(7), " = ", it == p.extra.end() ? std::string("(none)") : it->second.substr(0, 60),
-               ", this run has ", value, key == "config.precision" ? " (the precision differs)" : "",
+               key.substr(7), " = ",
+               it == p.extra.end() ? std::string("(none)") : shown_config_value(key, it->second.substr(0, 60)),
+               ", this run has ", shown_config_value(key, value),
+               key == "config.precision" ? " (the precision differs)" : "",
                "; use the same options to continue the run");
     }
   }
@@ -173,72 +265,101 @@ void check_resume(const hg::optim::TrainingProgress& p, const Options& o, int64_
   HG_CHECK(extra_int(p, "epoch_batches", num_batches) == p.batch &&
                extra_int(p, "epoch_samples", num_batches * o.batch_size) == p.batch * o.batch_size,
            "--resume: the checkpoint's epoch counters disagree with its batch ", p.batch, "; the file is corrupt");
-  auto sum = p.extra.find("epoch_loss_sum");
-  HG_CHECK(sum != p.extra.end(), "--resume: the checkpoint lacks 'epoch_loss_sum'; it was not written by hg-train");
-  HG_CHECK(std::isfinite(hg::optim::parse_exact_double(sum->second)),
-           "--resume: the checkpoint's epoch loss sum is not finite; the file is corrupt");
+  extra_sum(p, "epoch_loss_sum");
+  if (p.extra.count("interval_batches") != 0) {  // checkpoints before sub-epoch metrics lack it
+    extra_int(p, "interval_batches", p.batch);
+    extra_sum(p, "interval_loss_sum");
+  }
 }
 
 struct EvalResult {
   double loss = 0.0;
   double accuracy = 0.0;
+  double seconds = 0.0;
 };
 
-EvalResult evaluate(hg::nn::Module& model, hg::data::DataLoader& loader) {
+// The test set, in the training's precision (under the same autocast);
+// `progress(done, total)` after each batch.
+EvalResult evaluate(hg::nn::Module& model, hg::data::DataLoader& loader, const Precision& prec,
+                    const std::function<void(int64_t, int64_t)>& progress) {
+  const auto start = Clock::now();
   hg::NoGradGuard no_grad;
   model.eval();
   double loss_sum = 0.0;
-  int64_t correct = 0, seen = 0;
+  int64_t correct = 0, seen = 0, done = 0;
   for (auto [x, y] : loader) {
-    const hg::Tensor logits = model.forward(x);
-    loss_sum += hg::cross_entropy(logits, y).item<double>() * static_cast<double>(y.numel());
+    hg::Tensor logits, loss;
+    {
+      hg::amp::Autocast autocast(prec.autocast_dtype, prec.autocast);
+      logits = model.forward(x);
+      loss = hg::cross_entropy(logits, y);
+    }
+    loss_sum += loss.item<double>() * static_cast<double>(y.numel());
     const auto predicted = hg::ops::argmax(logits, 1).to_vector<int64_t>();
     const auto labels = y.to_vector<int64_t>();
     for (size_t i = 0; i < labels.size(); ++i) correct += predicted[i] == labels[i];
     seen += y.numel();
+    progress(++done, loader.num_batches());
   }
   model.train();
   return {loss_sum / static_cast<double>(std::max<int64_t>(seen, 1)),
-          static_cast<double>(correct) / static_cast<double>(std::max<int64_t>(seen, 1))};
+          static_cast<double>(correct) / static_cast<double>(std::max<int64_t>(seen, 1)),
+          std::chrono::duration<double>(Clock::now() - start).count()};
 }
 
-// "[#########.........]": a bar of `width` cells, `done` of `total` filled.
-std::string bar(int64_t done, int64_t total, int width = 24) {
-  const int filled = total > 0 ? static_cast<int>(width * done / total) : width;
-  return "[" + std::string(filled, '#') + std::string(width - filled, '.') + "]";
+// 65536 -> "2^16"; other values as %g.
+std::string scale_text(double s) {
+  int e = 0;
+  const double m = std::frexp(s, &e);
+  char buf[32];
+  if (m == 0.5) {
+    std::snprintf(buf, sizeof buf, "2^%d", e - 1);
+  } else {
+    std::snprintf(buf, sizeof buf, "%g", s);
+  }
+  return buf;
 }
+
+// A point of the sub-epoch curve, still on the device (read when flushed).
+struct PendingPoint {
+  long long step;
+  double epoch;
+  hg::Tensor loss_sum;  // sum of the interval's batch losses
+  int64_t batches;
+  double lr;
+  hg::Tensor scaler;  // GradScaler::snapshot() (undefined without a scaler)
+};
 
 }  // namespace
 
 int main(int argc, char** argv) {
   Options o;
-  CLI::App app{"hg-train: train an MLP on Fashion-MNIST with halfgrad"};
+  CLI::App app{"hg-train: train a model on Fashion-MNIST with halfgrad (docs/training.md)"};
+  app.option_defaults()->always_capture_default();
+  app.set_version_flag("--version", std::string("hg-train (halfgrad) ") + hg::version(),
+                       "print the halfgrad version and exit");
   app.add_option("--model", o.model, "model: mlp | cnn (docs/training.md)")->check(CLI::IsMember({"mlp", "cnn"}));
   app.add_option("--device", o.device, "auto | cpu | cuda | cuda:N");
-  app.add_option("--precision", o.precision, "fp32 | fp16-master | bf16-master | amp-fp16 | amp-bf16")
+  app.add_option("--precision", o.precision,
+                 "amp-fp16 | amp-bf16 (fp32 weights, autocast, loss scaler) | fp16-master | bf16-master "
+                 "(16-bit weights with fp32 masters, autocast, loss scaler) | fp32")
       ->check(CLI::IsMember({"fp32", "fp16-master", "bf16-master", "amp-fp16", "amp-bf16"}));
-  app.add_option("--epochs", o.epochs, "epochs")->check(CLI::PositiveNumber);
-  app.add_option("--batch-size", o.batch_size, "batch size")->check(CLI::PositiveNumber);
-  app.add_option("--lr", o.lr, "AdamW peak learning rate")->check(CLI::PositiveNumber);  // "nan" and "inf" fail it too
+  app.add_option("--epochs", o.epochs, "passes over the training set (>= 1)")->check(at_least(1, "an integer"));
+  app.add_option("--batch-size", o.batch_size, "samples per step (>= 1)")->check(at_least(1, "an integer"));
+  app.add_option("--lr", o.lr, "AdamW peak learning rate (> 0)")->check(positive_finite());
   app.add_option("--schedule", o.schedule, "learning-rate schedule: cosine (linear warmup, cosine decay to 0) | "
                                            "step (halve every epoch) | constant")
       ->check(CLI::IsMember({"cosine", "step", "constant"}));
-  app.add_option("--warmup-steps", o.warmup_steps, "linear warmup steps of the cosine schedule")
-      ->check(CLI::NonNegativeNumber);
-  // NonNegativeNumber lets "nan" through (nan < 0 is false), so finiteness is checked too.
-  const CLI::Validator finite(
-      [](std::string& text) {
-        const double v = std::strtod(text.c_str(), nullptr);
-        return std::isfinite(v) ? std::string() : "must be a finite number, got " + text;
-      },
-      "FINITE");
-  app.add_option("--clip-grad", o.clip_grad, "clip the global gradient norm to this value (0 = off)")
-      ->check(CLI::NonNegativeNumber)
-      ->check(finite);
+  app.add_option("--warmup-steps", o.warmup_steps, "linear warmup steps of the cosine schedule (>= 0)")
+      ->check(at_least(0, "an integer"));
+  app.add_option("--clip-grad", o.clip_grad, "clip the global gradient norm to this value (>= 0; 0 = off)")
+      ->check(at_least(0));
   // "-1" would wrap to 18446744073709551615 in the unsigned seed.
-  app.add_option("--seed", o.seed, "seed for init and shuffling (>= 0)")->check(CLI::NonNegativeNumber);
-  app.add_option("--limit", o.limit, "use only the first N training samples (0 = all)");
-  app.add_option("--test-limit", o.test_limit, "evaluate on only the first N test samples (0 = all)");
+  app.add_option("--seed", o.seed, "seed for init and shuffling (>= 0)")->check(at_least(0, "an integer"));
+  app.add_option("--limit", o.limit, "use only the first N training samples (0 = all)")
+      ->check(at_least(0, "an integer"));
+  app.add_option("--test-limit", o.test_limit, "evaluate on only the first N test samples (0 = all)")
+      ->check(at_least(0, "an integer"));
   app.add_option("--data", o.data, "folder with the Fashion-MNIST .gz files");
   app.add_option("--out", o.out, "folder for checkpoint.safetensors, metrics.jsonl and curves.svg");
   auto* resume_flag = app.add_flag("--resume", o.resume, "continue from <out>/checkpoint.safetensors (bit-exact)");
@@ -247,14 +368,18 @@ int main(int argc, char** argv) {
       ->excludes(resume_flag);
   app.add_option("--checkpoint-every", o.checkpoint_every,
                  "also write the checkpoint every N steps (0 = after each epoch only)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(at_least(0, "an integer"));
   app.add_option("--max-steps", o.max_steps, "stop after this many steps in total, with a checkpoint (0 = no limit)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(at_least(0, "an integer"));
+  app.add_option("--log-every", o.log_every,
+                 "a train-loss point in metrics.jsonl and curves.svg every N steps (0 = about 1% of an epoch)")
+      ->check(at_least(0, "an integer"));
   CLI11_PARSE(app, argc, argv);
   // Past the file size limit (ulimit -f) a write fails with EFBIG and a clear
   // message (core/atomic_file.h) instead of the process dying by SIGXFSZ.
   std::signal(SIGXFSZ, SIG_IGN);
 
+  hg::train::Terminal term;
   try {
     // The run folder first: locked, writable and not someone else's results,
     // before a second is spent on data or training.
@@ -262,45 +387,66 @@ int main(int argc, char** argv) {
                                              : o.overwrite ? hg::train::StartMode::kOverwrite
                                                            : hg::train::StartMode::kFresh);
     if (folder.stale_temp_files_removed() > 0) {
-      std::printf("hg-train: removed %d temp file(s) left in %s by killed saves\n", folder.stale_temp_files_removed(),
-                  o.out.c_str());
+      term.paragraph("hg-train: removed " + std::to_string(folder.stale_temp_files_removed()) + " temp file(s) left in " +
+                     o.out + " by killed saves");
     }
     const hg::Device device = pick_device(o.device);
-    const hg::DType dtype = o.precision == "fp16-master" ? hg::kF16
-                            : o.precision == "bf16-master" ? hg::kBF16
-                                                           : hg::kF32;
-    // AMP: fp32 weights and data, autocast to amp_dtype, a loss scaler.
-    const bool amp = o.precision.rfind("amp-", 0) == 0;
-    const hg::DType amp_dtype = o.precision == "amp-bf16" ? hg::kBF16 : hg::kF16;
-    hg::amp::GradScaler scaler({.enabled = amp});
-    if (amp) std::printf("hg-train: %s\n", hg::amp::capability_report(device).c_str());
+    const Precision prec = precision_of(o.precision);
+    hg::amp::GradScaler scaler({.enabled = prec.scaler});
+    // What this hardware does with 16-bit math, in every mode (so that an
+    // fp32 run says what it leaves on the table, too).
+    term.paragraph("hg-train: " + hg::amp::capability_report(device));
+    if (prec.autocast) {
+      // Raises for bf16 on a GPU without it (compute capability < 8.0), naming fp16.
+      { hg::amp::Autocast probe(prec.autocast_dtype); }
+      if (device.is_cpu()) {
+        term.paragraph(std::string("hg-train: autocast on the CPU costs time: the ") +
+                       (prec.autocast_dtype == hg::kF16 ? "f16" : "bf16") +
+                       " matmuls widen to f32 and round back, so a step takes about 3x as long as in fp32 "
+                       "(docs/training.md); --precision fp32 is the fastest on a CPU");
+      }
+    }
     hg::Generator gen(o.seed);
-    auto model = o.model == "cnn" ? hg::train::make_cnn(&gen) : make_mlp(&gen);
+    auto model = make_model(o, &gen);
     model->to(device);
-    model->to(dtype);
+    model->to(prec.weights);
     hg::optim::AdamW opt(model->parameters(), {.lr = o.lr, .weight_decay = 1e-4});
+    scaler.set_parameter_names(model->named_parameters());  // overflow reports name the parameters
 
     const hg::data::FashionMnist train_set(o.data, true), test_set(o.data, false);
     // Fashion-MNIST pixel statistics (mean 0.286, std 0.353).
     hg::data::DataLoader train(train_set.images(), train_set.labels(),
                                {.batch_size = o.batch_size, .shuffle = true, .seed = o.seed, .drop_last = true,
-                                .mean = 0.2860, .std = 0.3530, .limit = o.limit, .device = device, .dtype = dtype});
+                                .mean = 0.2860, .std = 0.3530, .limit = o.limit, .device = device,
+                                .dtype = prec.weights});
     hg::data::DataLoader test(test_set.images(), test_set.labels(),
                               {.batch_size = 1000, .mean = 0.2860, .std = 0.3530, .limit = o.test_limit,
-                               .device = device, .dtype = dtype});
+                               .device = device, .dtype = prec.weights});
     HG_CHECK(train.num_batches() > 0, "--limit ", o.limit, " leaves no full batch of ", o.batch_size,
              "; use a larger --limit or a smaller --batch-size");
-    auto schedule = make_schedule(o, opt, train.num_batches());
+    const int64_t num_batches = train.num_batches();
+    auto schedule = make_schedule(o, opt, num_batches, term);
+    // Under a scaler the schedule runs on the device's applied-step clock and
+    // the optimizer's host copy of the lr is its base; last_lr() is the lr.
+    auto current_lr = [&] { return schedule ? schedule->last_lr() : opt.lr(); };
+    const int64_t log_every = o.log_every > 0 ? o.log_every : std::max<int64_t>(num_batches / 100, 1);
 
     const std::string ckpt_path = folder.file("checkpoint.safetensors");
     const std::string metrics_path = folder.file("metrics.jsonl");
     const std::string curves_path = folder.file("curves.svg");
-    const std::string title = "hg-train " + o.model + " " + o.precision + " on " + device.str();
+    std::string title = "hg-train: " + o.model + ", " + o.precision + ", " + device.str() + ", " +
+                        std::to_string(o.epochs) + " epoch" + (o.epochs == 1 ? "" : "s") + ", batch " +
+                        std::to_string(o.batch_size) + ", lr " + decimal(o.lr) + " " + o.schedule;
+    if (o.limit > 0) title += ", limit " + std::to_string(o.limit);
+    if (o.clip_grad > 0) title += ", clip " + decimal(o.clip_grad);
+    if (o.seed != 0) title += ", seed " + std::to_string(o.seed);
 
-    // The running state of the current epoch: loss sum (on the device) and counts.
+    // The running state of the current epoch: loss sums (on the device) and counts.
     hg::Tensor loss_sum = hg::zeros({}, {.device = device});
-    int64_t batches = 0, samples = 0, global_step = 0;
-    std::vector<hg::train::EpochRecord> records;
+    hg::Tensor interval_sum = hg::zeros({}, {.device = device});  // since the last sub-epoch point
+    int64_t batches = 0, samples = 0, global_step = 0, interval_batches = 0;
+    hg::train::Metrics metrics;
+    std::vector<PendingPoint> pending;
 
     if (o.resume) {
       HG_CHECK(fs::exists(ckpt_path), "--resume: no checkpoint at '", ckpt_path,
@@ -309,29 +455,42 @@ int main(int argc, char** argv) {
       // Every check runs before the model or optimizer changes (an atomic load).
       const hg::optim::TrainingProgress p = hg::optim::load_training_checkpoint(
           ckpt_path, *model, opt, &scaler_state,
-          [&](const hg::optim::TrainingProgress& q) { check_resume(q, o, train.num_batches(), schedule != nullptr); });
-      if (amp) scaler.load_state_dict(scaler_state);
+          [&](const hg::optim::TrainingProgress& q) { check_resume(q, o, num_batches, schedule != nullptr); });
+      if (prec.scaler) {
+        HG_CHECK(!scaler_state.empty(), "--resume: the checkpoint holds no loss-scaler state: it was written by an "
+                                        "hg-train whose --precision ", o.precision,
+                 " had no GradScaler yet; finish that run with the hg-train that started it, or start afresh "
+                 "(--overwrite)");
+        scaler.load_state_dict(scaler_state);
+      }
       train.set_epoch(p.epoch);
       train.skip(p.batch);
       gen.set_state(p.generator);
       if (schedule) schedule->set_last_step(p.scheduler_step);
       global_step = p.global_step;
-      loss_sum.fill_(hg::optim::parse_exact_double(p.extra.find("epoch_loss_sum")->second));  // checked
+      loss_sum.fill_(extra_sum(p, "epoch_loss_sum"));  // checked
       batches = p.batch;  // check_resume: epoch_batches == batch, epoch_samples == batch x batch size
       samples = p.batch * o.batch_size;
+      if (p.extra.count("interval_batches") != 0) {
+        interval_batches = extra_int(p, "interval_batches", p.batch);
+        interval_sum.fill_(extra_sum(p, "interval_loss_sum"));
+      }
       // Metrics are written before the checkpoint, so every finished epoch
-      // has its line; a line past the checkpoint (killed between the two
-      // writes) is dropped here and written again when that epoch ends.
-      for (const auto& r : hg::train::read_metrics(metrics_path)) {
-        if (r.epoch >= 1 && r.epoch <= static_cast<int>(p.epoch)) records.push_back(r);
+      // has its line; lines past the checkpoint (killed between the two
+      // writes) are dropped here and written again when training gets there.
+      const hg::train::Metrics earlier = hg::train::read_metrics(metrics_path);
+      for (const auto& r : earlier.epochs) {
+        if (r.epoch >= 1 && r.epoch <= static_cast<int>(p.epoch)) metrics.epochs.push_back(r);
       }
-      if (records.size() != p.epoch) {
-        std::fprintf(stderr, "hg-train: warning: %s holds %zu of the %llu finished epochs' lines\n",
-                     metrics_path.c_str(), records.size(), static_cast<unsigned long long>(p.epoch));
+      for (const auto& r : earlier.steps) {
+        if (r.step <= p.global_step) metrics.steps.push_back(r);
       }
-      std::printf("hg-train: resuming from %s at epoch %llu, batch %lld (step %lld)\n", ckpt_path.c_str(),
-                  static_cast<unsigned long long>(p.epoch + 1), static_cast<long long>(p.batch),
-                  static_cast<long long>(global_step));
+      if (metrics.epochs.size() != p.epoch) {
+        term.paragraph("hg-train: warning: " + metrics_path + " holds " + std::to_string(metrics.epochs.size()) +
+                       " of the " + std::to_string(p.epoch) + " finished epochs' lines");
+      }
+      term.paragraph("hg-train: resuming from " + ckpt_path + " at epoch " + std::to_string(p.epoch + 1) + ", batch " +
+                     std::to_string(p.batch) + " (step " + std::to_string(global_step) + ")");
     }
 
     // A diverged run stops here, before anything non-finite reaches a
@@ -341,8 +500,32 @@ int main(int argc, char** argv) {
                train.epoch() + 1, "): the run diverged, so it stops here without saving; ",
                "lower --lr or use --clip-grad, then start again (or --resume from the last checkpoint)");
     };
+    // Reads the pending sub-epoch points (one copy each; the device is in
+    // sync at the callers anyway) into the metrics.
+    auto flush_points = [&] {
+      for (const PendingPoint& q : pending) {
+        hg::train::StepRecord r{.step = q.step,
+                                .epoch = q.epoch,
+                                .train_loss = q.loss_sum.item<double>() / static_cast<double>(q.batches),
+                                .lr = q.lr};
+        require_finite_loss(r.train_loss);
+        if (q.scaler.defined()) {
+          const hg::amp::GradScalerStats st = scaler.stats_of(q.scaler);
+          r.loss_scale = st.scale;
+          r.steps_skipped = st.steps_skipped;
+        }
+        metrics.steps.push_back(r);
+      }
+      pending.clear();
+    };
+    // Metrics and curves first, then the checkpoint: a kill between the two
+    // leaves lines for steps the checkpoint has not reached, which a resume
+    // drops and writes again; the other order could lose lines for good.
     auto save = [&] {
       require_finite_loss(loss_sum.item<double>());
+      flush_points();
+      hg::train::write_metrics(metrics_path, metrics);
+      hg::train::write_curves(curves_path, metrics, title);
       hg::optim::TrainingProgress p{.epoch = train.epoch(),
                                     .batch = train.position(),
                                     .global_step = global_step,
@@ -352,42 +535,66 @@ int main(int argc, char** argv) {
       p.extra["epoch_loss_sum"] = hg::optim::exact_double_string(loss_sum.item<double>());
       p.extra["epoch_batches"] = std::to_string(batches);
       p.extra["epoch_samples"] = std::to_string(samples);
+      p.extra["interval_loss_sum"] = hg::optim::exact_double_string(interval_sum.item<double>());
+      p.extra["interval_batches"] = std::to_string(interval_batches);
       hg::optim::save_training_checkpoint(ckpt_path, *model, opt, p,
-                                          amp ? scaler.state_dict() : hg::optim::NamedTensors{});
+                                          prec.scaler ? scaler.state_dict() : hg::optim::NamedTensors{});
     };
 
-    std::printf("hg-train: %s on %s, precision %s, %lld training samples, %d epoch(s), batch %lld, AdamW lr %g (%s)\n",
-                o.model.c_str(), device.str().c_str(), o.precision.c_str(),
-                static_cast<long long>(train.num_samples()), o.epochs, static_cast<long long>(o.batch_size), o.lr,
-                o.schedule.c_str());
+    term.paragraph("hg-train: " + o.model + " on " + device.str() + ", precision " + o.precision + ", " +
+                   std::to_string(train.num_samples()) + " training samples, " + std::to_string(o.epochs) +
+                   " epoch(s), batch " + std::to_string(o.batch_size) + ", AdamW lr " + decimal(o.lr) + " (" +
+                   o.schedule + ")");
+    const int64_t total_steps = o.max_steps > 0 ? std::min<int64_t>(o.max_steps, num_batches * o.epochs)
+                                                : num_batches * o.epochs;
     if (o.max_steps > 0 && global_step >= o.max_steps) {
-      std::printf("hg-train: the checkpoint is at step %lld, already at --max-steps %lld: nothing to do "
-                  "(raise --max-steps, or drop it, to continue)\n",
-                  static_cast<long long>(global_step), static_cast<long long>(o.max_steps));
+      term.paragraph("hg-train: the checkpoint is at step " + std::to_string(global_step) + ", already at --max-steps " +
+                     std::to_string(o.max_steps) + ": nothing to do (raise --max-steps, or drop it, to continue)");
       return 0;
     }
-    const bool tty = ::isatty(STDOUT_FILENO) != 0;
     const std::vector<hg::Tensor> params = model->parameters();
     const auto start = Clock::now();
+    const int64_t first_step = global_step;
+    double train_seconds = 0.0;  // this process's training time, without evaluation
+    double eval_seconds = -1.0;  // the last evaluation's time (< 0: none yet)
+    // Seconds left: the remaining steps at this process's pace, plus the
+    // evaluations still to come (at the last one's pace).
+    auto eta = [&](double epoch_train_seconds, int64_t eval_batches_left) {
+      const int64_t steps_done = global_step - first_step;
+      if (steps_done <= 0) return -1.0;
+      const double per_step = (train_seconds + epoch_train_seconds) / static_cast<double>(steps_done);
+      const int64_t evals_left = static_cast<int64_t>(o.epochs) - static_cast<int64_t>(train.epoch()) -
+                                 (eval_batches_left > 0 ? 1 : 0);
+      const double per_eval = eval_seconds >= 0 ? eval_seconds : 0.0;
+      return per_step * static_cast<double>(std::max<int64_t>(total_steps - global_step, 0)) +
+             per_eval * static_cast<double>(std::max<int64_t>(evals_left, 0)) +
+             (eval_batches_left > 0 ? per_eval * static_cast<double>(eval_batches_left) /
+                                          static_cast<double>(std::max<int64_t>(test.num_batches(), 1))
+                                    : 0.0);
+    };
+    auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
     bool stopped = false;
     while (!stopped && static_cast<int>(train.epoch()) < o.epochs) {
       const int epoch = static_cast<int>(train.epoch()) + 1;
+      const std::string epoch_text = "epoch " + std::to_string(epoch) + "/" + std::to_string(o.epochs);
       const auto epoch_start = Clock::now();
       const int64_t batches_before = batches;  // > 0 after a mid-epoch resume
       int64_t samples_timed = 0;
+      auto epoch_seconds = [&] { return std::chrono::duration<double>(Clock::now() - epoch_start).count(); };
       auto rate = [&] {
-        const double secs = std::chrono::duration<double>(Clock::now() - epoch_start).count();
+        const double secs = epoch_seconds();
         return secs > 0 ? static_cast<double>(samples_timed) / secs : 0.0;
       };
-      const int64_t report_every = tty ? 10 : std::max<int64_t>(train.num_batches() / 4, 1);
+      // tty: the line is redrawn every 10 steps; elsewhere a line at every quarter.
+      const int64_t report_every = term.tty() ? 10 : std::max<int64_t>(num_batches / 4, 1);
       for (auto [x, y] : train) {
         opt.zero_grad();
         hg::Tensor loss;
         {
-          hg::amp::Autocast autocast(amp_dtype, /*enabled=*/amp);
+          hg::amp::Autocast autocast(prec.autocast_dtype, /*enabled=*/prec.autocast);
           loss = hg::cross_entropy(model->forward(x), y);
         }
-        scaler.scale(loss).backward();  // without AMP: loss itself, step = opt.step()
+        scaler.scale(loss).backward();  // without a scaler: loss itself, step = opt.step()
         if (o.clip_grad > 0) {
           scaler.unscale_(opt);
           hg::optim::clip_grad_norm_(params, o.clip_grad);
@@ -397,26 +604,50 @@ int main(int argc, char** argv) {
         if (schedule) schedule->step();
         {
           hg::NoGradGuard no_grad;
-          loss_sum = loss_sum + loss.detach();
+          const hg::Tensor l = loss.detach();
+          loss_sum = loss_sum + l;
+          interval_sum = interval_sum + l;
         }
         ++batches;
         ++global_step;
+        ++interval_batches;
         samples += y.numel();
         samples_timed += y.numel();
-        if (batches % report_every == 0 || batches == train.num_batches()) {
+        if (batches % log_every == 0 || batches == num_batches) {
+          pending.push_back({.step = global_step,
+                             .epoch = static_cast<double>(epoch - 1) +
+                                      static_cast<double>(batches) / static_cast<double>(num_batches),
+                             .loss_sum = interval_sum,
+                             .batches = interval_batches,
+                             .lr = current_lr(),
+                             .scaler = scaler.snapshot()});
+          interval_sum = hg::zeros({}, {.device = device});
+          interval_batches = 0;
+        }
+        if (batches % report_every == 0 && batches != num_batches) {
           const double sum = loss_sum.item<double>();
           require_finite_loss(sum);
+          flush_points();
           const double mean = sum / static_cast<double>(batches);
-          if (tty) {
-            std::printf("\r  epoch %d/%d %s %lld/%lld  loss %.4f  lr %.2e  %.0f samples/s   ", epoch, o.epochs,
-                        bar(batches, train.num_batches()).c_str(), static_cast<long long>(batches),
-                        static_cast<long long>(train.num_batches()), mean, opt.lr(), rate());
-            std::fflush(stdout);
-          } else if (batches != train.num_batches()) {
-            std::printf("  epoch %d/%d  batch %lld/%lld  loss %.4f  lr %.2e  %.0f samples/s\n", epoch, o.epochs,
-                        static_cast<long long>(batches), static_cast<long long>(train.num_batches()), mean,
-                        opt.lr(), rate());
-            std::fflush(stdout);
+          const double fraction = static_cast<double>(batches) / static_cast<double>(num_batches);
+          char loss_text[32], lr_text[32];
+          std::snprintf(loss_text, sizeof loss_text, "loss %.4f", mean);
+          std::snprintf(lr_text, sizeof lr_text, "lr %.2e", current_lr());
+          const std::string count = std::to_string(batches) + "/" + std::to_string(num_batches);
+          std::vector<Piece> pieces{{epoch_text}, {"", 3, true, fraction}, {count, 2}, {loss_text}};
+          if (prec.scaler) {
+            const hg::amp::GradScalerStats st = scaler.stats();
+            pieces.push_back({"scale " + scale_text(st.scale), 1});
+            pieces.push_back({"skip " + std::to_string(st.steps_skipped), 1});
+          }
+          pieces.push_back({hg::train::clock_time(elapsed()) + " eta " + hg::train::clock_time(eta(epoch_seconds(), 0)), 2});
+          pieces.push_back({hg::train::short_count(rate()) + " samples/s", 4});
+          pieces.push_back({lr_text, 5});
+          if (term.tty()) {
+            term.progress(hg::train::fit_line(pieces, term.columns()));
+          } else {
+            pieces.erase(pieces.begin() + 1);  // no bar in a log
+            term.line("  " + hg::train::fit_line(pieces, term.columns() - 2));
           }
         }
         if (o.checkpoint_every > 0 && global_step % o.checkpoint_every == 0) save();
@@ -427,50 +658,80 @@ int main(int argc, char** argv) {
       }
       if (stopped) {
         save();
-        std::printf("%sstopped after step %lld (--max-steps); continue with --resume --out %s\n", tty ? "\n" : "",
-                    static_cast<long long>(global_step), o.out.c_str());
+        term.line("stopped after step " + std::to_string(global_step) + " (--max-steps); continue with --resume --out " +
+                  o.out);
         break;
       }
       // The pass ended: the loader has moved on to the next epoch.
-      const double secs = std::chrono::duration<double>(Clock::now() - epoch_start).count();
+      const double secs = epoch_seconds();
+      const double epoch_rate = rate();
+      train_seconds += secs;
       const double train_loss = loss_sum.item<double>() / static_cast<double>(std::max<int64_t>(batches, 1));
-      const EvalResult eval = evaluate(*model, test);
-      records.push_back({.epoch = epoch,
-                         .step = global_step,
-                         .lr = opt.lr(),
-                         .train_loss = train_loss,
-                         .test_loss = eval.loss,
-                         .test_accuracy = eval.accuracy,
-                         .seconds = secs,
-                         .samples_per_second = rate()});
-      std::printf("%sepoch %d: train loss %.4f  test loss %.4f  test accuracy %.2f%%  (%.1f s, %.0f samples/s%s)\n",
-                  tty ? "\r" : "", epoch, train_loss, eval.loss, 100.0 * eval.accuracy, secs, rate(),
-                  batches_before > 0 ? ", resumed mid-epoch" : "");
-      if (amp) {
-        const hg::amp::GradScalerStats st = scaler.stats();  // one host read per epoch
-        std::printf("  loss scale %g, %lld of %lld steps skipped (overflow)\n", st.scale,
-                    static_cast<long long>(st.steps_skipped), static_cast<long long>(st.iterations));
-      }
-      std::fflush(stdout);
-      // Metrics first, then the checkpoint: a crash between the two leaves a
-      // line for an epoch the checkpoint has not finished, which the resume
-      // drops and writes again; the other order could lose the line for good.
       require_finite_loss(train_loss);
-      hg::train::write_metrics(metrics_path, records);
-      hg::train::write_curves(curves_path, records, title);
+      const EvalResult eval = evaluate(*model, test, prec, [&](int64_t done, int64_t total) {
+        if (!term.tty()) return;
+        const std::vector<Piece> pieces{{epoch_text},
+                                        {"evaluating"},
+                                        {"", 3, true, static_cast<double>(done) / static_cast<double>(total)},
+                                        {std::to_string(done) + "/" + std::to_string(total), 2},
+                                        {hg::train::clock_time(elapsed()) + " eta " + hg::train::clock_time(eta(0.0, total - done)), 2}};
+        term.progress(hg::train::fit_line(pieces, term.columns()));
+      });
+      eval_seconds = eval.seconds;
+      hg::train::EpochRecord record{.epoch = epoch,
+                                    .step = global_step,
+                                    .lr = current_lr(),
+                                    .train_loss = train_loss,
+                                    .test_loss = eval.loss,
+                                    .test_accuracy = eval.accuracy,
+                                    .seconds = secs,
+                                    .samples_per_second = epoch_rate};
+      long long skipped_in_epoch = 0;
+      if (prec.scaler) {
+        const hg::amp::GradScalerStats st = scaler.stats();  // one host read per epoch
+        record.loss_scale = st.scale;
+        record.steps_skipped = st.steps_skipped;
+        const long long before = metrics.epochs.empty() ? 0 : metrics.epochs.back().steps_skipped;
+        skipped_in_epoch = st.steps_skipped - before;
+      }
+      metrics.epochs.push_back(record);
+      // Fitted to the width like the progress line: a narrow terminal (or a
+      // log, 80 columns) loses the throughput, then the time, then the scale,
+      // then the test loss (metrics.jsonl keeps them all).
+      char train_text[48], test_text[48], acc_text[48], secs_text[32], rate_text[48];
+      std::snprintf(train_text, sizeof train_text, "train loss %.4f", train_loss);
+      std::snprintf(test_text, sizeof test_text, "test loss %.4f", eval.loss);
+      std::snprintf(acc_text, sizeof acc_text, "accuracy %.2f%%", 100.0 * eval.accuracy);
+      std::snprintf(secs_text, sizeof secs_text, "%.1f s", secs);
+      std::snprintf(rate_text, sizeof rate_text, "%s samples/s%s", hg::train::short_count(epoch_rate).c_str(),
+                    batches_before > 0 ? " (resumed mid-epoch)" : "");
+      std::vector<Piece> summary{{epoch_text + ": " + train_text}, {test_text, 3}, {acc_text}};
+      if (prec.scaler) {
+        summary.push_back({"scale " + scale_text(record.loss_scale), 4});
+        if (skipped_in_epoch > 0) summary.push_back({std::to_string(skipped_in_epoch) + " skipped", 2});
+      }
+      summary.push_back({secs_text, 5});
+      summary.push_back({rate_text, 6});
+      term.line(hg::train::fit_line(summary, term.columns()));
       loss_sum.fill_(0.0);
       batches = samples = 0;
       save();
     }
-    const double total = std::chrono::duration<double>(Clock::now() - start).count();
+    const double total = elapsed();
     if (!stopped) {
-      std::printf("done in %.1f s; %s holds checkpoint.safetensors, metrics.jsonl and curves.svg\n", total,
-                  o.out.c_str());
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "done in %.1f s; ", total);
+      term.paragraph(buf + o.out + " holds checkpoint.safetensors, metrics.jsonl and curves.svg");
     }
   } catch (const hg::Error& e) {
-    std::fprintf(stderr, "hg-train: %s\n", e.what());
+    term.end_progress();
+    // The message says what went wrong and what to do; the source location
+    // (e.file():e.line()) is for a developer: HG_LOG_LEVEL=debug shows it.
+    std::fprintf(stderr, "hg-train: %s\n", e.message().c_str());
+    HG_LOG_DEBUG("hg-train: the error was raised at {}:{}", e.file(), e.line());
     return 1;
   } catch (const std::exception& e) {  // a bug, but reported, not an abort
+    term.end_progress();
     std::fprintf(stderr, "hg-train: internal error: %s\n", e.what());
     return 1;
   }

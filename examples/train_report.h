@@ -1,8 +1,10 @@
 // hg-train's outputs besides the checkpoint: metrics.jsonl (one JSON object a
-// line, one line an epoch) and curves.svg (train/test loss and test accuracy
-// against the epoch), drawn by hand — no plotting library.
+// line: a "step" record every ~1% of an epoch, an "epoch" record at the end of
+// each epoch) and curves.svg (losses, test accuracy and, with a loss scaler,
+// the loss scale against the epoch), drawn by hand — no plotting library.
 #pragma once
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -17,16 +19,39 @@ struct EpochRecord {
   double test_accuracy = 0.0;  // in [0, 1]
   double seconds = 0.0;        // training time of the epoch (without evaluation)
   double samples_per_second = 0.0;
+  // With a loss scaler (AMP and the 16-bit modes), else NaN and 0.
+  double loss_scale = NAN;          // at the end of the epoch
+  long long steps_skipped = 0;      // steps of this epoch skipped on overflow
+  bool has_scaler() const { return !std::isnan(loss_scale); }
 };
 
-// Reads the records of an earlier run (missing file: none). Lines that do not
+// A point of the sub-epoch training curve.
+struct StepRecord {
+  long long step = 0;          // optimizer steps so far (iterations, skipped ones included)
+  double epoch = 0.0;          // epochs done, fractional: 2.25 = a quarter into the third
+  double train_loss = 0.0;     // mean of the batch losses since the previous point
+  double lr = 0.0;             // learning rate of the last step
+  double loss_scale = NAN;     // after the last step (NaN: no scaler)
+  long long steps_skipped = 0; // skipped steps in the whole run so far
+};
+
+struct Metrics {
+  std::vector<EpochRecord> epochs;
+  std::vector<StepRecord> steps;
+};
+
+// Reads the records of an earlier run (missing file: none). A line without
+// "type" is an epoch record (files of earlier versions). Lines that do not
 // parse are an hg::Error naming the file and line.
-std::vector<EpochRecord> read_metrics(const std::string& path);
-// Rewrites `path` with exactly `records` (atomically: temp file + rename).
-void write_metrics(const std::string& path, const std::vector<EpochRecord>& records);
-// The SVG document for `records` (two panels: losses, accuracy).
-std::string curves_svg(const std::vector<EpochRecord>& records, const std::string& title);
+Metrics read_metrics(const std::string& path);
+// Rewrites `path` with exactly `metrics`, ordered by step (each epoch record
+// after its epoch's step records), atomically: temp file + rename.
+void write_metrics(const std::string& path, const Metrics& metrics);
+// The SVG document: panels for the losses (sub-epoch train loss, per-epoch
+// train and test loss), the test accuracy and, when the records carry a loss
+// scale, the scale on a log2 axis with the skipped steps marked.
+std::string curves_svg(const Metrics& metrics, const std::string& title);
 // Writes curves_svg() to `path` atomically.
-void write_curves(const std::string& path, const std::vector<EpochRecord>& records, const std::string& title);
+void write_curves(const std::string& path, const Metrics& metrics, const std::string& title);
 
 }  // namespace hg::train
