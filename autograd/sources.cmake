@@ -5,5 +5,6 @@ list(APPEND HG_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/engine.cpp
   ${CMAKE_CURRENT_LIST_DIR}/functions.cpp
   ${CMAKE_CURRENT_LIST_DIR}/functions_views.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/functions_norm_index.cpp
   ${CMAKE_CURRENT_LIST_DIR}/gradcheck.cpp
 )

@@ -8,4 +8,6 @@ list(APPEND HG_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/random.cpp
   ${CMAKE_CURRENT_LIST_DIR}/optimizer.cpp
   ${CMAKE_CURRENT_LIST_DIR}/grad_norm.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/norm.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/index.cpp
 )

@@ -17,4 +17,6 @@ list(APPEND HG_CUDA_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/random.cu
   ${CMAKE_CURRENT_LIST_DIR}/optimizer.cu
   ${CMAKE_CURRENT_LIST_DIR}/grad_norm.cu
+  ${CMAKE_CURRENT_LIST_DIR}/norm.cu
+  ${CMAKE_CURRENT_LIST_DIR}/index.cu
 )
