@@ -6,3 +6,5 @@ hg_add_test(test_kernels LABEL kernels SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/test_random.cpp
   ${CMAKE_CURRENT_LIST_DIR}/test_numerics.cpp
 )
+# The sequence-model building blocks (norms, embedding, indexing; issue 14).
+hg_add_test(test_seq_ops LABEL kernels SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_seq_ops.cpp)
