@@ -10,7 +10,10 @@
 
 #include <cmath>
 #include <cstring>
+#include <fstream>
 #include <functional>
+#include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "autograd/functions.h"
@@ -461,4 +464,60 @@ TEST_CASE("nn::LayerNorm, nn::RMSNorm and nn::Embedding", "[nn][norm][embedding]
   hg::sum(e).backward();
   CHECK(values_of(emb.weight.grad().select(0, 4)) == std::vector<double>(3, 2.0));
   CHECK(values_of(emb.weight.grad().select(0, 1)) == std::vector<double>(3, 0.0));
+}
+
+// ---- PyTorch fixture ---------------------------------------------------------------------------
+
+namespace {
+
+nlohmann::json load_seq_fixture() {
+  std::ifstream in(std::string(HG_TEST_FIXTURE_DIR) + "/seq_reference.json");
+  REQUIRE(in.good());
+  return nlohmann::json::parse(in);
+}
+
+}  // namespace
+
+TEST_CASE("layer_norm, rms_norm, embedding, cat, gather, index_select match PyTorch", "[kernels][torch]") {
+  // Written by fixtures/make_seq_fixture.py (float64): f64 on every device
+  // agrees to the f64 row, f32 to the f32 reduction row (each output and
+  // gradient is one short row reduction of rounded inputs).
+  const nlohmann::json fx = load_seq_fixture();
+  using Run = std::function<Tensor(std::map<std::string, Tensor>&, std::map<std::string, Tensor>&)>;
+  const std::vector<std::pair<std::string, Run>> runs{
+      {"layer_norm", [](auto& in, auto&) { return hg::layer_norm(in["x"], {6}, in["w"], in["b"], 1e-5); }},
+      {"rms_norm", [](auto& in, auto&) { return hg::rms_norm(in["x"], {2, 5}, in["w"], 1e-6); }},
+      {"embedding", [](auto& in, auto& ints) { return hg::embedding(ints["idx"], in["w"], /*padding_idx=*/1); }},
+      {"cat", [](auto& in, auto&) { return hg::cat({in["a"], in["b"]}, 1); }},
+      {"gather", [](auto& in, auto& ints) { return hg::gather(in["x"], 1, ints["idx"]); }},
+      {"index_select", [](auto& in, auto& ints) { return hg::index_select(in["x"], 0, ints["idx"]); }},
+  };
+  for (Device dev : test_devices()) {
+    for (DType dt : {kF64, kF32}) {
+      for (const auto& [name, run] : runs) {
+        const nlohmann::json& c = fx[name];
+        std::map<std::string, Tensor> in, ints;
+        for (const auto& [n, j] : c["inputs"].items()) {
+          in[n] = from_vector(j["values"].get<std::vector<double>>(), j["shape"].get<Shape>(), {.dtype = dt})
+                      .to(dev)
+                      .requires_grad_(true);
+        }
+        for (const auto& [n, j] : c["ints"].items()) {
+          ints[n] = from_vector(j["values"].get<std::vector<int64_t>>(), j["shape"].get<Shape>()).to(dev);
+        }
+        Tensor out = run(in, ints);
+        INFO(label(dev, dt, name));
+        REQUIRE(out.sizes() == c["out"]["shape"].get<Shape>());
+        const Tolerance tol = tolerance_for(dt, OpKind::kReduction);
+        CHECK(compare_values(values_of(out), c["out"]["values"].get<std::vector<double>>(), tol) == "");
+        const Tensor d_out =
+            from_vector(c["d_out"].get<std::vector<double>>(), out.sizes(), {.dtype = dt}).to(dev);
+        out.backward(d_out);
+        for (auto& [n, t] : in) {
+          INFO("grad of " << n);
+          CHECK(compare_values(values_of(t.grad()), c["grads"][n].get<std::vector<double>>(), tol) == "");
+        }
+      }
+    }
+  }
 }
