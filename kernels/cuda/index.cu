@@ -32,6 +32,7 @@
 #include "core/convert.h"
 #include "core/copy.h"
 #include "kernels/cuda/device_error.h"
+#include "kernels/cuda/device_limits.h"
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/elementwise.cuh"
 #include "kernels/cuda/launch.cuh"
