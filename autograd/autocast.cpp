@@ -153,7 +153,10 @@ bool autocast_active() {
 AutocastExcluded::AutocastExcluded() { ++state().excluded; }
 AutocastExcluded::~AutocastExcluded() { --state().excluded; }
 
-void autocast_inputs(OpId op, std::initializer_list<const Tensor*> inputs, Tensor* out) {
+namespace {
+// The casts of autocast_inputs over any range of const Tensor*.
+template <typename Range>
+void autocast_range(OpId op, const Range& inputs, Tensor* out) {
   size_t n = 0;
   const Tensor* first = nullptr;  // the first floating input decides the device type
   for (const Tensor* t : inputs) {
@@ -201,6 +204,21 @@ void autocast_inputs(OpId op, std::initializer_list<const Tensor*> inputs, Tenso
       return;
     }
   }
+}
+
+}  // namespace
+
+void autocast_inputs(OpId op, std::initializer_list<const Tensor*> inputs, Tensor* out) {
+  autocast_range(op, inputs, out);
+}
+
+std::vector<Tensor> autocast_inputs(OpId op, const std::vector<Tensor>& inputs) {
+  std::vector<const Tensor*> pointers;
+  pointers.reserve(inputs.size());
+  for (const Tensor& t : inputs) pointers.push_back(&t);
+  std::vector<Tensor> out(inputs.size());
+  autocast_range(op, pointers, out.data());
+  return out;
 }
 
 CastCacheStats cast_cache_stats() {

@@ -33,6 +33,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <string>
+#include <vector>
 
 #include "core/tensor.h"
 #include "kernels/amp_policy.h"
@@ -70,6 +71,8 @@ bool autocast_active();
 // Casts for one op call: out[i] = inputs[i] cast per the op's class (or the
 // input itself). Throws for a banned op.
 void autocast_inputs(OpId op, std::initializer_list<const Tensor*> inputs, Tensor* out);
+// The same for a list of inputs (cat, stack): returns the cast inputs.
+std::vector<Tensor> autocast_inputs(OpId op, const std::vector<Tensor>& inputs);
 
 // Excludes autocast for its lifetime (an op's body).
 class AutocastExcluded {

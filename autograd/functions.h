@@ -86,6 +86,37 @@ Tensor to(const Tensor& x, Device device);
 // Sums `grad` over the dims that broadcasting expanded to reach it from `shape`.
 Tensor sum_to(const Tensor& grad, const Shape& shape);
 
+// ---- sequence-model building blocks (issue 14, part 1; autograd/functions_norm_index.cpp) ----
+// softmax / log_softmax over any dim (the one-argument forms above use the last).
+Tensor softmax(const Tensor& x, int64_t dim);
+Tensor log_softmax(const Tensor& x, int64_t dim);
+// torch.nn.functional.layer_norm / rms_norm over the trailing normalized_shape
+// (kernels/norm.h); weight and bias may be undefined. rms_norm's eps defaults
+// to the machine epsilon of x's dtype, as torch's.
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = Tensor(),
+                  const Tensor& bias = Tensor(), double eps = 1e-5);
+Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = Tensor(),
+                std::optional<double> eps = std::nullopt);
+// torch.nn.functional.embedding(indices, weight, padding_idx): rows of weight
+// [V, C] at the (i64/i32) indices; the row at padding_idx gets no gradient. The
+// backward is deterministic (kernels/index.h).
+Tensor embedding(const Tensor& indices, const Tensor& weight, std::optional<int64_t> padding_idx = std::nullopt);
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
+Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
+Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
+Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
+Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
+// Views of x along dim (the last one shorter when the size does not divide),
+// like torch.split / torch.chunk; each records autograd as a narrow.
+std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim = 0);
+std::vector<Tensor> split_with_sizes(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim = 0);
+std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim = 0);
+// mask ? value : x, mask bool broadcast to x's shape.
+Tensor masked_fill(const Tensor& x, const Tensor& mask, double value);
+Tensor tril(const Tensor& x, int64_t diagonal = 0);
+Tensor triu(const Tensor& x, int64_t diagonal = 0);
+// ---- end of issue 14, part 1 ----
+
 // ---- operators --------------------------------------------------------------------------------
 inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
 inline Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }

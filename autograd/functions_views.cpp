@@ -1,8 +1,10 @@
 // Differentiable views and conversions, and sum_to (undoing broadcasting).
-// A view's backward maps the gradient back onto the base's shape: reshape for
-// view/reshape/squeeze/unsqueeze, the inverse permutation for
-// transpose/permute, a scatter into zeros for slice/narrow/select, and a sum
-// over the broadcast dims for expand.
+// The Tensor view members record autograd through the hook installed here
+// (Note [View autograd hook] in core/tensor.h), so hg::view(x, s) and
+// x.view(s) are the same op. A view's backward maps the gradient back onto
+// the base's shape: reshape for view/reshape/squeeze/unsqueeze, the inverse
+// permutation for transpose/permute, a scatter into zeros for
+// slice/narrow/select, and a sum over the broadcast dims for expand.
 #include <numeric>
 
 #include "autograd/functions.h"
@@ -50,61 +52,62 @@ Tensor scatter_into_zeros(const Tensor& g, const Shape& base_shape, MakeView mak
   return base;
 }
 
+// The view autograd hook (Note [View autograd hook] in core/tensor.h): every
+// view member of a tensor that requires grad calls it, and it records the
+// view's backward when grad mode is on.
+void record_member_view(const Tensor& base, const Tensor& view, const ViewRecord& r) {
+  using Kind = ViewRecord::Kind;
+  const Shape s = base.sizes();
+  switch (r.kind) {
+    case Kind::kReshape:
+      record_view(r.name, base, view, [s](const Tensor& g) { return g.reshape(s); });
+      return;
+    case Kind::kTranspose:
+      record_view(r.name, base, view, [a = r.dim, b = r.dim1](const Tensor& g) { return g.transpose(a, b); });
+      return;
+    case Kind::kPermute: {
+      Shape inverse(r.dims.size());
+      for (size_t i = 0; i < r.dims.size(); ++i) inverse[static_cast<size_t>(r.dims[i])] = static_cast<int64_t>(i);
+      record_view(r.name, base, view, [inverse](const Tensor& g) { return g.permute(inverse); });
+      return;
+    }
+    case Kind::kSlice:
+      record_view(r.name, base, view, [s, d = r.dim, start = r.start, end = r.end, step = r.step](const Tensor& g) {
+        return scatter_into_zeros(g, s, [&](const Tensor& b) { return b.slice(d, start, end, step); });
+      });
+      return;
+    case Kind::kSelect:
+      record_view(r.name, base, view, [s, d = r.dim, index = r.start](const Tensor& g) {
+        return scatter_into_zeros(g, s, [&](const Tensor& b) { return b.select(d, index); });
+      });
+      return;
+    case Kind::kExpand:
+      record_view(r.name, base, view, [s](const Tensor& g) { return sum_to(g, s); });
+      return;
+  }
+}
+
+const bool kViewHookInstalled = [] {
+  register_view_autograd_hook(&record_member_view);
+  return true;
+}();
+
 }  // namespace
 
-Tensor view(const Tensor& x, Shape shape) {
-  return record_view("view", x, x.view(std::move(shape)), [s = x.sizes()](const Tensor& g) { return g.reshape(s); });
-}
-
-Tensor reshape(const Tensor& x, Shape shape) {
-  return record_view("reshape", x, x.reshape(std::move(shape)), [s = x.sizes()](const Tensor& g) { return g.reshape(s); });
-}
-
-Tensor flatten(const Tensor& x, int64_t start_dim, int64_t end_dim) {
-  return record_view("flatten", x, x.flatten(start_dim, end_dim), [s = x.sizes()](const Tensor& g) { return g.reshape(s); });
-}
-
-Tensor transpose(const Tensor& x, int64_t dim0, int64_t dim1) {
-  return record_view("transpose", x, x.transpose(dim0, dim1),
-                     [dim0, dim1](const Tensor& g) { return g.transpose(dim0, dim1); });
-}
-
-Tensor permute(const Tensor& x, const Shape& dims) {
-  Tensor y = x.permute(dims);
-  Shape inverse(dims.size());
-  for (size_t i = 0; i < dims.size(); ++i) inverse[static_cast<size_t>(wrap_dim(dims[i], x.dim(), "permute"))] = static_cast<int64_t>(i);
-  return record_view("permute", x, y, [inverse](const Tensor& g) { return g.permute(inverse); });
-}
-
+// The free functions are the members, which record through the hook above.
+Tensor view(const Tensor& x, Shape shape) { return x.view(std::move(shape)); }
+Tensor reshape(const Tensor& x, Shape shape) { return x.reshape(std::move(shape)); }
+Tensor flatten(const Tensor& x, int64_t start_dim, int64_t end_dim) { return x.flatten(start_dim, end_dim); }
+Tensor transpose(const Tensor& x, int64_t dim0, int64_t dim1) { return x.transpose(dim0, dim1); }
+Tensor permute(const Tensor& x, const Shape& dims) { return x.permute(dims); }
 Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64_t step) {
-  return record_view("slice", x, x.slice(dim, start, end, step), [s = x.sizes(), dim, start, end, step](const Tensor& g) {
-    return scatter_into_zeros(g, s, [&](const Tensor& base) { return base.slice(dim, start, end, step); });
-  });
+  return x.slice(dim, start, end, step);
 }
-
-Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length) {
-  return record_view("narrow", x, x.narrow(dim, start, length), [s = x.sizes(), dim, start, length](const Tensor& g) {
-    return scatter_into_zeros(g, s, [&](const Tensor& base) { return base.narrow(dim, start, length); });
-  });
-}
-
-Tensor select(const Tensor& x, int64_t dim, int64_t index) {
-  return record_view("select", x, x.select(dim, index), [s = x.sizes(), dim, index](const Tensor& g) {
-    return scatter_into_zeros(g, s, [&](const Tensor& base) { return base.select(dim, index); });
-  });
-}
-
-Tensor expand(const Tensor& x, Shape shape) {
-  return record_view("expand", x, x.expand(std::move(shape)), [s = x.sizes()](const Tensor& g) { return sum_to(g, s); });
-}
-
-Tensor squeeze(const Tensor& x, std::optional<int64_t> dim) {
-  return record_view("squeeze", x, dim ? x.squeeze(*dim) : x.squeeze(), [s = x.sizes()](const Tensor& g) { return g.reshape(s); });
-}
-
-Tensor unsqueeze(const Tensor& x, int64_t dim) {
-  return record_view("unsqueeze", x, x.unsqueeze(dim), [s = x.sizes()](const Tensor& g) { return g.reshape(s); });
-}
+Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length) { return x.narrow(dim, start, length); }
+Tensor select(const Tensor& x, int64_t dim, int64_t index) { return x.select(dim, index); }
+Tensor expand(const Tensor& x, Shape shape) { return x.expand(std::move(shape)); }
+Tensor squeeze(const Tensor& x, std::optional<int64_t> dim) { return dim ? x.squeeze(*dim) : x.squeeze(); }
+Tensor unsqueeze(const Tensor& x, int64_t dim) { return x.unsqueeze(dim); }
 
 Tensor contiguous(const Tensor& x) {
   if (x.is_contiguous()) return x;

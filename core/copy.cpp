@@ -49,6 +49,7 @@ void for_each_offset_pair(const Shape& sizes, const Shape& dst_strides, const Sh
 
 std::array<CopyKernel, kNumDeviceTypes> g_copy_kernels{};
 std::array<FillKernel, kNumDeviceTypes> g_fill_kernels{};
+std::array<ArangeKernel, kNumDeviceTypes> g_arange_kernels{};
 
 
 Tensor stage_to_host(const Tensor& t) {
@@ -97,6 +98,11 @@ void register_copy_kernel(DeviceType type, CopyKernel kernel) {
 void register_fill_kernel(DeviceType type, FillKernel kernel) {
   g_fill_kernels[static_cast<size_t>(type)] = kernel;
 }
+
+void register_arange_kernel(DeviceType type, ArangeKernel kernel) {
+  g_arange_kernels[static_cast<size_t>(type)] = kernel;
+}
+ArangeKernel arange_kernel(DeviceType type) { return g_arange_kernels[static_cast<size_t>(type)]; }
 
 void copy_into(const Tensor& dst, const Tensor& src) {
   HG_CHECK(dst.defined() && src.defined(), "copy: both tensors must be defined");

@@ -24,6 +24,13 @@ using FillKernel = void (*)(const Tensor& dst, double value);
 void register_copy_kernel(DeviceType type, CopyKernel kernel);
 void register_fill_kernel(DeviceType type, FillKernel kernel);
 
+// dst[i] = convert(start + i * step) (computed in double), dst contiguous
+// rank 1: hg::arange's kernel. The backends register theirs (kernels/cpu and
+// kernels/cuda index files); without one arange fills on the host and copies.
+using ArangeKernel = void (*)(const Tensor& dst, double start, double step);
+void register_arange_kernel(DeviceType type, ArangeKernel kernel);
+ArangeKernel arange_kernel(DeviceType type);  // nullptr when none is registered
+
 // dst <- src, broadcasting src to dst's shape and converting dtypes; any devices.
 void copy_into(const Tensor& dst, const Tensor& src);
 void fill(const Tensor& dst, double value);

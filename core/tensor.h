@@ -2,7 +2,9 @@
 //
 // Like torch::Tensor: copying a Tensor copies the handle, not the data; views
 // (view, reshape, transpose, permute, slice, narrow, expand, squeeze,
-// unsqueeze, select) share storage and differ only in sizes/strides/offset.
+// unsqueeze, select) share storage and differ only in sizes/strides/offset;
+// on a tensor that requires grad they record autograd when grad mode is on
+// (Note [View autograd hook]).
 // Sizes and strides count elements; offset is in elements from the storage
 // start. A default-constructed Tensor is undefined (defined() == false).
 #pragma once
@@ -197,6 +199,10 @@ class Tensor {
     return *impl_;
   }
   Tensor make_view(Shape sizes, Shape strides, int64_t offset) const;
+  // Hands `view` to the view autograd hook when this tensor requires grad
+  // (Note [View autograd hook]); `describe` builds the ViewRecord only then.
+  template <typename Describe>
+  Tensor recorded(Tensor view, Describe describe) const;
 
   std::shared_ptr<TensorImpl> impl_;
 };
@@ -385,5 +391,31 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t);
 // Installed by autograd/ at start-up; Tensor::backward forwards to it.
 using BackwardHook = void (*)(const Tensor& root, const Tensor& grad, bool retain_graph);
 void register_backward_hook(BackwardHook hook);
+
+// Note [View autograd hook]
+// The view members (view, reshape, flatten, transpose, t, permute, slice,
+// narrow, select, expand, squeeze, unsqueeze) record autograd like the free
+// functions hg::view, hg::transpose, ...: core cannot include autograd (floor
+// 2), so autograd registers one hook at load time and every view member of a
+// tensor that requires grad hands it a ViewRecord saying which view it made.
+// The hook records the node when grad mode is on (autograd/functions_views.cpp
+// holds the backward of each kind). as_strided and detach record nothing.
+struct ViewRecord {
+  enum class Kind : uint8_t {
+    kReshape,    // view, reshape, flatten, squeeze, unsqueeze: d_base = d_view.reshape(base sizes)
+    kTranspose,  // d_base = d_view.transpose(dim, dim1)
+    kPermute,    // d_base = d_view.permute(inverse of dims)
+    kSlice,      // d_base = zeros with d_view written at slice(dim, start, end, step)
+    kSelect,     // d_base = zeros with d_view written at select(dim, start)
+    kExpand,     // d_base = d_view summed over the expanded dims
+  };
+  Kind kind = Kind::kReshape;
+  const char* name = "view";  // the member that made the view (the node's name)
+  int64_t dim = 0, dim1 = 0;
+  int64_t start = 0, end = 0, step = 1;
+  Shape dims;  // permute's order (wrapped)
+};
+using ViewAutogradHook = void (*)(const Tensor& base, const Tensor& view, const ViewRecord& record);
+void register_view_autograd_hook(ViewAutogradHook hook);
 
 }  // namespace hg

@@ -1,7 +1,8 @@
 // Factories: empty, zeros, ones, full, arange, rand, randn, from_vector.
 //
 // Values are produced on the host and moved to the target device in one copy
-// when the target is not the CPU (the random fills use the counter-based
+// when the target is not the CPU (arange runs on the device when the backend
+// registered a kernel) (the random fills use the counter-based
 // Philox generator, so where the numbers are computed does not change them).
 #include <cmath>
 #include <cstring>
@@ -72,6 +73,15 @@ Tensor arange(double start, double end, double step, TensorOptions options) {
            start, ", end ", end, "); flip the sign of step");
   const double count = std::ceil((end - start) / step);
   HG_CHECK(count < 9.0e18, "arange: ", count, " elements is too many");
+  // On the target device when its backend registered a kernel (Note [Copy kernels]).
+  if (ArangeKernel kernel = arange_kernel(options.device.type)) {
+    const bool grad = options.requires_grad;
+    options.requires_grad = false;
+    Tensor t = empty({static_cast<int64_t>(count)}, options);
+    if (t.numel() > 0) kernel(t, start, step);
+    if (grad) t.requires_grad_(true);
+    return t;
+  }
   return generate({static_cast<int64_t>(count)}, options,
                   [&](int64_t i) { return start + static_cast<double>(i) * step; });
 }

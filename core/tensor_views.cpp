@@ -80,6 +80,25 @@ void check_in_storage(const Tensor& self, const Shape& sizes, const Shape& strid
            capacity, " elements");
 }
 
+ViewAutogradHook g_view_hook = nullptr;
+
+}  // namespace
+
+void register_view_autograd_hook(ViewAutogradHook hook) { g_view_hook = hook; }
+
+template <typename Describe>
+Tensor Tensor::recorded(Tensor view, Describe describe) const {
+  if (g_view_hook != nullptr && requires_grad()) g_view_hook(*this, view, describe());
+  return view;
+}
+
+namespace {
+ViewRecord reshape_record(const char* name) {
+  ViewRecord r;
+  r.kind = ViewRecord::Kind::kReshape;
+  r.name = name;
+  return r;
+}
 }  // namespace
 
 Tensor Tensor::make_view(Shape new_sizes, Shape new_strides, int64_t new_offset) const {
@@ -100,15 +119,16 @@ Tensor Tensor::view(Shape shape) const {
   HG_CHECK(strides_for_view.has_value(), "view: cannot view a tensor of shape ", shape_str(),
            " and strides ", shape_to_string(strides()), " as ", shape_to_string(shape),
            " without copying; use reshape() (copies when needed) or call contiguous() first");
-  return make_view(std::move(shape), std::move(*strides_for_view), offset());
+  return recorded(make_view(std::move(shape), std::move(*strides_for_view), offset()),
+                  [] { return reshape_record("view"); });
 }
 
 Tensor Tensor::reshape(Shape shape) const {
   shape = infer_size(std::move(shape), numel(), *this, "reshape");
   if (auto s = view_strides(sizes(), strides(), shape)) {
-    return make_view(std::move(shape), std::move(*s), offset());
+    return recorded(make_view(std::move(shape), std::move(*s), offset()), [] { return reshape_record("reshape"); });
   }
-  return clone().view(std::move(shape));
+  return recorded(clone().view(std::move(shape)), [] { return reshape_record("reshape"); });
 }
 
 Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
@@ -128,14 +148,21 @@ Tensor Tensor::transpose(int64_t dim0, int64_t dim1) const {
   if (dim() == 0) {
     wrap_dim(dim0, 0, "transpose");
     wrap_dim(dim1, 0, "transpose");
-    return make_view(sizes(), strides(), offset());
+    return recorded(make_view(sizes(), strides(), offset()), [] { return reshape_record("transpose"); });
   }
   const int64_t a = wrap_dim(dim0, dim(), "transpose");
   const int64_t b = wrap_dim(dim1, dim(), "transpose");
   Shape new_sizes = sizes(), new_strides = strides();
   std::swap(new_sizes[a], new_sizes[b]);
   std::swap(new_strides[a], new_strides[b]);
-  return make_view(std::move(new_sizes), std::move(new_strides), offset());
+  return recorded(make_view(std::move(new_sizes), std::move(new_strides), offset()), [a, b] {
+    ViewRecord r;
+    r.kind = ViewRecord::Kind::kTranspose;
+    r.name = "transpose";
+    r.dim = a;
+    r.dim1 = b;
+    return r;
+  });
 }
 
 Tensor Tensor::t() const {
@@ -148,16 +175,23 @@ Tensor Tensor::permute(const Shape& dims) const {
   HG_CHECK(static_cast<int64_t>(dims.size()) == dim(), "permute: got ", dims.size(),
            " dims ", shape_to_string(dims), " for a tensor of rank ", dim(), " (shape ",
            shape_str(), "); give each dimension exactly once");
-  Shape new_sizes(dims.size()), new_strides(dims.size());
+  Shape new_sizes(dims.size()), new_strides(dims.size()), wrapped(dims.size());
   std::vector<bool> seen(dims.size(), false);
   for (size_t i = 0; i < dims.size(); ++i) {
     const int64_t d = wrap_dim(dims[i], dim(), "permute");
     HG_CHECK(!seen[d], "permute: dimension ", d, " appears twice in ", shape_to_string(dims));
     seen[d] = true;
+    wrapped[i] = d;
     new_sizes[i] = sizes()[d];
     new_strides[i] = strides()[d];
   }
-  return make_view(std::move(new_sizes), std::move(new_strides), offset());
+  return recorded(make_view(std::move(new_sizes), std::move(new_strides), offset()), [&wrapped] {
+    ViewRecord r;
+    r.kind = ViewRecord::Kind::kPermute;
+    r.name = "permute";
+    r.dims = wrapped;
+    return r;
+  });
 }
 
 Tensor Tensor::slice(int64_t dim_arg, int64_t start, int64_t end, int64_t step) const {
@@ -176,7 +210,16 @@ Tensor Tensor::slice(int64_t dim_arg, int64_t start, int64_t end, int64_t step) 
   new_strides[d] = new_sizes[d] > 1 ? checked_mul(strides()[d], step, "slice", "stride x step") : strides()[d];
   const int64_t new_offset = checked_add(offset(), checked_mul(s, strides()[d], "slice", "start x stride"), "slice",
                                          "the offset");
-  return make_view(std::move(new_sizes), std::move(new_strides), new_offset);
+  return recorded(make_view(std::move(new_sizes), std::move(new_strides), new_offset), [d, s, e, step] {
+    ViewRecord r;
+    r.kind = ViewRecord::Kind::kSlice;
+    r.name = "slice";
+    r.dim = d;
+    r.start = s;
+    r.end = e;
+    r.step = step;
+    return r;
+  });
 }
 
 Tensor Tensor::narrow(int64_t dim_arg, int64_t start, int64_t length) const {
@@ -199,9 +242,17 @@ Tensor Tensor::select(int64_t dim_arg, int64_t index) const {
   Shape new_sizes = sizes(), new_strides = strides();
   new_sizes.erase(new_sizes.begin() + d);
   new_strides.erase(new_strides.begin() + d);
-  return make_view(std::move(new_sizes), std::move(new_strides),
-                   checked_add(offset(), checked_mul(i, strides()[d], "select", "index x stride"), "select",
-                               "the offset"));
+  return recorded(make_view(std::move(new_sizes), std::move(new_strides),
+                            checked_add(offset(), checked_mul(i, strides()[d], "select", "index x stride"), "select",
+                                        "the offset")),
+                  [d, i] {
+                    ViewRecord r;
+                    r.kind = ViewRecord::Kind::kSelect;
+                    r.name = "select";
+                    r.dim = d;
+                    r.start = i;
+                    return r;
+                  });
 }
 
 Tensor Tensor::expand(Shape shape) const {
@@ -226,7 +277,12 @@ Tensor Tensor::expand(Shape shape) const {
                "); only size-1 dims can be expanded");
     }
   }
-  return make_view(std::move(shape), std::move(new_strides), offset());
+  return recorded(make_view(std::move(shape), std::move(new_strides), offset()), [] {
+    ViewRecord r;
+    r.kind = ViewRecord::Kind::kExpand;
+    r.name = "expand";
+    return r;
+  });
 }
 
 Tensor Tensor::squeeze() const {
@@ -236,16 +292,20 @@ Tensor Tensor::squeeze() const {
     new_sizes.push_back(sizes()[i]);
     new_strides.push_back(strides()[i]);
   }
-  return make_view(std::move(new_sizes), std::move(new_strides), offset());
+  return recorded(make_view(std::move(new_sizes), std::move(new_strides), offset()),
+                  [] { return reshape_record("squeeze"); });
 }
 
 Tensor Tensor::squeeze(int64_t dim_arg) const {
   const int64_t d = wrap_dim(dim_arg, dim(), "squeeze");
-  if (dim() == 0 || sizes()[d] != 1) return make_view(sizes(), strides(), offset());
+  if (dim() == 0 || sizes()[d] != 1) {
+    return recorded(make_view(sizes(), strides(), offset()), [] { return reshape_record("squeeze"); });
+  }
   Shape new_sizes = sizes(), new_strides = strides();
   new_sizes.erase(new_sizes.begin() + d);
   new_strides.erase(new_strides.begin() + d);
-  return make_view(std::move(new_sizes), std::move(new_strides), offset());
+  return recorded(make_view(std::move(new_sizes), std::move(new_strides), offset()),
+                  [] { return reshape_record("squeeze"); });
 }
 
 Tensor Tensor::unsqueeze(int64_t dim_arg) const {
@@ -255,7 +315,8 @@ Tensor Tensor::unsqueeze(int64_t dim_arg) const {
   const int64_t stride = d < dim() ? checked_mul(sizes()[d], strides()[d], "unsqueeze", "size x stride") : 1;
   new_sizes.insert(new_sizes.begin() + d, 1);
   new_strides.insert(new_strides.begin() + d, stride);
-  return make_view(std::move(new_sizes), std::move(new_strides), offset());
+  return recorded(make_view(std::move(new_sizes), std::move(new_strides), offset()),
+                  [] { return reshape_record("unsqueeze"); });
 }
 
 Tensor Tensor::as_strided(Shape new_sizes, Shape new_strides, int64_t new_offset) const {

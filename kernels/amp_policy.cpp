@@ -76,6 +76,11 @@ constexpr TorchRow kTorchRows[] = {
     {"log_softmax", "fp32", ""},
     {"cross_entropy", "fp32 (log_softmax + nll_loss)", ""},
     {"binary_cross_entropy", "banned", ""},
+    {"layer_norm", "fp32", ""},
+    {"rms_norm", "fp32 (like layer_norm: statistics and output in fp32)", ""},
+    {"scatter_add", "promote (autocast promote list)", ""},
+    {"cat", "promote (autocast promote list)", ""},
+    {"stack", "promote (autocast promote list)", ""},
 };
 
 // Safe alternatives of ops that are (or may be made) banned.

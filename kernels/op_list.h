@@ -123,6 +123,31 @@ namespace hg {
   _(adaptive_avg_pool2d_backward, floating, passthrough, none)  \
   _(batch_norm,                   floating, passthrough, rule)  \
   _(batch_norm_backward,          floating, passthrough, none)
+// ---- sequence-model building blocks (issue 14, part 1: norms, embedding, indexing) ----
+// Row normalisation over the trailing dims (kernels/norm.h); PyTorch's CUDA
+// autocast runs layer_norm and rms_norm in fp32 (AT_FORALL_FP32).
+#define HG_FORALL_NORM_OPS(_)                             \
+  _(layer_norm,             floating, fp32, rule)         \
+  _(rms_norm,               floating, fp32, rule)         \
+  _(layer_norm_backward,    floating, fp32, none)         \
+  _(rms_norm_backward,      floating, fp32, none)
+
+// Gathers, scatters and shape ops (kernels/index.h). index_add is the
+// deterministic backward of embedding and index_select; cat/stack/scatter_add
+// promote like PyTorch's type promotion (scatter_add is on its promote list).
+#define HG_FORALL_INDEX_OPS(_)                            \
+  _(embedding,              any,      passthrough, rule)  \
+  _(index_select,           any,      passthrough, rule)  \
+  _(index_add,              any,      passthrough, none)  \
+  _(gather,                 any,      passthrough, rule)  \
+  _(scatter_add,            any,      promote,     rule)  \
+  _(cat,                    any,      promote,     rule)  \
+  _(stack,                  any,      promote,     rule)  \
+  _(masked_fill,            any,      passthrough, rule)  \
+  _(tril,                   any,      passthrough, rule)  \
+  _(triu,                   any,      passthrough, rule)  \
+  _(arange,                 any,      passthrough, none)
+// ---- end of issue 14, part 1 ----
 
 // Every family, each with the OpFamily it stands for.
 #define HG_FORALL_OP_FAMILIES(_) \
@@ -135,7 +160,9 @@ namespace hg {
   _(random,     HG_FORALL_RANDOM_OPS)     \
   _(gemm,       HG_FORALL_GEMM_OPS)       \
   _(softmax,    HG_FORALL_SOFTMAX_OPS)    \
-  _(conv,       HG_FORALL_CONV_OPS)
+  _(conv,       HG_FORALL_CONV_OPS)       \
+  _(norm,       HG_FORALL_NORM_OPS)       \
+  _(index,      HG_FORALL_INDEX_OPS)
 
 #define HG_FORALL_OPS(_)          \
   HG_FORALL_MEMORY_OPS(_)         \
@@ -147,7 +174,9 @@ namespace hg {
   HG_FORALL_RANDOM_OPS(_)         \
   HG_FORALL_GEMM_OPS(_)           \
   HG_FORALL_SOFTMAX_OPS(_)        \
-  HG_FORALL_CONV_OPS(_)
+  HG_FORALL_CONV_OPS(_)           \
+  HG_FORALL_NORM_OPS(_)           \
+  HG_FORALL_INDEX_OPS(_)
 // clang-format on
 
 // The enum and the table below both walk the families in HG_FORALL_OP_FAMILIES
@@ -165,7 +194,7 @@ static_assert(kNumOps == 0 HG_FORALL_OPS(HG_OP_COUNT), "HG_FORALL_OPS must run e
 #undef HG_OP_COUNT_FAMILY
 #undef HG_OP_COUNT
 
-enum class OpFamily : uint8_t { memory, unary, binary, comparison, select, reduction, random, gemm, softmax, conv };
+enum class OpFamily : uint8_t { memory, unary, binary, comparison, select, reduction, random, gemm, softmax, conv, norm, index };
 enum class OpDTypes : uint8_t { any, floating };
 enum class AmpClass : uint8_t { lower, fp32, promote, passthrough, banned };
 enum class OpGrad : uint8_t { functor, rule, none };

@@ -30,15 +30,18 @@
 
 namespace hg::ops {
 
-// softmax / log_softmax over the last dim, output in x's dtype. Rank 0 is an
-// error (there is no last dim); empty tensors give empty results.
-Tensor softmax(const Tensor& x);
-Tensor log_softmax(const Tensor& x);
+// softmax / log_softmax over `dim` (default the last), output in x's dtype.
+// Rank 0 is an error (there is no dim); empty tensors give empty results. The
+// last dim (or any dim after which only size-1 dims follow) runs the row
+// kernels; another dim runs the column kernels over x viewed as contiguous
+// [outer, n, inner] (no transpose copy).
+Tensor softmax(const Tensor& x, int64_t dim = -1);
+Tensor log_softmax(const Tensor& x, int64_t dim = -1);
 
-// d_x = y * (d_y - sum_last(d_y * y))    (y = softmax(x))
-Tensor softmax_backward(const Tensor& d_y, const Tensor& y);
-// d_x = d_y - exp(y) * sum_last(d_y)     (y = log_softmax(x))
-Tensor log_softmax_backward(const Tensor& d_y, const Tensor& y);
+// d_x = y * (d_y - sum_dim(d_y * y))    (y = softmax(x, dim))
+Tensor softmax_backward(const Tensor& d_y, const Tensor& y, int64_t dim = -1);
+// d_x = d_y - exp(y) * sum_dim(d_y)     (y = log_softmax(x, dim))
+Tensor log_softmax_backward(const Tensor& d_y, const Tensor& y, int64_t dim = -1);
 
 inline constexpr int64_t kDefaultIgnoreIndex = -100;
 
@@ -56,7 +59,8 @@ Tensor cross_entropy_backward(const Tensor& d_loss, const Tensor& logits, const 
 // The backend kernels (hg::cpu:: in kernels/cpu/, hg::cuda:: in kernels/cuda/).
 // Preconditions, established by kernels/softmax_ops.cpp: every tensor on one
 // device and contiguous; x, y, d_y, d_x share a dtype and are viewed as
-// [rows, cols] with cols = the last dim; logits/d_logits are [N, C] (C >= 1),
+// [rows, cols] with cols = the last dim (softmax_dim: as [outer, n, inner]
+// with outer * n * inner elements, reducing over n); logits/d_logits are [N, C] (C >= 1),
 // targets [N] i64; loss and d_loss are rank 0 in the accumulation dtype (f32,
 // or f64 for f64 logits).
 // clang-format off
@@ -69,7 +73,12 @@ Tensor cross_entropy_backward(const Tensor& d_loss, const Tensor& logits, const 
                      int64_t ignore_index, double label_smoothing);                        \
   void cross_entropy_backward(const Tensor& d_logits, const Tensor& d_loss,                \
                               const Tensor& logits, const Tensor& targets,                 \
-                              int64_t ignore_index, double label_smoothing);
+                              int64_t ignore_index, double label_smoothing);              \
+  /* over the middle dim of contiguous [outer, n, inner] tensors (inner > 1): */           \
+  void softmax_dim(OpId op, const Tensor& y, const Tensor& x, int64_t outer, int64_t n,     \
+                   int64_t inner);                                                         \
+  void softmax_dim_backward(OpId op, const Tensor& d_x, const Tensor& d_y, const Tensor& y, \
+                            int64_t outer, int64_t n, int64_t inner);
 // clang-format on
 
 namespace hg::detail {

@@ -18,17 +18,41 @@ void check_floating_input(OpId op, const Tensor& t, const char* what) {
            "; convert with .to(hg::kF32) first");
 }
 
-Tensor softmax_forward(OpId op, const Tensor& x) {
+// The [outer, n, inner] split around the softmax dim; inner == 1 means the
+// row kernels apply (n is then the row length).
+struct DimSplit {
+  int64_t outer = 1, n = 1, inner = 1;
+};
+
+DimSplit split_at(OpId op, const Tensor& x, int64_t dim) {
+  HG_CHECK(x.dim() >= 1, op_name(op), " runs over a dim, but the input is rank 0 ", x.shape_str(),
+           "; reshape it to [1] first");
+  HG_CHECK(dim >= -x.dim() && dim < x.dim(), op_name(op), ": dim ", dim, " is out of range for a tensor of shape ",
+           x.shape_str(), " (valid dims: ", -x.dim(), " to ", x.dim() - 1, ")");
+  const int64_t d = dim < 0 ? dim + x.dim() : dim;
+  DimSplit s;
+  for (int64_t k = 0; k < x.dim(); ++k) {
+    if (k < d) s.outer *= x.size(k);
+    if (k > d) s.inner *= x.size(k);
+  }
+  s.n = x.size(d);
+  return s;
+}
+
+Tensor softmax_forward(OpId op, const Tensor& x, int64_t dim) {
   check_floating_input(op, x, "input");
-  HG_CHECK(x.dim() >= 1, op_name(op), " runs over the last dim, but the input is rank 0 ",
-           x.shape_str(), "; reshape it to [1] first");
+  const DimSplit s = split_at(op, x, dim);
   Tensor y = empty(x.sizes(), {.dtype = x.dtype(), .device = x.device()});
   if (x.numel() == 0) return y;
-  HG_BACKEND_CALL(x.device(), softmax, op, y, x.contiguous());
+  if (s.inner == 1) {
+    HG_BACKEND_CALL(x.device(), softmax, op, y.view({s.outer, s.n}), x.contiguous().view({s.outer, s.n}));
+  } else {
+    HG_BACKEND_CALL(x.device(), softmax_dim, op, y, x.contiguous(), s.outer, s.n, s.inner);
+  }
   return y;
 }
 
-Tensor softmax_backward_impl(OpId op, const Tensor& d_y, const Tensor& y) {
+Tensor softmax_backward_impl(OpId op, const Tensor& d_y, const Tensor& y, int64_t dim) {
   check_floating_input(op, d_y, "d_y");
   check_floating_input(op, y, "forward output y");
   HG_CHECK(d_y.device() == y.device(), op_name(op), ": d_y and y are on different devices (",
@@ -36,12 +60,17 @@ Tensor softmax_backward_impl(OpId op, const Tensor& d_y, const Tensor& y) {
   HG_CHECK(d_y.sizes() == y.sizes(), op_name(op), ": d_y shape ", d_y.shape_str(),
            " differs from the forward output's shape ", y.shape_str(),
            "; pass the gradient of the forward output");
-  HG_CHECK(y.dim() >= 1, op_name(op), ": y is rank 0; softmax needs a last dim");
+  const DimSplit s = split_at(op, y, dim);
   const DType compute = promote_types(d_y.dtype(), y.dtype());
   Tensor d_x = empty(y.sizes(), {.dtype = compute, .device = y.device()});
   if (y.numel() == 0) return d_x;
-  HG_BACKEND_CALL(y.device(), softmax_backward, op, d_x, d_y.to(compute).contiguous(),
-                  y.to(compute).contiguous());
+  if (s.inner == 1) {
+    HG_BACKEND_CALL(y.device(), softmax_backward, op, d_x.view({s.outer, s.n}),
+                    d_y.to(compute).contiguous().view({s.outer, s.n}), y.to(compute).contiguous().view({s.outer, s.n}));
+  } else {
+    HG_BACKEND_CALL(y.device(), softmax_dim_backward, op, d_x, d_y.to(compute).contiguous(),
+                    y.to(compute).contiguous(), s.outer, s.n, s.inner);
+  }
   return d_x;
 }
 
@@ -81,14 +110,14 @@ CrossEntropyArgs check_cross_entropy(OpId op, const Tensor& logits, const Tensor
 
 }  // namespace
 
-Tensor softmax(const Tensor& x) { return softmax_forward(OpId::softmax, x); }
-Tensor log_softmax(const Tensor& x) { return softmax_forward(OpId::log_softmax, x); }
+Tensor softmax(const Tensor& x, int64_t dim) { return softmax_forward(OpId::softmax, x, dim); }
+Tensor log_softmax(const Tensor& x, int64_t dim) { return softmax_forward(OpId::log_softmax, x, dim); }
 
-Tensor softmax_backward(const Tensor& d_y, const Tensor& y) {
-  return softmax_backward_impl(OpId::softmax_backward, d_y, y);
+Tensor softmax_backward(const Tensor& d_y, const Tensor& y, int64_t dim) {
+  return softmax_backward_impl(OpId::softmax_backward, d_y, y, dim);
 }
-Tensor log_softmax_backward(const Tensor& d_y, const Tensor& y) {
-  return softmax_backward_impl(OpId::log_softmax_backward, d_y, y);
+Tensor log_softmax_backward(const Tensor& d_y, const Tensor& y, int64_t dim) {
+  return softmax_backward_impl(OpId::log_softmax_backward, d_y, y, dim);
 }
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index,

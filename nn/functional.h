@@ -15,6 +15,19 @@ inline Tensor gelu(const Tensor& x, bool tanh_approximation = false) { return hg
 inline Tensor silu(const Tensor& x) { return hg::silu(x); }
 inline Tensor softmax(const Tensor& x) { return hg::softmax(x); }
 inline Tensor log_softmax(const Tensor& x) { return hg::log_softmax(x); }
+inline Tensor softmax(const Tensor& x, int64_t dim) { return hg::softmax(x, dim); }
+inline Tensor log_softmax(const Tensor& x, int64_t dim) { return hg::log_softmax(x, dim); }
+inline Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = Tensor(),
+                         const Tensor& bias = Tensor(), double eps = 1e-5) {
+  return hg::layer_norm(x, normalized_shape, weight, bias, eps);
+}
+inline Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = Tensor(),
+                       std::optional<double> eps = std::nullopt) {
+  return hg::rms_norm(x, normalized_shape, weight, eps);
+}
+inline Tensor embedding(const Tensor& indices, const Tensor& weight, std::optional<int64_t> padding_idx = std::nullopt) {
+  return hg::embedding(indices, weight, padding_idx);
+}
 inline Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index = -100,
                             double label_smoothing = 0.0) {
   return hg::cross_entropy(logits, targets, ignore_index, label_smoothing);

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "autograd/grad_mode.h"
 #include "nn/functional.h"
 #include "nn/init.h"
 
@@ -66,6 +67,70 @@ Tensor Sequential::forward(const Tensor& x) {
   Tensor h = x;
   for (const auto& m : modules_) h = m->forward(h);
   return h;
+}
+
+// ---- sequence-model layers (issue 14, part 1) -----------------------------------------
+
+LayerNorm::LayerNorm(Shape normalized_shape, double eps, bool elementwise_affine, bool with_bias)
+    : normalized_shape_(std::move(normalized_shape)), eps_(eps) {
+  HG_CHECK(!normalized_shape_.empty(), "LayerNorm: normalized_shape must name at least one dim");
+  if (elementwise_affine) {
+    weight = register_parameter("weight", ones(normalized_shape_));
+    if (with_bias) bias = register_parameter("bias", zeros(normalized_shape_));
+  }
+}
+
+Tensor LayerNorm::forward(const Tensor& x) { return hg::layer_norm(x, normalized_shape_, weight, bias, eps_); }
+
+std::string LayerNorm::type_name() const {
+  std::ostringstream os;
+  os << "LayerNorm(" << shape_to_string(normalized_shape_) << ", eps=" << eps_
+     << ", elementwise_affine=" << (weight.defined() ? "true" : "false") << ")";
+  return os.str();
+}
+
+RMSNorm::RMSNorm(Shape normalized_shape, std::optional<double> eps, bool elementwise_affine)
+    : normalized_shape_(std::move(normalized_shape)), eps_(eps) {
+  HG_CHECK(!normalized_shape_.empty(), "RMSNorm: normalized_shape must name at least one dim");
+  if (elementwise_affine) weight = register_parameter("weight", ones(normalized_shape_));
+}
+
+Tensor RMSNorm::forward(const Tensor& x) { return hg::rms_norm(x, normalized_shape_, weight, eps_); }
+
+std::string RMSNorm::type_name() const {
+  std::ostringstream os;
+  os << "RMSNorm(" << shape_to_string(normalized_shape_);
+  if (eps_) os << ", eps=" << *eps_;
+  os << ", elementwise_affine=" << (weight.defined() ? "true" : "false") << ")";
+  return os.str();
+}
+
+Embedding::Embedding(int64_t num_embeddings, int64_t embedding_dim, std::optional<int64_t> padding_idx,
+                     Generator* gen)
+    : num_embeddings_(num_embeddings), embedding_dim_(embedding_dim), padding_idx_(padding_idx) {
+  HG_CHECK(num_embeddings > 0 && embedding_dim > 0, "Embedding: num_embeddings and embedding_dim must be > 0, got ",
+           num_embeddings, " and ", embedding_dim);
+  if (padding_idx_) {
+    HG_CHECK(*padding_idx_ >= -num_embeddings && *padding_idx_ < num_embeddings, "Embedding: padding_idx ",
+             *padding_idx_, " is out of range for ", num_embeddings, " embeddings");
+    if (*padding_idx_ < 0) *padding_idx_ += num_embeddings;  // as torch
+  }
+  weight = register_parameter("weight", empty({num_embeddings, embedding_dim}));
+  init::normal_(weight, 0.0, 1.0, gen);
+  if (padding_idx_) {
+    NoGradGuard no_grad;
+    weight.select(0, *padding_idx_).zero_();
+  }
+}
+
+Tensor Embedding::forward(const Tensor& indices) { return hg::embedding(indices, weight, padding_idx_); }
+
+std::string Embedding::type_name() const {
+  std::ostringstream os;
+  os << "Embedding(" << num_embeddings_ << ", " << embedding_dim_;
+  if (padding_idx_) os << ", padding_idx=" << *padding_idx_;
+  os << ")";
+  return os.str();
 }
 
 }  // namespace hg::nn

@@ -1,4 +1,4 @@
-// Layers: Linear, activations, Dropout, Flatten, Sequential.
+// Layers: Linear, activations, Dropout, Flatten, Sequential, LayerNorm, RMSNorm, Embedding.
 #pragma once
 
 #include <concepts>
@@ -6,6 +6,7 @@
 #include <memory>
 #include <type_traits>
 #include <utility>
+#include <optional>
 #include <vector>
 
 #include "nn/module.h"
@@ -135,5 +136,56 @@ class Sequential : public Module {
  private:
   std::vector<std::shared_ptr<Module>> modules_;
 };
+
+// ---- sequence-model layers (issue 14, part 1) -----------------------------------------
+
+// torch.nn.LayerNorm: normalises over the trailing normalized_shape, then
+// weight (ones) and bias (zeros) when elementwise_affine (kernels/norm.h).
+class LayerNorm : public Module {
+ public:
+  explicit LayerNorm(Shape normalized_shape, double eps = 1e-5, bool elementwise_affine = true, bool bias = true);
+  Tensor forward(const Tensor& x) override;
+  std::string type_name() const override;
+
+  Tensor weight;  // normalized_shape, or undefined
+  Tensor bias;    // normalized_shape, or undefined
+
+ private:
+  Shape normalized_shape_;
+  double eps_;
+};
+
+// torch.nn.RMSNorm: x / sqrt(mean(x^2) + eps) * weight; eps defaults to the
+// machine epsilon of the input's dtype, as torch's.
+class RMSNorm : public Module {
+ public:
+  explicit RMSNorm(Shape normalized_shape, std::optional<double> eps = std::nullopt, bool elementwise_affine = true);
+  Tensor forward(const Tensor& x) override;
+  std::string type_name() const override;
+
+  Tensor weight;  // normalized_shape, or undefined
+
+ private:
+  Shape normalized_shape_;
+  std::optional<double> eps_;
+};
+
+// torch.nn.Embedding: weight [num_embeddings, embedding_dim] ~ N(0, 1), the
+// padding_idx row zeroed and given no gradient. forward takes i64/i32 indices of
+// any shape and returns indices.shape + [embedding_dim].
+class Embedding : public Module {
+ public:
+  Embedding(int64_t num_embeddings, int64_t embedding_dim, std::optional<int64_t> padding_idx = std::nullopt,
+            Generator* gen = nullptr);
+  Tensor forward(const Tensor& indices) override;
+  std::string type_name() const override;
+
+  Tensor weight;  // [num_embeddings, embedding_dim]
+
+ private:
+  int64_t num_embeddings_, embedding_dim_;
+  std::optional<int64_t> padding_idx_;
+};
+// ---- end of issue 14, part 1 ----
 
 }  // namespace hg::nn

@@ -98,4 +98,81 @@ void softmax_backward(OpId op, const Tensor& d_x, const Tensor& d_y, const Tenso
   });
 }
 
+// ---- softmax over a middle dim (issue 14) ---------------------------------------------
+// x, y contiguous [outer, n, inner]; the softmax runs over n for each (o, i)
+// column, with the formulas of softmax_rows / softmax_backward_rows. Columns
+// in parallel; each column reads its n values with stride inner.
+
+namespace {
+
+template <typename T>
+void softmax_columns(bool log, const T* x, T* y, int64_t outer, int64_t n, int64_t inner) {
+  using A = acc_t<T>;
+#pragma omp parallel for if (outer * n * inner >= kParallelGrain) schedule(static)
+  for (int64_t col = 0; col < outer * inner; ++col) {
+    const int64_t base = (col / inner) * n * inner + col % inner;
+    A m = -std::numeric_limits<A>::infinity();
+    for (int64_t k = 0; k < n; ++k) m = max_nan(m, static_cast<A>(x[base + k * inner]));
+    A s = 0;
+    for (int64_t k = 0; k < n; ++k) s += std::exp(static_cast<A>(x[base + k * inner]) - m);
+    const A log_s = std::log(s);
+    for (int64_t k = 0; k < n; ++k) {
+      const A shifted = static_cast<A>(x[base + k * inner]) - m;
+      y[base + k * inner] = static_cast<T>(log ? shifted - log_s : std::exp(shifted) / s);
+    }
+  }
+}
+
+template <typename T>
+void softmax_columns_backward(bool log, const T* d_y, const T* y, T* d_x, int64_t outer, int64_t n, int64_t inner) {
+  using A = acc_t<T>;
+#pragma omp parallel for if (outer * n * inner >= kParallelGrain) schedule(static)
+  for (int64_t col = 0; col < outer * inner; ++col) {
+    const int64_t base = (col / inner) * n * inner + col % inner;
+    A dot = 0;
+    for (int64_t k = 0; k < n; ++k) {
+      const int64_t e = base + k * inner;
+      dot += log ? static_cast<A>(d_y[e]) : static_cast<A>(d_y[e]) * static_cast<A>(y[e]);
+    }
+    for (int64_t k = 0; k < n; ++k) {
+      const int64_t e = base + k * inner;
+      const A dy = static_cast<A>(d_y[e]), yc = static_cast<A>(y[e]);
+      d_x[e] = static_cast<T>(log ? dy - std::exp(yc) * dot : yc * (dy - dot));
+    }
+  }
+}
+
+}  // namespace
+
+void softmax_dim(OpId op, const Tensor& y, const Tensor& x, int64_t outer, int64_t n, int64_t inner) {
+  HG_CHECK(x.is_contiguous() && y.is_contiguous() && x.numel() == outer * n * inner && y.numel() == x.numel() &&
+               y.dtype() == x.dtype(),
+           "cpu::softmax_dim needs contiguous tensors of ", outer, " x ", n, " x ", inner, " elements, got ",
+           x.shape_str(), " -> ", y.shape_str());
+  HG_CHECK(op == OpId::softmax || op == OpId::log_softmax, "cpu::softmax_dim: ", op_name(op),
+           " is not softmax or log_softmax");
+  if (x.numel() == 0) return;
+  dispatch_floating(x.dtype(), op_name(op), [&](auto tag) {
+    using T = decltype(tag);
+    softmax_columns<T>(op == OpId::log_softmax, static_cast<const T*>(x.data_ptr()), static_cast<T*>(y.data_ptr()),
+                       outer, n, inner);
+  });
+}
+
+void softmax_dim_backward(OpId op, const Tensor& d_x, const Tensor& d_y, const Tensor& y, int64_t outer, int64_t n,
+                          int64_t inner) {
+  HG_CHECK(d_x.is_contiguous() && d_y.is_contiguous() && y.is_contiguous() && y.numel() == outer * n * inner &&
+               d_x.numel() == y.numel() && d_y.numel() == y.numel() && d_x.dtype() == y.dtype() &&
+               d_y.dtype() == y.dtype(),
+           "cpu::softmax_dim_backward needs contiguous tensors of ", outer, " x ", n, " x ", inner, " elements");
+  HG_CHECK(op == OpId::softmax_backward || op == OpId::log_softmax_backward, "cpu::softmax_dim_backward: ",
+           op_name(op), " is not a softmax backward op");
+  if (y.numel() == 0) return;
+  dispatch_floating(y.dtype(), op_name(op), [&](auto tag) {
+    using T = decltype(tag);
+    softmax_columns_backward<T>(op == OpId::log_softmax_backward, static_cast<const T*>(d_y.data_ptr()),
+                                static_cast<const T*>(y.data_ptr()), static_cast<T*>(d_x.data_ptr()), outer, n, inner);
+  });
+}
+
 }  // namespace hg::cpu

@@ -36,6 +36,7 @@ namespace hg::cuda {
 enum class DeviceErrorCode : int {
   kNone = 0,
   kTargetOutOfRange = 1,  // value = target, index = row, limit = classes, aux = ignore_index
+  kIndexOutOfRange = 2,   // value = index, index = its position, limit = size of the indexed dim
 };
 
 // Lives in device memory; one per device.

@@ -199,4 +199,121 @@ void softmax_backward(OpId op, const Tensor& d_x, const Tensor& d_y, const Tenso
   });
 }
 
+// ---- softmax over a middle dim (issue 14) ---------------------------------------------
+
+namespace {
+
+inline constexpr int kColumnThreads = 256;
+
+// softmax_columns_kernel<T, kLog>
+//   formula    as softmax_forward_kernel, over n for each column (o, i) of
+//              x viewed as contiguous [outer, n, inner]
+//   split      one thread per column, grid-stride; the thread walks its n
+//              values with stride inner (online max/sum, then the output), so
+//              a warp reads 32 consecutive inner positions: coalesced
+//   launch     256 threads, blocks = min(ceil(outer x inner / 256), 32 x SMs)
+//   bytes      per element 2 reads of T + 1 write of T
+//   precision  acc_t math, max subtracted before exp, one rounding on store.
+//              Parallelism is outer x inner: a long dim with few columns
+//              (softmax over dim 0 of [100000, 2]) runs on few threads
+template <typename T, bool kLog>
+__global__ void softmax_columns_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t outer, int64_t n,
+                                       int64_t inner) {
+  using A = acc_t<T>;
+  const int64_t columns = outer * inner;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t col = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; col < columns; col += stride) {
+    const int64_t base = (col / inner) * n * inner + col % inner;
+    MaxSum<A> st{A(-INFINITY), A(0)};
+    for (int64_t k = 0; k < n; ++k) st = online_add(st, static_cast<A>(x[base + k * inner]));
+    const A log_s = kLog ? dmath::log(st.s) : A(0);
+    for (int64_t k = 0; k < n; ++k) {
+      const A shifted = static_cast<A>(x[base + k * inner]) - st.m;
+      y[base + k * inner] = static_cast<T>(kLog ? shifted - log_s : dmath::exp(shifted) / st.s);
+    }
+  }
+}
+
+// softmax_columns_backward_kernel<T, kLog>
+//   formula    as softmax_backward_kernel, over n for each column (o, i)
+//   split      one thread per column, as the forward
+//   bytes      per element 2 reads of d_y and (softmax) y, 1 read of y, 1 write
+template <typename T, bool kLog>
+__global__ void softmax_columns_backward_kernel(const T* __restrict__ d_y, const T* __restrict__ y,
+                                                T* __restrict__ d_x, int64_t outer, int64_t n, int64_t inner) {
+  using A = acc_t<T>;
+  const int64_t columns = outer * inner;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t col = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; col < columns; col += stride) {
+    const int64_t base = (col / inner) * n * inner + col % inner;
+    A dot = A(0);
+    for (int64_t k = 0; k < n; ++k) {
+      const A dy = static_cast<A>(d_y[base + k * inner]);
+      dot += kLog ? dy : dy * static_cast<A>(y[base + k * inner]);
+    }
+    for (int64_t k = 0; k < n; ++k) {
+      const int64_t e = base + k * inner;
+      const A dy = static_cast<A>(d_y[e]), yc = static_cast<A>(y[e]);
+      d_x[e] = static_cast<T>(kLog ? dy - dmath::exp(yc) * dot : yc * (dy - dot));
+    }
+  }
+}
+
+unsigned column_grid(int64_t columns) {
+  const int64_t max_blocks = 32LL * device_properties().multiProcessorCount;
+  return static_cast<unsigned>(std::max<int64_t>(1, std::min((columns + kColumnThreads - 1) / kColumnThreads, max_blocks)));
+}
+
+}  // namespace
+
+void softmax_dim(OpId op, const Tensor& y, const Tensor& x, int64_t outer, int64_t n, int64_t inner) {
+  HG_CHECK(op == OpId::softmax || op == OpId::log_softmax, "cuda::softmax_dim: ", op_name(op),
+           " is not softmax or log_softmax");
+  HG_CHECK(x.is_contiguous() && y.is_contiguous() && x.numel() == outer * n * inner && y.numel() == x.numel() &&
+               y.dtype() == x.dtype(),
+           "cuda::softmax_dim needs contiguous tensors of ", outer, " x ", n, " x ", inner, " elements, got ",
+           x.shape_str(), " -> ", y.shape_str());
+  if (x.numel() == 0) return;
+  DeviceGuard guard(x.device().index);
+  const cudaStream_t stream = current_stream().handle();
+  const dim3 grid(column_grid(outer * inner));
+  dispatch_floating(x.dtype(), op_name(op), [&](auto tag) {
+    using T = decltype(tag);
+    const T* in = static_cast<const T*>(x.data_ptr());
+    T* out = static_cast<T*>(y.data_ptr());
+    if (op == OpId::log_softmax) {
+      HG_LAUNCH((softmax_columns_kernel<T, true>), grid, dim3(kColumnThreads), 0, stream, in, out, outer, n, inner);
+    } else {
+      HG_LAUNCH((softmax_columns_kernel<T, false>), grid, dim3(kColumnThreads), 0, stream, in, out, outer, n, inner);
+    }
+  });
+}
+
+void softmax_dim_backward(OpId op, const Tensor& d_x, const Tensor& d_y, const Tensor& y, int64_t outer, int64_t n,
+                          int64_t inner) {
+  HG_CHECK(op == OpId::softmax_backward || op == OpId::log_softmax_backward, "cuda::softmax_dim_backward: ",
+           op_name(op), " is not a softmax backward op");
+  HG_CHECK(d_x.is_contiguous() && d_y.is_contiguous() && y.is_contiguous() && y.numel() == outer * n * inner &&
+               d_x.numel() == y.numel() && d_y.numel() == y.numel() && d_x.dtype() == y.dtype() &&
+               d_y.dtype() == y.dtype(),
+           "cuda::softmax_dim_backward needs contiguous tensors of ", outer, " x ", n, " x ", inner, " elements");
+  if (y.numel() == 0) return;
+  DeviceGuard guard(y.device().index);
+  const cudaStream_t stream = current_stream().handle();
+  const dim3 grid(column_grid(outer * inner));
+  dispatch_floating(y.dtype(), op_name(op), [&](auto tag) {
+    using T = decltype(tag);
+    const T* dy = static_cast<const T*>(d_y.data_ptr());
+    const T* yy = static_cast<const T*>(y.data_ptr());
+    T* dx = static_cast<T*>(d_x.data_ptr());
+    if (op == OpId::log_softmax_backward) {
+      HG_LAUNCH((softmax_columns_backward_kernel<T, true>), grid, dim3(kColumnThreads), 0, stream, dy, yy, dx, outer,
+                n, inner);
+    } else {
+      HG_LAUNCH((softmax_columns_backward_kernel<T, false>), grid, dim3(kColumnThreads), 0, stream, dy, yy, dx, outer,
+                n, inner);
+    }
+  });
+}
+
 }  // namespace hg::cuda

@@ -19,4 +19,6 @@ list(APPEND HG_CUDA_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/grad_norm.cu
   ${CMAKE_CURRENT_LIST_DIR}/pool_norm.cu
   ${CMAKE_CURRENT_LIST_DIR}/conv.cu
+  ${CMAKE_CURRENT_LIST_DIR}/norm.cu
+  ${CMAKE_CURRENT_LIST_DIR}/index.cu
 )

@@ -20,3 +20,7 @@ if(NOT HG_CUDA_MODE STREQUAL "off")
   set_tests_properties(test_kernels_cuda PROPERTIES LABELS kernels)
   hg_test_requires(test_kernels_cuda cuda cudnn)
 endif()
+# The sequence-model building blocks (norms, embedding, indexing; issue 14).
+hg_add_test(test_seq_ops LABEL kernels SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_seq_ops.cpp)
+target_link_libraries(test_seq_ops PRIVATE nlohmann_json::nlohmann_json)
+target_compile_definitions(test_seq_ops PRIVATE HG_TEST_FIXTURE_DIR="${CMAKE_CURRENT_LIST_DIR}/fixtures")

@@ -1,0 +1,193 @@
+// CPU reference kernels for layer_norm and rms_norm, forward and backward
+// (kernels/norm.h has the formulas). The numerical oracle for
+// kernels/cuda/norm.cu.
+//
+// Shapes     x, y, d_y, d_x: contiguous [rows, cols]; weight, bias: [cols]
+// Split      forward and d_x: rows in parallel (OpenMP) when large, one row
+//            per thread; d_weight/d_bias: the two-stage column reduction of
+//            norm_math::norm_column_chunks (chunks of rows in parallel, then
+//            columns in parallel over the chunk partials)
+// Order      row sums are blocked pairwise (blocks of 128, combined by
+//            halving); column sums go row by row within a chunk, then chunk
+//            by chunk, so the result depends only on the shape
+// Precision  acc_t (float; double for f64), two passes for mean and variance,
+//            one rounding on store
+#include <cmath>
+#include <vector>
+
+#include "kernels/cpu/loops.h"
+#include "kernels/norm.h"
+
+namespace hg::cpu {
+
+namespace {
+
+constexpr int64_t kSumBlock = 128;
+
+// sum over c in [0, n) of term(c), blocked pairwise.
+template <typename A, typename Term>
+A pairwise_sum(int64_t begin, int64_t n, const Term& term) {
+  if (n <= kSumBlock) {
+    A acc = A(0);
+    for (int64_t c = begin; c < begin + n; ++c) acc += term(c);
+    return acc;
+  }
+  const int64_t half = ((n + kSumBlock - 1) / kSumBlock / 2) * kSumBlock;
+  return pairwise_sum<A>(begin, half, term) + pairwise_sum<A>(begin + half, n - half, term);
+}
+
+template <typename T, typename W>
+void forward_rows(bool rms, const T* x, T* y, acc_t<T>* mean_out, acc_t<T>* rstd_out, const W* w, const W* b,
+                  int64_t rows, int64_t cols, double eps) {
+  using A = acc_t<T>;
+  const A n = static_cast<A>(cols);
+#pragma omp parallel for if (rows * cols >= kParallelGrain) schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* xr = x + r * cols;
+    T* yr = y + r * cols;
+    const A mean = rms ? A(0) : pairwise_sum<A>(0, cols, [&](int64_t c) { return static_cast<A>(xr[c]); }) / n;
+    const A sq = pairwise_sum<A>(0, cols, [&](int64_t c) {
+      const A d = static_cast<A>(xr[c]) - mean;
+      return d * d;
+    });
+    const A rstd = A(1) / std::sqrt(sq / n + static_cast<A>(eps));
+    if (!rms) mean_out[r] = mean;
+    rstd_out[r] = rstd;
+    for (int64_t c = 0; c < cols; ++c) {
+      A v = (static_cast<A>(xr[c]) - mean) * rstd;
+      if (w != nullptr) v *= static_cast<A>(w[c]);
+      if (b != nullptr) v += static_cast<A>(b[c]);
+      yr[c] = static_cast<T>(v);
+    }
+  }
+}
+
+template <typename T, typename W>
+void backward_dx_rows(bool rms, const T* d_y, const T* x, const acc_t<T>* mean, const acc_t<T>* rstd, const W* w,
+                      T* d_x, int64_t rows, int64_t cols) {
+  using A = acc_t<T>;
+  const A n = static_cast<A>(cols);
+#pragma omp parallel for if (rows * cols >= kParallelGrain) schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* dyr = d_y + r * cols;
+    const T* xr = x + r * cols;
+    const A mu = rms ? A(0) : mean[r];
+    const A rs = rstd[r];
+    auto g = [&](int64_t c) { return w != nullptr ? static_cast<A>(dyr[c]) * static_cast<A>(w[c]) : static_cast<A>(dyr[c]); };
+    auto xhat = [&](int64_t c) { return (static_cast<A>(xr[c]) - mu) * rs; };
+    const A mean_g = rms ? A(0) : pairwise_sum<A>(0, cols, g) / n;
+    const A mean_gx = pairwise_sum<A>(0, cols, [&](int64_t c) { return g(c) * xhat(c); }) / n;
+    T* dxr = d_x + r * cols;
+    for (int64_t c = 0; c < cols; ++c) dxr[c] = static_cast<T>(norm_math::d_x(rms, g(c), xhat(c), rs, mean_g, mean_gx));
+  }
+}
+
+// d_w[c] = sum_r d_y[r, c] * xhat[r, c], d_b[c] = sum_r d_y[r, c], in two stages.
+template <typename T, typename W>
+void backward_params(bool rms, const T* d_y, const T* x, const acc_t<T>* mean, const acc_t<T>* rstd, W* d_w, W* d_b,
+                     int64_t rows, int64_t cols) {
+  using A = acc_t<T>;
+  const int64_t chunks = norm_math::norm_column_chunks(rows, cols);
+  const int64_t rows_per_chunk = (rows + chunks - 1) / chunks;
+  std::vector<A> part_w(d_w != nullptr ? static_cast<size_t>(chunks * cols) : 0);
+  std::vector<A> part_b(d_b != nullptr ? static_cast<size_t>(chunks * cols) : 0);
+#pragma omp parallel for if (rows * cols >= kParallelGrain) schedule(static)
+  for (int64_t k = 0; k < chunks; ++k) {
+    A* pw = d_w != nullptr ? part_w.data() + k * cols : nullptr;
+    A* pb = d_b != nullptr ? part_b.data() + k * cols : nullptr;
+    for (int64_t c = 0; c < cols; ++c) {
+      if (pw) pw[c] = A(0);
+      if (pb) pb[c] = A(0);
+    }
+    const int64_t end = std::min(rows, (k + 1) * rows_per_chunk);
+    for (int64_t r = k * rows_per_chunk; r < end; ++r) {
+      const A mu = rms ? A(0) : mean[r];
+      const A rs = rstd[r];
+      for (int64_t c = 0; c < cols; ++c) {
+        const A dy = static_cast<A>(d_y[r * cols + c]);
+        if (pw) pw[c] += dy * ((static_cast<A>(x[r * cols + c]) - mu) * rs);
+        if (pb) pb[c] += dy;
+      }
+    }
+  }
+#pragma omp parallel for if (chunks * cols >= kParallelGrain) schedule(static)
+  for (int64_t c = 0; c < cols; ++c) {
+    A sw = A(0), sb = A(0);
+    for (int64_t k = 0; k < chunks; ++k) {
+      if (d_w != nullptr) sw += part_w[static_cast<size_t>(k * cols + c)];
+      if (d_b != nullptr) sb += part_b[static_cast<size_t>(k * cols + c)];
+    }
+    if (d_w != nullptr) d_w[c] = static_cast<W>(sw);
+    if (d_b != nullptr) d_b[c] = static_cast<W>(sb);
+  }
+}
+
+// Runs fn(T{}, W{}) for x's dtype T and the parameter dtype W in {T, f32}.
+template <typename Fn>
+void dispatch_norm(OpId op, DType x_dtype, DType w_dtype, Fn&& fn) {
+  dispatch_floating(x_dtype, op_name(op), [&](auto t_tag) {
+    using T = decltype(t_tag);
+    if (w_dtype == x_dtype) {
+      fn(t_tag, T{});
+    } else {
+      HG_CHECK(w_dtype == kF32, op_name(op), ": weight dtype ", w_dtype, " must be ", x_dtype, " or f32");
+      fn(t_tag, float{});
+    }
+  });
+}
+
+template <typename P>
+P* ptr_or_null(const Tensor& t) {
+  return t.defined() ? static_cast<P*>(t.data_ptr()) : nullptr;
+}
+
+}  // namespace
+
+void norm_forward(OpId op, const Tensor& y, const Tensor& mean, const Tensor& rstd, const Tensor& x,
+                  const Tensor& weight, const Tensor& bias, double eps) {
+  HG_CHECK(op == OpId::layer_norm || op == OpId::rms_norm, "cpu::norm_forward: ", op_name(op), " is not a norm");
+  detail::check_norm_buffers(x, mean, rstd, weight, bias);
+  HG_CHECK(y.is_contiguous() && y.sizes() == x.sizes() && y.dtype() == x.dtype(), "cpu::norm_forward: bad y");
+  const bool rms = op == OpId::rms_norm;
+  HG_CHECK(rms || mean.defined(), "cpu::norm_forward: layer_norm needs a mean buffer");
+  const int64_t rows = x.size(0), cols = x.size(1);
+  dispatch_norm(op, x.dtype(), detail::norm_param_dtype({&weight, &bias}, x.dtype()), [&](auto t_tag, auto w_tag) {
+    using T = decltype(t_tag);
+    using W = decltype(w_tag);
+    using A = acc_t<T>;
+    forward_rows<T, W>(rms, static_cast<const T*>(x.data_ptr()), static_cast<T*>(y.data_ptr()), ptr_or_null<A>(mean),
+                       static_cast<A*>(rstd.data_ptr()), ptr_or_null<const W>(weight), ptr_or_null<const W>(bias), rows,
+                       cols, eps);
+  });
+}
+
+void norm_backward(OpId op, const Tensor& d_x, const Tensor& d_weight, const Tensor& d_bias, const Tensor& d_y,
+                   const Tensor& x, const Tensor& mean, const Tensor& rstd, const Tensor& weight) {
+  HG_CHECK(op == OpId::layer_norm || op == OpId::rms_norm, "cpu::norm_backward: ", op_name(op), " is not a norm");
+  detail::check_norm_buffers(x, mean, rstd, weight, Tensor());
+  detail::check_norm_buffers(x, mean, rstd, d_weight, d_bias);
+  HG_CHECK(d_y.is_contiguous() && d_y.sizes() == x.sizes() && d_y.dtype() == x.dtype() &&
+               (!d_x.defined() || (d_x.is_contiguous() && d_x.sizes() == x.sizes() && d_x.dtype() == x.dtype())),
+           "cpu::norm_backward: d_y and d_x must be contiguous like x ", x.shape_str());
+  const bool rms = op == OpId::rms_norm;
+  const int64_t rows = x.size(0), cols = x.size(1);
+  const DType w_dtype = detail::norm_param_dtype({&weight, &d_weight, &d_bias}, x.dtype());
+  dispatch_norm(op, x.dtype(), w_dtype, [&](auto t_tag, auto w_tag) {
+    using T = decltype(t_tag);
+    using W = decltype(w_tag);
+    using A = acc_t<T>;
+    const T* dy = static_cast<const T*>(d_y.data_ptr());
+    const T* xs = static_cast<const T*>(x.data_ptr());
+    const A* mu = ptr_or_null<const A>(mean);
+    const A* rs = static_cast<const A*>(rstd.data_ptr());
+    if (d_x.defined()) {
+      backward_dx_rows<T, W>(rms, dy, xs, mu, rs, ptr_or_null<const W>(weight), static_cast<T*>(d_x.data_ptr()), rows,
+                             cols);
+    }
+    if (d_weight.defined() || d_bias.defined()) {
+      backward_params<T, W>(rms, dy, xs, mu, rs, ptr_or_null<W>(d_weight), ptr_or_null<W>(d_bias), rows, cols);
+    }
+  });
+}
+
+}  // namespace hg::cpu
