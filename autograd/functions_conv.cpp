@@ -54,15 +54,15 @@ Pool2dParams pool_params(std::array<int64_t, 2> kernel, std::array<int64_t, 2> s
 }  // namespace
 
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dOptions& options) {
-  HG_AUTOCAST(OpId::conv2d, [&](const Tensor& p, const Tensor& q, const Tensor& r) { return conv2d(p, q, r, options); },
-              x, weight, bias);  // Note [Autocast]
+  HG_AUTOCAST(
+      OpId::conv2d, [&](const Tensor& p, const Tensor& q, const Tensor& r) { return conv2d(p, q, r, options); }, x,
+      weight, bias);  // Note [Autocast]
   const Conv2dParams p = resolve(weight, options);
   Tensor y = ops::conv2d(x, weight, bias, p);
   if (any_requires_grad({&x, &weight, &bias})) {
     const bool need_x = x.requires_grad(), need_w = weight.requires_grad(),
                need_b = bias.defined() && bias.requires_grad();
-    record("conv2d", y, {&x, &weight, bias.defined() ? &bias : nullptr},
-           {SavedTensor(x), SavedTensor(weight)},
+    record("conv2d", y, {&x, &weight, bias.defined() ? &bias : nullptr}, {SavedTensor(x), SavedTensor(weight)},
            [p, need_x, need_w, need_b](const Tensor& g, const FunctionNode& self) -> Grads {
              auto [dx, dw, db] = ops::conv2d_backward(g, self.saved(0), self.saved(1), p, {need_x, need_w, need_b});
              return {dx, dw, db};
@@ -73,9 +73,9 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const C
 
 Tensor max_pool2d(const Tensor& x, std::array<int64_t, 2> kernel, std::array<int64_t, 2> stride,
                   std::array<int64_t, 2> padding, std::array<int64_t, 2> dilation, bool ceil_mode) {
-  HG_AUTOCAST(OpId::max_pool2d,
-              [&](const Tensor& in) { return max_pool2d(in, kernel, stride, padding, dilation, ceil_mode); },
-              x);  // Note [Autocast]
+  HG_AUTOCAST(
+      OpId::max_pool2d, [&](const Tensor& in) { return max_pool2d(in, kernel, stride, padding, dilation, ceil_mode); },
+      x);  // Note [Autocast]
   const Pool2dParams p = pool_params(kernel, stride, padding, dilation, ceil_mode, true);
   auto [y, idx] = ops::max_pool2d(x, p);
   if (any_requires_grad({&x})) {
@@ -89,9 +89,10 @@ Tensor max_pool2d(const Tensor& x, std::array<int64_t, 2> kernel, std::array<int
 
 Tensor avg_pool2d(const Tensor& x, std::array<int64_t, 2> kernel, std::array<int64_t, 2> stride,
                   std::array<int64_t, 2> padding, bool ceil_mode, bool count_include_pad) {
-  HG_AUTOCAST(OpId::avg_pool2d,
-              [&](const Tensor& in) { return avg_pool2d(in, kernel, stride, padding, ceil_mode, count_include_pad); },
-              x);  // Note [Autocast]
+  HG_AUTOCAST(
+      OpId::avg_pool2d,
+      [&](const Tensor& in) { return avg_pool2d(in, kernel, stride, padding, ceil_mode, count_include_pad); },
+      x);  // Note [Autocast]
   const Pool2dParams p = pool_params(kernel, stride, padding, {1, 1}, ceil_mode, count_include_pad);
   Tensor y = ops::avg_pool2d(x, p);
   if (any_requires_grad({&x})) {
@@ -103,8 +104,9 @@ Tensor avg_pool2d(const Tensor& x, std::array<int64_t, 2> kernel, std::array<int
 }
 
 Tensor adaptive_avg_pool2d(const Tensor& x, std::array<int64_t, 2> output_size) {
-  HG_AUTOCAST(OpId::adaptive_avg_pool2d, [&](const Tensor& in) { return adaptive_avg_pool2d(in, output_size); },
-              x);  // Note [Autocast]
+  HG_AUTOCAST(
+      OpId::adaptive_avg_pool2d, [&](const Tensor& in) { return adaptive_avg_pool2d(in, output_size); },
+      x);  // Note [Autocast]
   Tensor y = ops::adaptive_avg_pool2d(x, output_size);
   if (any_requires_grad({&x})) {
     record("adaptive_avg_pool2d", y, {&x}, {SavedTensor(x)}, [](const Tensor& g, const FunctionNode& self) -> Grads {
@@ -116,11 +118,12 @@ Tensor adaptive_avg_pool2d(const Tensor& x, std::array<int64_t, 2> output_size) 
 
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
                   const Tensor& bias, bool training, double momentum, double eps) {
-  HG_AUTOCAST(OpId::batch_norm,
-              [&](const Tensor& p, const Tensor& q, const Tensor& r) {
-                return batch_norm(p, running_mean, running_var, q, r, training, momentum, eps);
-              },
-              x, weight, bias);  // Note [Autocast]
+  HG_AUTOCAST(
+      OpId::batch_norm,
+      [&](const Tensor& p, const Tensor& q, const Tensor& r) {
+        return batch_norm(p, running_mean, running_var, q, r, training, momentum, eps);
+      },
+      x, weight, bias);  // Note [Autocast]
   ops::BatchNormResult r = ops::batch_norm(x, weight, bias, running_mean, running_var, training, momentum, eps);
   if (any_requires_grad({&x, &weight, &bias})) {
     const bool need_x = x.requires_grad(), need_w = weight.defined() && weight.requires_grad(),
@@ -129,8 +132,8 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
            {SavedTensor(x), SavedTensor(weight), SavedTensor(r.save_mean), SavedTensor(r.save_invstd)},
            [training, need_x, need_w, need_b, bias_dtype = bias.defined() ? bias.dtype() : kF32](
                const Tensor& g, const FunctionNode& self) -> Grads {
-             auto [dx, dw, db] = ops::batch_norm_backward(g, self.saved(0), self.saved(1), self.saved(2),
-                                                          self.saved(3), training, {need_x, need_w, need_b});
+             auto [dx, dw, db] = ops::batch_norm_backward(g, self.saved(0), self.saved(1), self.saved(2), self.saved(3),
+                                                          training, {need_x, need_w, need_b});
              if (db.defined()) db = db.to(bias_dtype);
              return {dx, dw, db};
            });

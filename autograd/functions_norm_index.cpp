@@ -24,7 +24,8 @@ using autograd::SavedTensor;
 // ---- softmax over any dim ------------------------------------------------------------------
 
 Tensor softmax(const Tensor& x, int64_t dim) {
-  HG_AUTOCAST(OpId::softmax, [&](const Tensor& in) { return softmax(in, dim); }, x);  // Note [Autocast]
+  HG_AUTOCAST(
+      OpId::softmax, [&](const Tensor& in) { return softmax(in, dim); }, x);  // Note [Autocast]
   Tensor y = ops::softmax(x, dim);
   if (any_requires_grad({&x})) {
     record("softmax", y, {&x}, {SavedTensor(y)}, [dim](const Tensor& g, const FunctionNode& self) -> Grads {
@@ -35,7 +36,8 @@ Tensor softmax(const Tensor& x, int64_t dim) {
 }
 
 Tensor log_softmax(const Tensor& x, int64_t dim) {
-  HG_AUTOCAST(OpId::log_softmax, [&](const Tensor& in) { return log_softmax(in, dim); }, x);  // Note [Autocast]
+  HG_AUTOCAST(
+      OpId::log_softmax, [&](const Tensor& in) { return log_softmax(in, dim); }, x);  // Note [Autocast]
   Tensor y = ops::log_softmax(x, dim);
   if (any_requires_grad({&x})) {
     record("log_softmax", y, {&x}, {SavedTensor(y)}, [dim](const Tensor& g, const FunctionNode& self) -> Grads {
@@ -49,7 +51,10 @@ Tensor log_softmax(const Tensor& x, int64_t dim) {
 
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
                   double eps) {
-  HG_AUTOCAST(OpId::layer_norm, [&](const Tensor& p, const Tensor& w, const Tensor& b) { return layer_norm(p, normalized_shape, w, b, eps); }, x, weight, bias);  // Note [Autocast]
+  HG_AUTOCAST(
+      OpId::layer_norm,
+      [&](const Tensor& p, const Tensor& w, const Tensor& b) { return layer_norm(p, normalized_shape, w, b, eps); }, x,
+      weight, bias);  // Note [Autocast]
   ops::NormForward f = ops::layer_norm(x, normalized_shape, weight, bias, eps);
   if (any_requires_grad({&x, &weight, &bias})) {
     const ops::NormGradMask mask{x.requires_grad(), weight.defined() && weight.requires_grad(),
@@ -67,7 +72,9 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
 }
 
 Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, std::optional<double> eps) {
-  HG_AUTOCAST(OpId::rms_norm, [&](const Tensor& p, const Tensor& w) { return rms_norm(p, normalized_shape, w, eps); }, x, weight);  // Note [Autocast]
+  HG_AUTOCAST(
+      OpId::rms_norm, [&](const Tensor& p, const Tensor& w) { return rms_norm(p, normalized_shape, w, eps); }, x,
+      weight);  // Note [Autocast]
   ops::NormForward f = ops::rms_norm(x, normalized_shape, weight, eps);
   if (any_requires_grad({&x, &weight})) {
     const ops::NormGradMask mask{x.requires_grad(), weight.defined() && weight.requires_grad(), false};
@@ -85,20 +92,22 @@ Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& we
 // ---- embedding and indexing ------------------------------------------------------------------
 
 Tensor embedding(const Tensor& indices, const Tensor& weight, std::optional<int64_t> padding_idx) {
-  HG_AUTOCAST(OpId::embedding, [&](const Tensor& i, const Tensor& w) { return embedding(i, w, padding_idx); }, indices, weight);  // Note [Autocast]
+  HG_AUTOCAST(
+      OpId::embedding, [&](const Tensor& i, const Tensor& w) { return embedding(i, w, padding_idx); }, indices,
+      weight);  // Note [Autocast]
   Tensor y = ops::embedding(weight, indices);
   if (any_requires_grad({&weight})) {
     record("embedding", y, {&weight}, {SavedTensor(indices)},
-           [padding_idx, rows = weight.size(0), dtype = weight.dtype()](const Tensor& g,
-                                                                      const FunctionNode& self) -> Grads {
-             return {ops::embedding_backward(g, self.saved(0), rows, padding_idx).to(dtype)};
-           });
+           [padding_idx, rows = weight.size(0), dtype = weight.dtype()](const Tensor& g, const FunctionNode& self)
+               -> Grads { return {ops::embedding_backward(g, self.saved(0), rows, padding_idx).to(dtype)}; });
   }
   return y;
 }
 
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
-  HG_AUTOCAST(OpId::index_select, [&](const Tensor& p, const Tensor& i) { return index_select(p, dim, i); }, x, index);  // Note [Autocast]
+  HG_AUTOCAST(
+      OpId::index_select, [&](const Tensor& p, const Tensor& i) { return index_select(p, dim, i); }, x,
+      index);  // Note [Autocast]
   Tensor y = ops::index_select(x, dim, index);
   if (any_requires_grad({&x})) {
     record("index_select", y, {&x}, {SavedTensor(index)},
@@ -111,7 +120,8 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
 }
 
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
-  HG_AUTOCAST(OpId::gather, [&](const Tensor& p, const Tensor& i) { return gather(p, dim, i); }, x, index);  // Note [Autocast]
+  HG_AUTOCAST(
+      OpId::gather, [&](const Tensor& p, const Tensor& i) { return gather(p, dim, i); }, x, index);  // Note [Autocast]
   Tensor y = ops::gather(x, dim, index);
   if (any_requires_grad({&x})) {
     record("gather", y, {&x}, {SavedTensor(index)},
@@ -124,7 +134,9 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
 }
 
 Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
-  HG_AUTOCAST(OpId::scatter_add, [&](const Tensor& p, const Tensor& i, const Tensor& s) { return scatter_add(p, dim, i, s); }, x, index, src);  // Note [Autocast]
+  HG_AUTOCAST(
+      OpId::scatter_add, [&](const Tensor& p, const Tensor& i, const Tensor& s) { return scatter_add(p, dim, i, s); },
+      x, index, src);  // Note [Autocast]
   Tensor y = ops::scatter_add(x, dim, index, src);
   if (any_requires_grad({&x, &src})) {
     record("scatter_add", y, {&x, &src}, {SavedTensor(index)},
@@ -168,17 +180,16 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
       dtypes.push_back(t.dtype());
     }
     // A node with one edge per input (autograd::record takes a fixed list).
-    auto node = std::make_shared<FunctionNode>(
-        "cat", std::vector<SavedTensor>{},
-        [d, lengths, dtypes](const Tensor& g, const FunctionNode&) -> Grads {
-          Grads out;
-          int64_t offset = 0;
-          for (size_t i = 0; i < lengths.size(); ++i) {
-            out.push_back(g.narrow(d, offset, lengths[i]).to(dtypes[i]));
-            offset += lengths[i];
-          }
-          return out;
-        });
+    auto node = std::make_shared<FunctionNode>("cat", std::vector<SavedTensor>{},
+                                               [d, lengths, dtypes](const Tensor& g, const FunctionNode&) -> Grads {
+                                                 Grads out;
+                                                 int64_t offset = 0;
+                                                 for (size_t i = 0; i < lengths.size(); ++i) {
+                                                   out.push_back(g.narrow(d, offset, lengths[i]).to(dtypes[i]));
+                                                   offset += lengths[i];
+                                                 }
+                                                 return out;
+                                               });
     for (const Tensor& t : tensors) node->next_edges.push_back(autograd::edge_to(t));
     autograd::set_history(y, node);
   }
@@ -241,7 +252,9 @@ std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) {
 }
 
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
-  HG_AUTOCAST(OpId::masked_fill, [&](const Tensor& p, const Tensor& m) { return masked_fill(p, m, value); }, x, mask);  // Note [Autocast]
+  HG_AUTOCAST(
+      OpId::masked_fill, [&](const Tensor& p, const Tensor& m) { return masked_fill(p, m, value); }, x,
+      mask);  // Note [Autocast]
   Tensor y = ops::masked_fill(x, mask, value);
   if (any_requires_grad({&x})) {
     record("masked_fill", y, {&x}, {SavedTensor(mask)}, [](const Tensor& g, const FunctionNode& self) -> Grads {
@@ -253,7 +266,8 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
 
 namespace {
 Tensor trilu(OpId op, const Tensor& x, int64_t diagonal) {
-  HG_AUTOCAST(op, [&](const Tensor& p) { return trilu(op, p, diagonal); }, x);  // Note [Autocast]
+  HG_AUTOCAST(
+      op, [&](const Tensor& p) { return trilu(op, p, diagonal); }, x);  // Note [Autocast]
   const bool upper = op == OpId::triu;
   Tensor y = upper ? ops::triu(x, diagonal) : ops::tril(x, diagonal);
   if (any_requires_grad({&x})) {

@@ -51,7 +51,6 @@ std::array<CopyKernel, kNumDeviceTypes> g_copy_kernels{};
 std::array<FillKernel, kNumDeviceTypes> g_fill_kernels{};
 std::array<ArangeKernel, kNumDeviceTypes> g_arange_kernels{};
 
-
 Tensor stage_to_host(const Tensor& t) {
   const Storage& storage = t.storage();
   auto impl = std::make_shared<TensorImpl>();

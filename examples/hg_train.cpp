@@ -89,7 +89,7 @@ struct Options {
 
 // What --precision means for the weights, the forward and the loss scaling.
 struct Precision {
-  hg::DType weights = hg::kF32;        // parameters and input data
+  hg::DType weights = hg::kF32;  // parameters and input data
   bool autocast = false;
   hg::DType autocast_dtype = hg::kF16;  // the region's dtype
   bool scaler = false;
@@ -193,9 +193,15 @@ hg::Device pick_device(const std::string& name) {
   return hg::Device::parse(name);
 }
 
+// Under a GradScaler the schedule counts applied steps from the start (not
+// ScheduleClock::kAuto, which switches only after the first scaled step: after
+// a resume that first step would take the lr of the call clock, which differs
+// once a step was skipped).
 std::unique_ptr<hg::optim::LRScheduler> make_schedule(const Options& o, hg::optim::Optimizer& opt,
-                                                      int64_t steps_per_epoch, hg::train::Terminal& term) {
+                                                      int64_t steps_per_epoch, bool scaler, hg::train::Terminal& term) {
   const int64_t total = steps_per_epoch * o.epochs;
+  const hg::optim::ScheduleClock clock =
+      scaler ? hg::optim::ScheduleClock::kAppliedSteps : hg::optim::ScheduleClock::kCalls;
   if (o.schedule == "cosine") {
     // A short run (--limit) gets at most half of its steps as warmup.
     const int64_t warmup = std::min(o.warmup_steps, total / 2);
@@ -204,11 +210,13 @@ std::unique_ptr<hg::optim::LRScheduler> make_schedule(const Options& o, hg::opti
                      std::to_string(warmup) + " steps instead of " + std::to_string(o.warmup_steps));
     }
     return std::make_unique<hg::optim::WarmupCosineLR>(
-        opt, hg::optim::WarmupCosineOptions{.warmup_steps = warmup, .total_steps = total, .min_lr_ratio = 0.0});
+        opt, hg::optim::WarmupCosineOptions{
+                 .warmup_steps = warmup, .total_steps = total, .min_lr_ratio = 0.0, .clock = clock});
   }
   if (o.schedule == "step") {  // halve the rate after every epoch
     return std::make_unique<hg::optim::StepLR>(
-        opt, hg::optim::StepLROptions{.step_size = std::max<int64_t>(steps_per_epoch, 1), .gamma = 0.5});
+        opt,
+        hg::optim::StepLROptions{.step_size = std::max<int64_t>(steps_per_epoch, 1), .gamma = 0.5, .clock = clock});
   }
   return nullptr;  // constant
 }
@@ -246,12 +254,11 @@ void check_resume(const hg::optim::TrainingProgress& p, const Options& o, int64_
     for (const auto& [key, value] : config) {
       if (!first.empty() ? key != first : key == "config.precision") continue;
       auto it = p.extra.find(key);
-      HG_CHECK(it != p.extra.end() && it->second == value, "--resume: the checkpoint was written with --",
-               key.substr(7), " = ",
-               it == p.extra.end() ? std::string("(none)") : shown_config_value(key, it->second.substr(0, 60)),
-               ", this run has ", shown_config_value(key, value),
-               key == "config.precision" ? " (the precision differs)" : "",
-               "; use the same options to continue the run");
+      HG_CHECK(
+          it != p.extra.end() && it->second == value, "--resume: the checkpoint was written with --", key.substr(7),
+          " = ", it == p.extra.end() ? std::string("(none)") : shown_config_value(key, it->second.substr(0, 60)),
+          ", this run has ", shown_config_value(key, value),
+          key == "config.precision" ? " (the precision differs)" : "", "; use the same options to continue the run");
     }
   }
   HG_CHECK(p.epoch <= static_cast<uint64_t>(o.epochs) && p.batch <= num_batches, "--resume: the checkpoint is at epoch ",
@@ -387,8 +394,8 @@ int main(int argc, char** argv) {
                                              : o.overwrite ? hg::train::StartMode::kOverwrite
                                                            : hg::train::StartMode::kFresh);
     if (folder.stale_temp_files_removed() > 0) {
-      term.paragraph("hg-train: removed " + std::to_string(folder.stale_temp_files_removed()) + " temp file(s) left in " +
-                     o.out + " by killed saves");
+      term.paragraph("hg-train: removed " + std::to_string(folder.stale_temp_files_removed()) +
+                     " temp file(s) left in " + o.out + " by killed saves");
     }
     const hg::Device device = pick_device(o.device);
     const Precision prec = precision_of(o.precision);
@@ -416,16 +423,26 @@ int main(int argc, char** argv) {
     const hg::data::FashionMnist train_set(o.data, true), test_set(o.data, false);
     // Fashion-MNIST pixel statistics (mean 0.286, std 0.353).
     hg::data::DataLoader train(train_set.images(), train_set.labels(),
-                               {.batch_size = o.batch_size, .shuffle = true, .seed = o.seed, .drop_last = true,
-                                .mean = 0.2860, .std = 0.3530, .limit = o.limit, .device = device,
+                               {.batch_size = o.batch_size,
+                                .shuffle = true,
+                                .seed = o.seed,
+                                .drop_last = true,
+                                .mean = 0.2860,
+                                .std = 0.3530,
+                                .limit = o.limit,
+                                .device = device,
                                 .dtype = prec.weights});
     hg::data::DataLoader test(test_set.images(), test_set.labels(),
-                              {.batch_size = 1000, .mean = 0.2860, .std = 0.3530, .limit = o.test_limit,
-                               .device = device, .dtype = prec.weights});
+                              {.batch_size = 1000,
+                               .mean = 0.2860,
+                               .std = 0.3530,
+                               .limit = o.test_limit,
+                               .device = device,
+                               .dtype = prec.weights});
     HG_CHECK(train.num_batches() > 0, "--limit ", o.limit, " leaves no full batch of ", o.batch_size,
              "; use a larger --limit or a smaller --batch-size");
     const int64_t num_batches = train.num_batches();
-    auto schedule = make_schedule(o, opt, num_batches, term);
+    auto schedule = make_schedule(o, opt, num_batches, prec.scaler, term);
     // Under a scaler the schedule runs on the device's applied-step clock and
     // the optimizer's host copy of the lr is its base; last_lr() is the lr.
     auto current_lr = [&] { return schedule ? schedule->last_lr() : opt.lr(); };
@@ -457,8 +474,10 @@ int main(int argc, char** argv) {
           ckpt_path, *model, opt, &scaler_state,
           [&](const hg::optim::TrainingProgress& q) { check_resume(q, o, num_batches, schedule != nullptr); });
       if (prec.scaler) {
-        HG_CHECK(!scaler_state.empty(), "--resume: the checkpoint holds no loss-scaler state: it was written by an "
-                                        "hg-train whose --precision ", o.precision,
+        HG_CHECK(!scaler_state.empty(),
+                 "--resume: the checkpoint holds no loss-scaler state: it was written by an "
+                 "hg-train whose --precision ",
+                 o.precision,
                  " had no GradScaler yet; finish that run with the hg-train that started it, or start afresh "
                  "(--overwrite)");
         scaler.load_state_dict(scaler_state);
@@ -545,11 +564,12 @@ int main(int argc, char** argv) {
                    std::to_string(train.num_samples()) + " training samples, " + std::to_string(o.epochs) +
                    " epoch(s), batch " + std::to_string(o.batch_size) + ", AdamW lr " + decimal(o.lr) + " (" +
                    o.schedule + ")");
-    const int64_t total_steps = o.max_steps > 0 ? std::min<int64_t>(o.max_steps, num_batches * o.epochs)
-                                                : num_batches * o.epochs;
+    const int64_t total_steps =
+        o.max_steps > 0 ? std::min<int64_t>(o.max_steps, num_batches * o.epochs) : num_batches * o.epochs;
     if (o.max_steps > 0 && global_step >= o.max_steps) {
-      term.paragraph("hg-train: the checkpoint is at step " + std::to_string(global_step) + ", already at --max-steps " +
-                     std::to_string(o.max_steps) + ": nothing to do (raise --max-steps, or drop it, to continue)");
+      term.paragraph("hg-train: the checkpoint is at step " + std::to_string(global_step) +
+                     ", already at --max-steps " + std::to_string(o.max_steps) +
+                     ": nothing to do (raise --max-steps, or drop it, to continue)");
       return 0;
     }
     const std::vector<hg::Tensor> params = model->parameters();
@@ -563,8 +583,8 @@ int main(int argc, char** argv) {
       const int64_t steps_done = global_step - first_step;
       if (steps_done <= 0) return -1.0;
       const double per_step = (train_seconds + epoch_train_seconds) / static_cast<double>(steps_done);
-      const int64_t evals_left = static_cast<int64_t>(o.epochs) - static_cast<int64_t>(train.epoch()) -
-                                 (eval_batches_left > 0 ? 1 : 0);
+      const int64_t evals_left =
+          static_cast<int64_t>(o.epochs) - static_cast<int64_t>(train.epoch()) - (eval_batches_left > 0 ? 1 : 0);
       const double per_eval = eval_seconds >= 0 ? eval_seconds : 0.0;
       return per_step * static_cast<double>(std::max<int64_t>(total_steps - global_step, 0)) +
              per_eval * static_cast<double>(std::max<int64_t>(evals_left, 0)) +
@@ -640,7 +660,8 @@ int main(int argc, char** argv) {
             pieces.push_back({"scale " + scale_text(st.scale), 1});
             pieces.push_back({"skip " + std::to_string(st.steps_skipped), 1});
           }
-          pieces.push_back({hg::train::clock_time(elapsed()) + " eta " + hg::train::clock_time(eta(epoch_seconds(), 0)), 2});
+          pieces.push_back(
+              {hg::train::clock_time(elapsed()) + " eta " + hg::train::clock_time(eta(epoch_seconds(), 0)), 2});
           pieces.push_back({hg::train::short_count(rate()) + " samples/s", 4});
           pieces.push_back({lr_text, 5});
           if (term.tty()) {
@@ -658,8 +679,8 @@ int main(int argc, char** argv) {
       }
       if (stopped) {
         save();
-        term.line("stopped after step " + std::to_string(global_step) + " (--max-steps); continue with --resume --out " +
-                  o.out);
+        term.line("stopped after step " + std::to_string(global_step) +
+                  " (--max-steps); continue with --resume --out " + o.out);
         break;
       }
       // The pass ended: the loader has moved on to the next epoch.
@@ -670,11 +691,12 @@ int main(int argc, char** argv) {
       require_finite_loss(train_loss);
       const EvalResult eval = evaluate(*model, test, prec, [&](int64_t done, int64_t total) {
         if (!term.tty()) return;
-        const std::vector<Piece> pieces{{epoch_text},
-                                        {"evaluating"},
-                                        {"", 3, true, static_cast<double>(done) / static_cast<double>(total)},
-                                        {std::to_string(done) + "/" + std::to_string(total), 2},
-                                        {hg::train::clock_time(elapsed()) + " eta " + hg::train::clock_time(eta(0.0, total - done)), 2}};
+        const std::vector<Piece> pieces{
+            {epoch_text},
+            {"evaluating"},
+            {"", 3, true, static_cast<double>(done) / static_cast<double>(total)},
+            {std::to_string(done) + "/" + std::to_string(total), 2},
+            {hg::train::clock_time(elapsed()) + " eta " + hg::train::clock_time(eta(0.0, total - done)), 2}};
         term.progress(hg::train::fit_line(pieces, term.columns()));
       });
       eval_seconds = eval.seconds;

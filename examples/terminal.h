@@ -56,9 +56,9 @@ class Terminal {
  private:
   void write_over(const std::string& text);
   bool tty_ = false;
-  bool ansi_ = false;     // "\033[K" clears to the end of the line
-  bool open_ = false;     // a progress line is on screen
-  size_t last_len_ = 0;   // its length (padding when there is no ANSI)
+  bool ansi_ = false;    // "\033[K" clears to the end of the line
+  bool open_ = false;    // a progress line is on screen
+  size_t last_len_ = 0;  // its length (padding when there is no ANSI)
 };
 
 }  // namespace hg::train

@@ -31,11 +31,20 @@ std::string escape_xml(const std::string& s) {
   std::string out;
   for (char c : s) {
     switch (c) {
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '&': out += "&amp;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '&':
+        out += "&amp;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -61,9 +70,9 @@ struct Series {
   std::vector<Point> points;
   bool line = true;
   bool markers = false;
-  bool steps = false;         // horizontal, then vertical (a value held until it changes)
+  bool steps = false;  // horizontal, then vertical (a value held until it changes)
   double width = 2.0;
-  bool triangles = false;     // downward triangles at the top of the frame (events)
+  bool triangles = false;  // downward triangles at the top of the frame (events)
 };
 
 enum class YAxis { kLinear, kLog2 };
@@ -107,7 +116,10 @@ void panel(std::ostringstream& svg, double x0, double y0, double w, double h, co
     svg << "<line x1=\"" << x0 << "\" x2=\"" << x0 + w << "\" y1=\"" << py(v) << "\" y2=\"" << py(v)
         << "\" stroke=\"#ddd\"/>\n";
     const std::string label = y_axis == YAxis::kLog2 ? "2^" + format("%.0f", v)
-                                                     : format(step < 0.1 ? "%.2f" : step < 1 ? "%.1f" : "%.0f", v);
+                                                     : format(step < 0.1 ? "%.2f"
+                                                              : step < 1 ? "%.1f"
+                                                                         : "%.0f",
+                                                              v);
     svg << "<text x=\"" << x0 - 6 << "\" y=\"" << py(v) + 4 << "\" text-anchor=\"end\" font-size=\"11\">" << label
         << "</text>\n";
   }
@@ -116,9 +128,14 @@ void panel(std::ostringstream& svg, double x0, double y0, double w, double h, co
     svg << "<line x1=\"" << px(x) << "\" x2=\"" << px(x) << "\" y1=\"" << y0 + h << "\" y2=\"" << y0 + h + 4
         << "\" stroke=\"#444\"/>\n";
     svg << "<text x=\"" << px(x) << "\" y=\"" << y0 + h + 16 << "\" text-anchor=\"middle\" font-size=\"11\">"
-        << format(x_step >= 1 ? "%.0f" : x_step >= 0.1 ? "%.1f" : "%.2f", x) << "</text>\n";
+        << format(x_step >= 1     ? "%.0f"
+                  : x_step >= 0.1 ? "%.1f"
+                                  : "%.2f",
+                  x)
+        << "</text>\n";
   }
-  svg << "<text x=\"" << x0 + w / 2 << "\" y=\"" << y0 + h + 32 << "\" text-anchor=\"middle\" font-size=\"12\">epoch</text>\n";
+  svg << "<text x=\"" << x0 + w / 2 << "\" y=\"" << y0 + h + 32
+      << "\" text-anchor=\"middle\" font-size=\"12\">epoch</text>\n";
   svg << "<text transform=\"translate(" << x0 - 44 << "," << y0 + h / 2
       << ") rotate(-90)\" text-anchor=\"middle\" font-size=\"12\">" << y_label << "</text>\n";
   int row = 0;
@@ -217,8 +234,8 @@ void write_metrics(const std::string& path, const Metrics& metrics) {
   std::string text;
   size_t s = 0;
   auto write_step = [&](const StepRecord& r) {
-    nlohmann::json j = {{"type", "step"}, {"step", r.step}, {"epoch", r.epoch}, {"train_loss", r.train_loss},
-                        {"lr", r.lr}};
+    nlohmann::json j = {
+        {"type", "step"}, {"step", r.step}, {"epoch", r.epoch}, {"train_loss", r.train_loss}, {"lr", r.lr}};
     if (!std::isnan(r.loss_scale)) {
       j["loss_scale"] = r.loss_scale;
       j["steps_skipped"] = r.steps_skipped;
@@ -291,7 +308,8 @@ std::string curves_svg(const Metrics& metrics, const std::string& title) {
   const int panels = has_scale ? 3 : 2;
   const int width = 70 + panels * 430 - 30;
   std::ostringstream svg;
-  svg << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << width << "\" height=\"400\" font-family=\"sans-serif\">\n";
+  svg << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << width
+      << "\" height=\"400\" font-family=\"sans-serif\">\n";
   svg << "<rect width=\"" << width << "\" height=\"400\" fill=\"white\"/>\n";
   svg << "<text x=\"" << width / 2 << "\" y=\"22\" text-anchor=\"middle\" font-size=\"15\" font-weight=\"bold\">"
       << escape_xml(title) << "</text>\n";

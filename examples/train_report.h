@@ -20,19 +20,19 @@ struct EpochRecord {
   double seconds = 0.0;        // training time of the epoch (without evaluation)
   double samples_per_second = 0.0;
   // With a loss scaler (AMP and the 16-bit modes), else NaN and 0.
-  double loss_scale = NAN;          // at the end of the epoch
-  long long steps_skipped = 0;      // steps of this epoch skipped on overflow
+  double loss_scale = NAN;      // at the end of the epoch
+  long long steps_skipped = 0;  // steps of this epoch skipped on overflow
   bool has_scaler() const { return !std::isnan(loss_scale); }
 };
 
 // A point of the sub-epoch training curve.
 struct StepRecord {
-  long long step = 0;          // optimizer steps so far (iterations, skipped ones included)
-  double epoch = 0.0;          // epochs done, fractional: 2.25 = a quarter into the third
-  double train_loss = 0.0;     // mean of the batch losses since the previous point
-  double lr = 0.0;             // learning rate of the last step
-  double loss_scale = NAN;     // after the last step (NaN: no scaler)
-  long long steps_skipped = 0; // skipped steps in the whole run so far
+  long long step = 0;           // optimizer steps so far (iterations, skipped ones included)
+  double epoch = 0.0;           // epochs done, fractional: 2.25 = a quarter into the third
+  double train_loss = 0.0;      // mean of the batch losses since the previous point
+  double lr = 0.0;              // learning rate of the last step
+  double loss_scale = NAN;      // after the last step (NaN: no scaler)
+  long long steps_skipped = 0;  // skipped steps in the whole run so far
 };
 
 struct Metrics {

@@ -43,7 +43,8 @@ void check_4d(const char* op, const Tensor& t, const char* what) {
 
 // An output [N, C, H, W] in x's layout (channels-last stays channels-last).
 Tensor empty_4d(int64_t n, int64_t c, int64_t h, int64_t w, DType dtype, const Tensor& like) {
-  if (is_channels_last(like)) return empty({n, h, w, c}, {.dtype = dtype, .device = like.device()}).permute({0, 3, 1, 2});
+  if (is_channels_last(like))
+    return empty({n, h, w, c}, {.dtype = dtype, .device = like.device()}).permute({0, 3, 1, 2});
   return empty({n, c, h, w}, {.dtype = dtype, .device = like.device()});
 }
 
@@ -58,8 +59,8 @@ std::array<int64_t, 2> conv_output(const Tensor& x, const Tensor& w, const Conv2
   for (int d = 0; d < 2; ++d) {
     const int64_t in = x.size(2 + d), k = w.size(2 + d);
     const int64_t padded = in + p.pad_lo[d] + p.pad_hi[d], span = p.dilation[d] * (k - 1) + 1;
-    HG_CHECK(span <= padded, "conv2d: the kernel ", w.shape_str(), " with dilation ", pair_str(p.dilation),
-             " spans ", span, " in dim ", d + 2, " but the padded input ", x.shape_str(), " has only ", padded,
+    HG_CHECK(span <= padded, "conv2d: the kernel ", w.shape_str(), " with dilation ", pair_str(p.dilation), " spans ",
+             span, " in dim ", d + 2, " but the padded input ", x.shape_str(), " has only ", padded,
              " there; use a smaller kernel or more padding");
     out[d] = (padded - span) / p.stride[d] + 1;
   }
@@ -75,19 +76,19 @@ void check_conv(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv
            ", weight ", w.dtype(), (bias.defined() ? ", bias " : ""), (bias.defined() ? dtype_name(bias.dtype()) : ""),
            " differ; convert them to one dtype (or run under hg::amp::Autocast)");
   for (int d = 0; d < 2; ++d) {
-    HG_CHECK(p.stride[d] >= 1 && p.dilation[d] >= 1 && p.pad_lo[d] >= 0 && p.pad_hi[d] >= 0,
-             "conv2d: stride ", pair_str(p.stride), " and dilation ", pair_str(p.dilation),
-             " must be >= 1 and padding ", pair_str(p.pad_lo), " >= 0");
+    HG_CHECK(p.stride[d] >= 1 && p.dilation[d] >= 1 && p.pad_lo[d] >= 0 && p.pad_hi[d] >= 0, "conv2d: stride ",
+             pair_str(p.stride), " and dilation ", pair_str(p.dilation), " must be >= 1 and padding ",
+             pair_str(p.pad_lo), " >= 0");
   }
   HG_CHECK(p.groups >= 1, "conv2d: groups must be >= 1, got ", p.groups);
   const int64_t C = x.size(1), O = w.size(0);
   HG_CHECK(C % p.groups == 0 && O % p.groups == 0, "conv2d: groups=", p.groups,
-           " must divide both the input channels (", C, " of input ", x.shape_str(), ") and the output channels (",
-           O, " of weight ", w.shape_str(), "); pick groups dividing both");
+           " must divide both the input channels (", C, " of input ", x.shape_str(), ") and the output channels (", O,
+           " of weight ", w.shape_str(), "); pick groups dividing both");
   HG_CHECK(w.size(1) * p.groups == C, "conv2d: weight ", w.shape_str(), " expects ", w.size(1) * p.groups,
-           " input channels (weight.size(1) * groups = ", w.size(1), " * ", p.groups, ") but the input ",
-           x.shape_str(), " has ", C, "; make weight [O, C/groups, KH, KW] = [", O, ", ", C / p.groups, ", ",
-           w.size(2), ", ", w.size(3), "]");
+           " input channels (weight.size(1) * groups = ", w.size(1), " * ", p.groups, ") but the input ", x.shape_str(),
+           " has ", C, "; make weight [O, C/groups, KH, KW] = [", O, ", ", C / p.groups, ", ", w.size(2), ", ",
+           w.size(3), "]");
   HG_CHECK(!bias.defined() || (bias.dim() == 1 && bias.size(0) == O), "conv2d: bias ",
            bias.defined() ? bias.shape_str() : std::string(), " must be [", O, "] (one per output channel of weight ",
            w.shape_str(), ")");
@@ -110,8 +111,8 @@ std::tuple<Tensor, Tensor, Tensor> conv2d_backward(const Tensor& dy, const Tenso
   const auto o = conv_output(x, w, p);
   check_4d("conv2d_backward", dy, "dy");
   HG_CHECK(dy.size(0) == x.size(0) && dy.size(1) == w.size(0) && dy.size(2) == o[0] && dy.size(3) == o[1],
-           "conv2d_backward: dy ", dy.shape_str(), " is not the output shape [", x.size(0), ", ", w.size(0), ", ",
-           o[0], ", ", o[1], "] of input ", x.shape_str(), " and weight ", w.shape_str());
+           "conv2d_backward: dy ", dy.shape_str(), " is not the output shape [", x.size(0), ", ", w.size(0), ", ", o[0],
+           ", ", o[1], "] of input ", x.shape_str(), " and weight ", w.shape_str());
   const Tensor g = dy.to(x.dtype());
   Tensor dx = need[0] ? empty_4d(x.size(0), x.size(1), x.size(2), x.size(3), x.dtype(), x) : Tensor();
   Tensor dw = need[1] ? empty(w.sizes(), {.dtype = w.dtype(), .device = w.device()}) : Tensor();
@@ -222,8 +223,8 @@ DType bn_acc(DType x) { return x == kF64 ? kF64 : kF32; }
 // A [C] parameter or statistic as a contiguous tensor in the accumulation dtype.
 Tensor bn_param(const Tensor& t, const Tensor& x, const char* what) {
   if (!t.defined()) return t;
-  HG_CHECK(is_floating(t.dtype()) && t.dim() == 1 && t.size(0) == x.size(1), "batch_norm: ", what, " ",
-           t.dtype(), " ", t.shape_str(), " must be a floating [C] = [", x.size(1), "] tensor (one per channel of input ",
+  HG_CHECK(is_floating(t.dtype()) && t.dim() == 1 && t.size(0) == x.size(1), "batch_norm: ", what, " ", t.dtype(), " ",
+           t.shape_str(), " must be a floating [C] = [", x.size(1), "] tensor (one per channel of input ",
            x.shape_str(), "); build BatchNorm2d with num_features = ", x.size(1));
   HG_CHECK(t.device() == x.device(), "batch_norm: ", what, " is on ", t.device(), " but the input on ", x.device(),
            "; move it with .to(device)");
@@ -253,8 +254,8 @@ BatchNormResult batch_norm(const Tensor& x, const Tensor& weight, const Tensor& 
   r.save_mean = empty({x.size(1)}, {.dtype = acc, .device = x.device()});
   r.save_invstd = empty({x.size(1)}, {.dtype = acc, .device = x.device()});
   if (x.numel() == 0) return r;
-  HG_CONV_CALL("batch_norm", x.device(), batch_norm_forward, r.y, r.save_mean, r.save_invstd, x, w, b, rm, rv,
-               training, momentum, eps);
+  HG_CONV_CALL("batch_norm", x.device(), batch_norm_forward, r.y, r.save_mean, r.save_invstd, x, w, b, rm, rv, training,
+               momentum, eps);
   // The kernel updated its [C] copies; write back when they were copies.
   if (training && running_mean.defined()) {
     if (rm.data_ptr() != running_mean.data_ptr()) const_cast<Tensor&>(running_mean).copy_(rm);

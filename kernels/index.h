@@ -79,8 +79,8 @@ namespace hg {
 inline constexpr int kIndexMaxDims = 8;
 struct IndexGeometry {
   int rank = 0;
-  int dim = 0;                            // the indexed dim
-  int64_t sizes[kIndexMaxDims] = {};      // the iteration shape
+  int dim = 0;                             // the indexed dim
+  int64_t sizes[kIndexMaxDims] = {};       // the iteration shape
   int64_t strides[3][kIndexMaxDims] = {};  // elements; per tensor (see each kernel)
 };
 
@@ -117,8 +117,8 @@ namespace hg::detail {
 // by both backends with HG_CHECK (always on).
 inline void check_index_select_buffers(const Tensor& out, const Tensor& x, const Tensor& index) {
   HG_CHECK(x.dim() == 3 && out.dim() == 3 && x.is_contiguous() && out.is_contiguous() && index.dim() == 1 &&
-               index.is_contiguous() && index.dtype() == kI64 && out.size(0) == x.size(0) &&
-               out.size(2) == x.size(2) && out.size(1) == index.size(0) && out.dtype() == x.dtype(),
+               index.is_contiguous() && index.dtype() == kI64 && out.size(0) == x.size(0) && out.size(2) == x.size(2) &&
+               out.size(1) == index.size(0) && out.dtype() == x.dtype(),
            "index backend: wants contiguous x [outer, n, inner], out [outer, K, inner] and i64 index [K], got x ",
            x.shape_str(), ", out ", out.shape_str(), ", index ", index.dtype(), " ", index.shape_str());
 }

@@ -39,13 +39,12 @@ Tensor checked_index(OpId op, const Tensor& index, const Tensor& x, const char* 
 
 // Host indices are checked here, where the user's shapes are known; CUDA
 // kernels report through the device error flag instead (kernels/index.h).
-void check_host_indices(OpId op, const Tensor& idx, int64_t n, const Tensor& indexed, int64_t dim,
-                        const char* what) {
+void check_host_indices(OpId op, const Tensor& idx, int64_t n, const Tensor& indexed, int64_t dim, const char* what) {
   if (!idx.is_cpu()) return;
   const int64_t* p = static_cast<const int64_t*>(idx.data_ptr());
   for (int64_t i = 0; i < idx.numel(); ++i) {
-    HG_CHECK(p[i] >= 0 && p[i] < n, op_name(op), ": index ", p[i], " at position ", i, " is out of range for dim ",
-             dim, " of ", what, " ", indexed.shape_str(), " (size ", n, "); indices must be in [0, ", n, ")");
+    HG_CHECK(p[i] >= 0 && p[i] < n, op_name(op), ": index ", p[i], " at position ", i, " is out of range for dim ", dim,
+             " of ", what, " ", indexed.shape_str(), " (size ", n, "); indices must be in [0, ", n, ")");
   }
 }
 
@@ -54,8 +53,8 @@ void check_defined(OpId op, const Tensor& t, const char* what) {
 }
 
 IndexGeometry geometry_of(const Tensor& index, int64_t dim) {
-  HG_CHECK(index.dim() <= kIndexMaxDims, "gather/scatter: tensors of rank ", index.dim(), " (shape ",
-           index.shape_str(), ") exceed the supported ", kIndexMaxDims, " dims");
+  HG_CHECK(index.dim() <= kIndexMaxDims, "gather/scatter: tensors of rank ", index.dim(), " (shape ", index.shape_str(),
+           ") exceed the supported ", kIndexMaxDims, " dims");
   IndexGeometry g;
   g.rank = static_cast<int>(index.dim());
   g.dim = static_cast<int>(dim);
@@ -70,8 +69,7 @@ void check_gather_shapes(OpId op, const Tensor& x, int64_t dim, const Tensor& in
            x.shape_str(), ")");
   for (int64_t d = 0; d < x.dim(); ++d) {
     HG_CHECK(d == dim || index.size(d) <= x.size(d), op_name(op), ": index ", index.shape_str(),
-             " is larger than input ", x.shape_str(), " in dim ", d, "; index.size(d) <= input.size(d) for d != ",
-             dim);
+             " is larger than input ", x.shape_str(), " in dim ", d, "; index.size(d) <= input.size(d) for d != ", dim);
     if (src != nullptr) {
       HG_CHECK(src->dim() == x.dim() && index.size(d) <= src->size(d), op_name(op), ": index ", index.shape_str(),
                " is larger than src ", src->shape_str(), " in dim ", d, "; index.size(d) <= src.size(d)");
@@ -116,8 +114,7 @@ Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor
   want[static_cast<size_t>(d)] = k;
   HG_CHECK(src.sizes() == want, op_name(op), ": src ", src.shape_str(), " must be ", shape_to_string(want),
            " (the input ", x.shape_str(), " with dim ", d, " of the index's length ", k, ")");
-  HG_CHECK(src.device() == x.device(), op_name(op), ": src is on ", src.device(), " but the input is on ",
-           x.device());
+  HG_CHECK(src.device() == x.device(), op_name(op), ": src is on ", src.device(), " but the input is on ", x.device());
   Tensor out = x.clone();
   const Split3 s = split3(x.sizes(), d);
   check_host_indices(op, idx, s.n, x, d, "input");
@@ -150,16 +147,15 @@ Tensor embedding_backward(const Tensor& d_out, const Tensor& indices, int64_t nu
   const OpId op = OpId::index_add;
   check_defined(op, d_out, "d_out");
   const Tensor idx = checked_index(op, indices, d_out, "indices");
-  HG_CHECK(d_out.dim() == idx.dim() + 1 &&
-               Shape(d_out.sizes().begin(), d_out.sizes().end() - 1) == idx.sizes(),
+  HG_CHECK(d_out.dim() == idx.dim() + 1 && Shape(d_out.sizes().begin(), d_out.sizes().end() - 1) == idx.sizes(),
            "embedding_backward: d_out ", d_out.shape_str(), " must be the indices' shape ", idx.shape_str(),
            " plus the embedding dim");
   HG_CHECK(num_weights >= 0, "embedding_backward: num_weights must be >= 0, got ", num_weights);
   std::optional<int64_t> skip;
   if (padding_idx) {
     const int64_t p = *padding_idx < 0 ? *padding_idx + num_weights : *padding_idx;
-    HG_CHECK(p >= 0 && p < num_weights, "embedding: padding_idx ", *padding_idx, " is out of range for ",
-             num_weights, " embeddings");
+    HG_CHECK(p >= 0 && p < num_weights, "embedding: padding_idx ", *padding_idx, " is out of range for ", num_weights,
+             " embeddings");
     skip = p;
   }
   const int64_t c = d_out.size(-1);
@@ -190,8 +186,7 @@ Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tens
   check_defined(op, x, "input");
   check_defined(op, src, "src");
   HG_CHECK(x.dim() >= 1, op_name(op), ": the input is rank 0; reshape it to [1] first");
-  HG_CHECK(src.device() == x.device(), op_name(op), ": src is on ", src.device(), " but the input is on ",
-           x.device());
+  HG_CHECK(src.device() == x.device(), op_name(op), ": src is on ", src.device(), " but the input is on ", x.device());
   const int64_t d = wrap_dim(dim, x.dim(), "scatter_add");
   const Tensor idx = checked_index(op, index, x);
   check_gather_shapes(op, x, d, idx, &src);

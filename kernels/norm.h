@@ -58,18 +58,18 @@ struct NormBackward {
 // Which gradients to compute: d_x, d_weight, d_bias.
 using NormGradMask = std::array<bool, 3>;
 
-NormForward layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
-                       const Tensor& bias, double eps = 1e-5);
+NormForward layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
+                       double eps = 1e-5);
 // eps defaults to the machine epsilon of x's dtype, like torch.nn.functional.rms_norm.
 NormForward rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
                      std::optional<double> eps = std::nullopt);
 
 // weight is the forward's (or undefined); mean and rstd are the forward's
 // statistics. The bias is not needed: d_bias = sum_rows d_y.
-NormBackward layer_norm_backward(const Tensor& d_y, const Tensor& x, const Shape& normalized_shape,
-                                 const Tensor& mean, const Tensor& rstd, const Tensor& weight, NormGradMask mask);
-NormBackward rms_norm_backward(const Tensor& d_y, const Tensor& x, const Shape& normalized_shape,
-                               const Tensor& rstd, const Tensor& weight, NormGradMask mask);
+NormBackward layer_norm_backward(const Tensor& d_y, const Tensor& x, const Shape& normalized_shape, const Tensor& mean,
+                                 const Tensor& rstd, const Tensor& weight, NormGradMask mask);
+NormBackward rms_norm_backward(const Tensor& d_y, const Tensor& x, const Shape& normalized_shape, const Tensor& rstd,
+                               const Tensor& weight, NormGradMask mask);
 
 // The machine epsilon of a floating dtype (torch.finfo(dtype).eps).
 double dtype_epsilon(DType dtype);
@@ -136,10 +136,10 @@ inline void check_norm_buffers(const Tensor& x, const Tensor& mean, const Tensor
                (!mean.defined() || (mean.is_contiguous() && mean.numel() == rows && mean.dtype() == rstd.dtype())),
            "norm backend: mean/rstd must be contiguous [", rows, "], got rstd ", rstd.shape_str());
   for (const Tensor* p : {&weight, &bias}) {
-    HG_CHECK(!p->defined() || (p->is_contiguous() && p->numel() == cols &&
-                               (p->dtype() == x.dtype() || p->dtype() == kF32)),
-             "norm backend: weight/bias must be contiguous [", cols, "] in x's dtype or f32, got ",
-             p->defined() ? p->shape_str() : std::string("undefined"));
+    HG_CHECK(
+        !p->defined() || (p->is_contiguous() && p->numel() == cols && (p->dtype() == x.dtype() || p->dtype() == kF32)),
+        "norm backend: weight/bias must be contiguous [", cols, "] in x's dtype or f32, got ",
+        p->defined() ? p->shape_str() : std::string("undefined"));
   }
 }
 }  // namespace hg::detail

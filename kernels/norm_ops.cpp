@@ -25,18 +25,17 @@ struct NormPlan {
   Tensor bias;    // same
 };
 
-NormPlan plan_norm(OpId op, const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
-                   const Tensor& bias) {
+NormPlan plan_norm(OpId op, const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias) {
   HG_CHECK(x.defined(), op_name(op), ": input is an undefined tensor");
-  HG_CHECK(is_floating(x.dtype()), op_name(op), " needs a floating input (f32, f16, bf16, f64) but got ",
-           x.dtype(), " ", x.shape_str(), "; convert with .to(hg::kF32) first");
+  HG_CHECK(is_floating(x.dtype()), op_name(op), " needs a floating input (f32, f16, bf16, f64) but got ", x.dtype(),
+           " ", x.shape_str(), "; convert with .to(hg::kF32) first");
   const int64_t k = static_cast<int64_t>(normalized_shape.size());
   HG_CHECK(k >= 1 && k <= x.dim(), op_name(op), ": normalized_shape ", shape_to_string(normalized_shape),
            " must name 1 to ", x.dim(), " trailing dims of the input ", x.shape_str());
   for (int64_t i = 0; i < k; ++i) {
-    HG_CHECK(x.size(x.dim() - k + i) == normalized_shape[static_cast<size_t>(i)], op_name(op),
-             ": normalized_shape ", shape_to_string(normalized_shape), " does not match the trailing dims of input ",
-             x.shape_str(), "; it must equal input.sizes()[", x.dim() - k, ":]");
+    HG_CHECK(x.size(x.dim() - k + i) == normalized_shape[static_cast<size_t>(i)], op_name(op), ": normalized_shape ",
+             shape_to_string(normalized_shape), " does not match the trailing dims of input ", x.shape_str(),
+             "; it must equal input.sizes()[", x.dim() - k, ":]");
   }
   NormPlan plan;
   plan.cols = numel_of(normalized_shape);
@@ -112,11 +111,16 @@ NormBackward norm_backward(OpId op, const Tensor& d_y, const Tensor& x, const Sh
 
 double dtype_epsilon(DType dtype) {
   switch (dtype) {
-    case DType::F32: return std::numeric_limits<float>::epsilon();
-    case DType::F64: return std::numeric_limits<double>::epsilon();
-    case DType::F16: return 0.0009765625;  // 2^-10
-    case DType::BF16: return 0.0078125;    // 2^-7
-    default: HG_FAIL("dtype_epsilon: ", dtype, " is not a floating dtype");
+    case DType::F32:
+      return std::numeric_limits<float>::epsilon();
+    case DType::F64:
+      return std::numeric_limits<double>::epsilon();
+    case DType::F16:
+      return 0.0009765625;  // 2^-10
+    case DType::BF16:
+      return 0.0078125;  // 2^-7
+    default:
+      HG_FAIL("dtype_epsilon: ", dtype, " is not a floating dtype");
   }
 }
 
@@ -125,20 +129,19 @@ NormForward layer_norm(const Tensor& x, const Shape& normalized_shape, const Ten
   return norm_forward(OpId::layer_norm, x, normalized_shape, weight, bias, eps);
 }
 
-NormForward rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
-                     std::optional<double> eps) {
+NormForward rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, std::optional<double> eps) {
   HG_CHECK(x.defined() && is_floating(x.dtype()), "rms_norm needs a floating input (f32, f16, bf16, f64)",
            x.defined() ? std::string(", got ") + std::string(dtype_name(x.dtype())) : std::string());
   return norm_forward(OpId::rms_norm, x, normalized_shape, weight, Tensor(), eps.value_or(dtype_epsilon(x.dtype())));
 }
 
-NormBackward layer_norm_backward(const Tensor& d_y, const Tensor& x, const Shape& normalized_shape,
-                                 const Tensor& mean, const Tensor& rstd, const Tensor& weight, NormGradMask mask) {
+NormBackward layer_norm_backward(const Tensor& d_y, const Tensor& x, const Shape& normalized_shape, const Tensor& mean,
+                                 const Tensor& rstd, const Tensor& weight, NormGradMask mask) {
   return norm_backward(OpId::layer_norm_backward, d_y, x, normalized_shape, mean, rstd, weight, mask);
 }
 
-NormBackward rms_norm_backward(const Tensor& d_y, const Tensor& x, const Shape& normalized_shape,
-                               const Tensor& rstd, const Tensor& weight, NormGradMask mask) {
+NormBackward rms_norm_backward(const Tensor& d_y, const Tensor& x, const Shape& normalized_shape, const Tensor& rstd,
+                               const Tensor& weight, NormGradMask mask) {
   mask[2] = false;  // rms_norm has no bias
   return norm_backward(OpId::rms_norm_backward, d_y, x, normalized_shape, Tensor(), rstd, weight, mask);
 }

@@ -194,7 +194,20 @@ static_assert(kNumOps == 0 HG_FORALL_OPS(HG_OP_COUNT), "HG_FORALL_OPS must run e
 #undef HG_OP_COUNT_FAMILY
 #undef HG_OP_COUNT
 
-enum class OpFamily : uint8_t { memory, unary, binary, comparison, select, reduction, random, gemm, softmax, conv, norm, index };
+enum class OpFamily : uint8_t {
+  memory,
+  unary,
+  binary,
+  comparison,
+  select,
+  reduction,
+  random,
+  gemm,
+  softmax,
+  conv,
+  norm,
+  index
+};
 enum class OpDTypes : uint8_t { any, floating };
 enum class AmpClass : uint8_t { lower, fp32, promote, passthrough, banned };
 enum class OpGrad : uint8_t { functor, rule, none };

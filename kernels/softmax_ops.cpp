@@ -68,8 +68,8 @@ Tensor softmax_backward_impl(OpId op, const Tensor& d_y, const Tensor& y, int64_
     HG_BACKEND_CALL(y.device(), softmax_backward, op, d_x.view({s.outer, s.n}),
                     d_y.to(compute).contiguous().view({s.outer, s.n}), y.to(compute).contiguous().view({s.outer, s.n}));
   } else {
-    HG_BACKEND_CALL(y.device(), softmax_dim_backward, op, d_x, d_y.to(compute).contiguous(),
-                    y.to(compute).contiguous(), s.outer, s.n, s.inner);
+    HG_BACKEND_CALL(y.device(), softmax_dim_backward, op, d_x, d_y.to(compute).contiguous(), y.to(compute).contiguous(),
+                    s.outer, s.n, s.inner);
   }
   return d_x;
 }

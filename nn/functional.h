@@ -25,7 +25,8 @@ inline Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Ten
                        std::optional<double> eps = std::nullopt) {
   return hg::rms_norm(x, normalized_shape, weight, eps);
 }
-inline Tensor embedding(const Tensor& indices, const Tensor& weight, std::optional<int64_t> padding_idx = std::nullopt) {
+inline Tensor embedding(const Tensor& indices, const Tensor& weight,
+                        std::optional<int64_t> padding_idx = std::nullopt) {
   return hg::embedding(indices, weight, padding_idx);
 }
 inline Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index = -100,

@@ -105,8 +105,7 @@ std::string RMSNorm::type_name() const {
   return os.str();
 }
 
-Embedding::Embedding(int64_t num_embeddings, int64_t embedding_dim, std::optional<int64_t> padding_idx,
-                     Generator* gen)
+Embedding::Embedding(int64_t num_embeddings, int64_t embedding_dim, std::optional<int64_t> padding_idx, Generator* gen)
     : num_embeddings_(num_embeddings), embedding_dim_(embedding_dim), padding_idx_(padding_idx) {
   HG_CHECK(num_embeddings > 0 && embedding_dim > 0, "Embedding: num_embeddings and embedding_dim must be > 0, got ",
            num_embeddings, " and ", embedding_dim);

@@ -28,7 +28,10 @@
 //
 // Resuming: store last_step() in the checkpoint, build the optimizer and the
 // scheduler as before, then set_last_step(saved): the lr sequence continues
-// as if training had never stopped.
+// as if training had never stopped. Under a GradScaler, build it with
+// kAppliedSteps: kAuto switches clocks only after the first scaled step, so
+// after a resume that first step would use the call clock's lr, which differs
+// once a step was skipped.
 #pragma once
 
 #include <cstdint>

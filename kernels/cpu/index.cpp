@@ -176,9 +176,9 @@ void scatter_add(const Tensor& out, const Tensor& index, const Tensor& src, cons
 }
 
 void trilu(const Tensor& out, const Tensor& x, int64_t diagonal, bool upper) {
-  HG_CHECK(out.is_contiguous() && x.is_contiguous() && x.dim() >= 2 && out.sizes() == x.sizes() &&
-               out.dtype() == x.dtype(),
-           "cpu::trilu: wants contiguous out and x of one shape and dtype, rank >= 2");
+  HG_CHECK(
+      out.is_contiguous() && x.is_contiguous() && x.dim() >= 2 && out.sizes() == x.sizes() && out.dtype() == x.dtype(),
+      "cpu::trilu: wants contiguous out and x of one shape and dtype, rank >= 2");
   const int64_t rows = x.size(-2), cols = x.size(-1), total = x.numel();
   dispatch_dtype(out.dtype(), [&](auto tag) {
     using T = decltype(tag);

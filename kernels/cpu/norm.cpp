@@ -73,7 +73,9 @@ void backward_dx_rows(bool rms, const T* d_y, const T* x, const acc_t<T>* mean, 
     const T* xr = x + r * cols;
     const A mu = rms ? A(0) : mean[r];
     const A rs = rstd[r];
-    auto g = [&](int64_t c) { return w != nullptr ? static_cast<A>(dyr[c]) * static_cast<A>(w[c]) : static_cast<A>(dyr[c]); };
+    auto g = [&](int64_t c) {
+      return w != nullptr ? static_cast<A>(dyr[c]) * static_cast<A>(w[c]) : static_cast<A>(dyr[c]);
+    };
     auto xhat = [&](int64_t c) { return (static_cast<A>(xr[c]) - mu) * rs; };
     const A mean_g = rms ? A(0) : pairwise_sum<A>(0, cols, g) / n;
     const A mean_gx = pairwise_sum<A>(0, cols, [&](int64_t c) { return g(c) * xhat(c); }) / n;

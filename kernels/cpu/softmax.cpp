@@ -165,8 +165,8 @@ void softmax_dim_backward(OpId op, const Tensor& d_x, const Tensor& d_y, const T
                d_x.numel() == y.numel() && d_y.numel() == y.numel() && d_x.dtype() == y.dtype() &&
                d_y.dtype() == y.dtype(),
            "cpu::softmax_dim_backward needs contiguous tensors of ", outer, " x ", n, " x ", inner, " elements");
-  HG_CHECK(op == OpId::softmax_backward || op == OpId::log_softmax_backward, "cpu::softmax_dim_backward: ",
-           op_name(op), " is not a softmax backward op");
+  HG_CHECK(op == OpId::softmax_backward || op == OpId::log_softmax_backward, "cpu::softmax_dim_backward: ", op_name(op),
+           " is not a softmax backward op");
   if (y.numel() == 0) return;
   dispatch_floating(y.dtype(), op_name(op), [&](auto tag) {
     using T = decltype(tag);

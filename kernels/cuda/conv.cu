@@ -111,11 +111,16 @@ __global__ void __launch_bounds__(kBlockThreads)
 
 cudnnDataType_t cudnn_type(DType t) {
   switch (t) {
-    case DType::F32: return CUDNN_DATA_FLOAT;
-    case DType::F16: return CUDNN_DATA_HALF;
-    case DType::BF16: return CUDNN_DATA_BFLOAT16;
-    case DType::F64: return CUDNN_DATA_DOUBLE;
-    default: HG_FAIL("conv2d: no cuDNN convolution for dtype ", t);
+    case DType::F32:
+      return CUDNN_DATA_FLOAT;
+    case DType::F16:
+      return CUDNN_DATA_HALF;
+    case DType::BF16:
+      return CUDNN_DATA_BFLOAT16;
+    case DType::F64:
+      return CUDNN_DATA_DOUBLE;
+    default:
+      HG_FAIL("conv2d: no cuDNN convolution for dtype ", t);
   }
 }
 
@@ -145,10 +150,9 @@ struct FilterDesc {
   cudnnFilterDescriptor_t d = nullptr;
   explicit FilterDesc(const Tensor& w) {
     HG_CUDNN_CHECK(cudnnCreateFilterDescriptor(&d));
-    HG_CUDNN_CHECK(cudnnSetFilter4dDescriptor(d, cudnn_type(w.dtype()),
-                                              ::hg::is_channels_last(w) ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW,
-                                              as_int(w.size(0), "O"), as_int(w.size(1), "C/groups"),
-                                              as_int(w.size(2), "KH"), as_int(w.size(3), "KW")));
+    HG_CUDNN_CHECK(cudnnSetFilter4dDescriptor(
+        d, cudnn_type(w.dtype()), ::hg::is_channels_last(w) ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW,
+        as_int(w.size(0), "O"), as_int(w.size(1), "C/groups"), as_int(w.size(2), "KH"), as_int(w.size(3), "KW")));
   }
   ~FilterDesc() { (void)cudnnDestroyFilterDescriptor(d); }
   FilterDesc(const FilterDesc&) = delete;
@@ -265,9 +269,9 @@ Tensor to_layout(const Tensor& t, bool channels_last) {
 // The problem as cuDNN sees it: consistent layouts, symmetric padding.
 struct Prepared {
   bool channels_last;
-  Tensor x;   // padded by the asymmetric part, in the chosen layout
-  Tensor w;   // KCRS or KRSC to match
-  Conv2dParams p;  // pad_lo == pad_hi
+  Tensor x;                               // padded by the asymmetric part, in the chosen layout
+  Tensor w;                               // KCRS or KRSC to match
+  Conv2dParams p;                         // pad_lo == pad_hi
   std::array<int64_t, 2> extra_lo{0, 0};  // explicit padding added before x (per spatial dim)
 };
 
@@ -313,8 +317,8 @@ void conv2d_forward(const Tensor& y, const Tensor& x, const Tensor& w, const Ten
   const TensorDesc xd(pr.x), yd(out);
   const FilterDesc wd(pr.w);
   const ConvDesc cd(pr.p, x.dtype());
-  const auto algo = static_cast<cudnnConvolutionFwdAlgo_t>(
-      cached_algorithm(problem_key(Pass::kForward, pr.x, pr.w, pr.p), [&] {
+  const auto algo =
+      static_cast<cudnnConvolutionFwdAlgo_t>(cached_algorithm(problem_key(Pass::kForward, pr.x, pr.w, pr.p), [&] {
         cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
         int count = 0;
         HG_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(handle, xd.d, wd.d, cd.d, yd.d,
@@ -351,9 +355,8 @@ void conv2d_backward(const Tensor& dx, const Tensor& dw, const Tensor& db, const
   if (dx.defined()) {
     const bool padded = pr.x.size(2) != x.size(2) || pr.x.size(3) != x.size(3);
     const bool direct = !padded && (pr.channels_last ? ::hg::is_channels_last(dx) : dx.is_contiguous());
-    const Tensor out = direct ? dx
-                              : empty_in_layout(pr.x.size(0), pr.x.size(1), pr.x.size(2), pr.x.size(3), x,
-                                                pr.channels_last);
+    const Tensor out =
+        direct ? dx : empty_in_layout(pr.x.size(0), pr.x.size(1), pr.x.size(2), pr.x.size(3), x, pr.channels_last);
     const TensorDesc xd(out);
     const FilterDesc wd(pr.w);
     const auto algo = static_cast<cudnnConvolutionBwdDataAlgo_t>(
@@ -367,19 +370,19 @@ void conv2d_backward(const Tensor& dx, const Tensor& dw, const Tensor& db, const
     size_t bytes = 0;
     HG_CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(handle, wd.d, gd.d, cd.d, xd.d, algo, &bytes));
     const Workspace ws(bytes);
-    HG_CUDNN_CHECK(cudnnConvolutionBackwardData(handle, s.one(), wd.d, pr.w.data_ptr(), gd.d, g.data_ptr(), cd.d,
-                                                algo, ws.ptr, bytes, s.zero(), xd.d, out.data_ptr()));
+    HG_CUDNN_CHECK(cudnnConvolutionBackwardData(handle, s.one(), wd.d, pr.w.data_ptr(), gd.d, g.data_ptr(), cd.d, algo,
+                                                ws.ptr, bytes, s.zero(), xd.d, out.data_ptr()));
     if (!direct) {
-      const_cast<Tensor&>(dx).copy_(
-          out.narrow(2, pr.extra_lo[0], x.size(2)).narrow(3, pr.extra_lo[1], x.size(3)));
+      const_cast<Tensor&>(dx).copy_(out.narrow(2, pr.extra_lo[0], x.size(2)).narrow(3, pr.extra_lo[1], x.size(3)));
     }
   }
   if (dw.defined()) {
     // The filter gradient in the filter layout cuDNN runs with; copied into dw (contiguous) when that differs.
-    const Tensor out = pr.channels_last ? to_layout(empty({w.size(0), w.size(1), w.size(2), w.size(3)},
-                                                          {.dtype = w.dtype(), .device = w.device()}),
-                                                    true)
-                                        : dw;
+    const Tensor out =
+        pr.channels_last
+            ? to_layout(empty({w.size(0), w.size(1), w.size(2), w.size(3)}, {.dtype = w.dtype(), .device = w.device()}),
+                        true)
+            : dw;
     const TensorDesc xd(pr.x);
     const FilterDesc wd(out);
     const auto algo = static_cast<cudnnConvolutionBwdFilterAlgo_t>(

@@ -52,9 +52,9 @@ std::string describe(const DeviceError& e) {
                                    "); targets must be class indices or ignore_index (", e.aux,
                                    ") (reported by a CUDA kernel)");
     case DeviceErrorCode::kIndexOutOfRange:
-      return ::hg::detail::str_cat(op, ": index ", e.value, " at position ", e.index, " is out of range [0, ",
-                                   e.limit, ") for an indexed dim of size ", e.limit, "; indices must be in [0, ",
-                                   e.limit, ") (reported by a CUDA kernel)");
+      return ::hg::detail::str_cat(op, ": index ", e.value, " at position ", e.index, " is out of range [0, ", e.limit,
+                                   ") for an indexed dim of size ", e.limit, "; indices must be in [0, ", e.limit,
+                                   ") (reported by a CUDA kernel)");
     default:
       return ::hg::detail::str_cat(op, ": a CUDA kernel reported error code ", e.code, " (value ",
                                    e.value, ", index ", e.index, ")");

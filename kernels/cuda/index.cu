@@ -177,13 +177,13 @@ __global__ void radix_scatter_kernel(const int32_t* __restrict__ keys_in, const 
 //              write of T; keys and vals read once per position (cached)
 //   precision  acc_t sum from 0 in increasing k, one rounding when added to out
 template <typename T>
-__global__ void index_add_runs_kernel(T* __restrict__ out, const T* __restrict__ src,
-                                      const int32_t* __restrict__ keys, const int32_t* __restrict__ vals,
-                                      int64_t k_count, int64_t outer, int64_t n, int64_t inner) {
+__global__ void index_add_runs_kernel(T* __restrict__ out, const T* __restrict__ src, const int32_t* __restrict__ keys,
+                                      const int32_t* __restrict__ vals, int64_t k_count, int64_t outer, int64_t n,
+                                      int64_t inner) {
   using A = acc_t<T>;
   for (int64_t p = blockIdx.x; p < k_count; p += gridDim.x) {
     const int64_t key = keys[p];
-    if (key >= n) return;                      // skipped keys sort last: nothing more to do
+    if (key >= n) return;                       // skipped keys sort last: nothing more to do
     if (p > 0 && keys[p - 1] == key) continue;  // not the start of a run
     int64_t end = p + 1;
     while (end < k_count && keys[end] == key) ++end;
@@ -332,8 +332,8 @@ void index_add(OpId op, const Tensor& out, const Tensor& index, const Tensor& sr
   Tensor keys_alt = empty({k_count}, i32), vals_alt = empty({k_count}, i32);
   const int64_t skip = skip_index >= 0 && skip_index < n ? skip_index : -1;
   HG_LAUNCH(index_keys_kernel, dim3(map_grid(k_count)), dim3(kIndexThreads), 0, stream,
-            static_cast<const int64_t*>(index.data_ptr()), keys.data<int32_t>(), vals.data<int32_t>(), k_count, n,
-            skip, error, static_cast<int>(op));
+            static_cast<const int64_t*>(index.data_ptr()), keys.data<int32_t>(), vals.data<int32_t>(), k_count, n, skip,
+            error, static_cast<int>(op));
   // Stable LSD radix sort over the bits that n (the largest key) needs.
   int bits = 0;
   while (bits < 31 && (int64_t{1} << bits) <= n) ++bits;
@@ -344,13 +344,14 @@ void index_add(OpId op, const Tensor& out, const Tensor& index, const Tensor& sr
               keys.data<int32_t>(), k_count, shift, hist.data<int32_t>(), tiles);
     HG_LAUNCH(exclusive_scan_kernel, dim3(1), dim3(kScanThreads), 0, stream, hist.data<int32_t>(), hist.numel());
     HG_LAUNCH(radix_scatter_kernel, dim3(static_cast<unsigned>(tiles)), dim3(kRadixTile), 0, stream,
-              keys.data<int32_t>(), vals.data<int32_t>(), keys_alt.data<int32_t>(), vals_alt.data<int32_t>(),
-              k_count, shift, hist.data<int32_t>(), tiles);
+              keys.data<int32_t>(), vals.data<int32_t>(), keys_alt.data<int32_t>(), vals_alt.data<int32_t>(), k_count,
+              shift, hist.data<int32_t>(), tiles);
     std::swap(keys, keys_alt);
     std::swap(vals, vals_alt);
   }
   const int64_t work = outer * inner;
-  const int threads = static_cast<int>(std::min<int64_t>(kIndexThreads, (work + kWarpSize - 1) / kWarpSize * kWarpSize));
+  const int threads =
+      static_cast<int>(std::min<int64_t>(kIndexThreads, (work + kWarpSize - 1) / kWarpSize * kWarpSize));
   dispatch_dtype(out.dtype(), [&](auto tag) {
     using T = decltype(tag);
     if constexpr (!std::is_same_v<T, bool>) {
@@ -397,9 +398,9 @@ void scatter_add(const Tensor& out, const Tensor& index, const Tensor& src, cons
 }
 
 void trilu(const Tensor& out, const Tensor& x, int64_t diagonal, bool upper) {
-  HG_CHECK(out.is_contiguous() && x.is_contiguous() && x.dim() >= 2 && out.sizes() == x.sizes() &&
-               out.dtype() == x.dtype(),
-           "cuda::trilu: wants contiguous out and x of one shape and dtype, rank >= 2");
+  HG_CHECK(
+      out.is_contiguous() && x.is_contiguous() && x.dim() >= 2 && out.sizes() == x.sizes() && out.dtype() == x.dtype(),
+      "cuda::trilu: wants contiguous out and x of one shape and dtype, rank >= 2");
   const int64_t total = x.numel();
   DeviceGuard guard(x.device().index);
   dispatch_dtype(x.dtype(), [&](auto tag) {

@@ -42,9 +42,9 @@ namespace {
 //   precision  acc_t math, mean and rstd kept in acc_t, one rounding on store
 template <typename T, typename W, bool kRms, bool kBlockPerRow>
 __global__ void __launch_bounds__(kRowMaxThreads)
-    norm_forward_kernel(const T* __restrict__ x, const W* __restrict__ w, const W* __restrict__ b,
-                        T* __restrict__ y, acc_t<T>* __restrict__ mean_out, acc_t<T>* __restrict__ rstd_out,
-                        int64_t rows, int64_t cols, acc_t<T> eps) {
+    norm_forward_kernel(const T* __restrict__ x, const W* __restrict__ w, const W* __restrict__ b, T* __restrict__ y,
+                        acc_t<T>* __restrict__ mean_out, acc_t<T>* __restrict__ rstd_out, int64_t rows, int64_t cols,
+                        acc_t<T> eps) {
   using A = acc_t<T>;
   __shared__ A partials[kMaxWarpsPerBlock];  // block rows: one value per warp
   const RowSplit split = row_split<kBlockPerRow>();
@@ -55,14 +55,17 @@ __global__ void __launch_bounds__(kRowMaxThreads)
     if constexpr (!kRms) {
       A sum = A(0);
       for (int64_t c = split.lane; c < cols; c += split.threads) sum += static_cast<A>(x_row[c]);
-      mean = row_allreduce<kBlockPerRow>(sum, [](A a, A b) { return a + b; }, partials) / n;
+      mean = row_allreduce<kBlockPerRow>(
+                 sum, [](A a, A b) { return a + b; }, partials) /
+             n;
     }
     A sq = A(0);
     for (int64_t c = split.lane; c < cols; c += split.threads) {
       const A d = static_cast<A>(x_row[c]) - mean;
       sq += d * d;
     }
-    sq = row_allreduce<kBlockPerRow>(sq, [](A a, A b) { return a + b; }, partials);
+    sq = row_allreduce<kBlockPerRow>(
+        sq, [](A a, A b) { return a + b; }, partials);
     const A rstd = A(1) / dmath::sqrt(sq / n + eps);
     if (split.lane == 0) {
       if constexpr (!kRms) mean_out[row] = mean;
@@ -107,8 +110,13 @@ __global__ void __launch_bounds__(kRowMaxThreads)
       sum_g += g;
       sum_gx += g * ((static_cast<A>(x[base + c]) - mu) * rs);
     }
-    const A mean_g = kRms ? A(0) : row_allreduce<kBlockPerRow>(sum_g, [](A a, A b) { return a + b; }, partials) / n;
-    const A mean_gx = row_allreduce<kBlockPerRow>(sum_gx, [](A a, A b) { return a + b; }, partials) / n;
+    const A mean_g = kRms ? A(0)
+                          : row_allreduce<kBlockPerRow>(
+                                sum_g, [](A a, A b) { return a + b; }, partials) /
+                                n;
+    const A mean_gx = row_allreduce<kBlockPerRow>(
+                          sum_gx, [](A a, A b) { return a + b; }, partials) /
+                      n;
     for (int64_t c = split.lane; c < cols; c += split.threads) {
       const A g = w != nullptr ? static_cast<A>(d_y[base + c]) * static_cast<A>(w[c]) : static_cast<A>(d_y[base + c]);
       const A xhat = (static_cast<A>(x[base + c]) - mu) * rs;
@@ -227,8 +235,8 @@ void launch_backward(const Tensor& d_x, const Tensor& d_weight, const Tensor& d_
   const Tensor part_b = d_bias.defined() ? empty({chunks, cols}, ws) : Tensor();
   const unsigned col_blocks = static_cast<unsigned>((cols + kColumnThreads - 1) / kColumnThreads);
   HG_LAUNCH((norm_params_partial_kernel<T, kRms>), dim3(col_blocks, static_cast<unsigned>(chunks)),
-            dim3(kColumnThreads), 0, stream, dy, xs, mu, rs, ptr_or_null<A>(part_w), ptr_or_null<A>(part_b), rows,
-            cols, rows_per_chunk);
+            dim3(kColumnThreads), 0, stream, dy, xs, mu, rs, ptr_or_null<A>(part_w), ptr_or_null<A>(part_b), rows, cols,
+            rows_per_chunk);
   HG_LAUNCH((norm_params_final_kernel<A, W>), dim3(col_blocks), dim3(kColumnThreads), 0, stream,
             ptr_or_null<const A>(part_w), ptr_or_null<const A>(part_b), ptr_or_null<W>(d_weight),
             ptr_or_null<W>(d_bias), chunks, cols);

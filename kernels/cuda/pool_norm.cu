@@ -64,7 +64,7 @@ struct PoolGeom {
 };
 
 PoolGeom pool_geom(const Pool2dParams& p) {
-  return {p.kernel[0], p.kernel[1], p.stride[0], p.stride[1], p.padding[0],
+  return {p.kernel[0],  p.kernel[1],   p.stride[0],   p.stride[1],        p.padding[0],
           p.padding[1], p.dilation[0], p.dilation[1], p.count_include_pad};
 }
 
@@ -95,9 +95,7 @@ __device__ __forceinline__ int64_t offset(const View& v, int64_t n, int64_t c, i
 
 __device__ __forceinline__ int64_t numel(const View& v) { return v.size.n * v.size.c * v.size.h * v.size.w; }
 
-__device__ __forceinline__ int64_t grid_start() {
-  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-}
+__device__ __forceinline__ int64_t grid_start() { return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; }
 __device__ __forceinline__ int64_t grid_step() { return static_cast<int64_t>(gridDim.x) * blockDim.x; }
 
 // ---- max_pool2d ---------------------------------------------------------------------------
@@ -113,8 +111,8 @@ __device__ __forceinline__ int64_t grid_step() { return static_cast<int64_t>(gri
 //   precision comparisons in acc_t<T>, y exact           |   fp32 (f64) sum, one rounding on store
 template <typename T>
 __global__ void __launch_bounds__(kBlockThreads)
-    max_pool2d_forward_kernel(const T* __restrict__ x, View xv, T* __restrict__ y, int64_t* __restrict__ idx,
-                              View yv, View iv, PoolGeom p) {
+    max_pool2d_forward_kernel(const T* __restrict__ x, View xv, T* __restrict__ y, int64_t* __restrict__ idx, View yv,
+                              View iv, PoolGeom p) {
   using A = acc_t<T>;
   const int64_t total = numel(yv), H = xv.size.h, W = xv.size.w;
   for (int64_t e = grid_start(); e < total; e += grid_step()) {
@@ -327,8 +325,8 @@ __global__ void __launch_bounds__(kBlockThreads)
     batch_norm_forward_kernel(const T* __restrict__ x, View xv, T* __restrict__ y, View yv,
                               acc_t<T>* __restrict__ save_mean, acc_t<T>* __restrict__ save_invstd,
                               const acc_t<T>* __restrict__ weight, const acc_t<T>* __restrict__ bias,
-                              acc_t<T>* __restrict__ running_mean, acc_t<T>* __restrict__ running_var,
-                              bool training, double momentum, double eps) {
+                              acc_t<T>* __restrict__ running_mean, acc_t<T>* __restrict__ running_var, bool training,
+                              double momentum, double eps) {
   using A = acc_t<T>;
   __shared__ A partials[kBlockThreads / kWarpSize];
   const int64_t C = xv.size.c, m = xv.size.n * xv.size.h * xv.size.w;
@@ -363,15 +361,16 @@ __global__ void __launch_bounds__(kBlockThreads)
     const A scale = invstd * (weight != nullptr ? weight[c] : A(1));
     const A shift = bias != nullptr ? bias[c] : A(0);
     for (int64_t k = threadIdx.x; k < m; k += blockDim.x) {
-      y[channel_offset(yv, c, k)] = static_cast<T>((static_cast<A>(x[channel_offset(xv, c, k)]) - mean) * scale + shift);
+      y[channel_offset(yv, c, k)] =
+          static_cast<T>((static_cast<A>(x[channel_offset(xv, c, k)]) - mean) * scale + shift);
     }
   }
 }
 
 template <typename T>
 __global__ void __launch_bounds__(kBlockThreads)
-    batch_norm_backward_kernel(const T* __restrict__ dy, View dyv, const T* __restrict__ x, View xv,
-                               T* __restrict__ dx, View dxv, const acc_t<T>* __restrict__ save_mean,
+    batch_norm_backward_kernel(const T* __restrict__ dy, View dyv, const T* __restrict__ x, View xv, T* __restrict__ dx,
+                               View dxv, const acc_t<T>* __restrict__ save_mean,
                                const acc_t<T>* __restrict__ save_invstd, const acc_t<T>* __restrict__ weight,
                                acc_t<T>* __restrict__ dweight, acc_t<T>* __restrict__ dbias, bool training) {
   using A = acc_t<T>;
@@ -434,9 +433,8 @@ void max_pool2d_forward(const Tensor& y, const Tensor& indices, const Tensor& x,
   const cudaStream_t stream = current_stream().handle();
   dispatch_floating(x.dtype(), "max_pool2d", [&](auto tag) {
     using T = decltype(tag);
-    HG_LAUNCH(max_pool2d_forward_kernel<T>, elementwise_grid(y.numel()), dim3(kBlockThreads), 0, stream,
-              cptr<T>(x), view_of(x), mptr<T>(y), mptr<int64_t>(indices), view_of(y), view_of(indices),
-              pool_geom(p));
+    HG_LAUNCH(max_pool2d_forward_kernel<T>, elementwise_grid(y.numel()), dim3(kBlockThreads), 0, stream, cptr<T>(x),
+              view_of(x), mptr<T>(y), mptr<int64_t>(indices), view_of(y), view_of(indices), pool_geom(p));
   });
 }
 
@@ -445,9 +443,8 @@ void max_pool2d_backward(const Tensor& dx, const Tensor& dy, const Tensor& indic
   const cudaStream_t stream = current_stream().handle();
   dispatch_floating(dx.dtype(), "max_pool2d_backward", [&](auto tag) {
     using T = decltype(tag);
-    HG_LAUNCH(max_pool2d_backward_kernel<T>, elementwise_grid(dx.numel()), dim3(kBlockThreads), 0, stream,
-              cptr<T>(dy), view_of(dy), cptr<int64_t>(indices), view_of(indices), mptr<T>(dx), view_of(dx),
-              pool_geom(p));
+    HG_LAUNCH(max_pool2d_backward_kernel<T>, elementwise_grid(dx.numel()), dim3(kBlockThreads), 0, stream, cptr<T>(dy),
+              view_of(dy), cptr<int64_t>(indices), view_of(indices), mptr<T>(dx), view_of(dx), pool_geom(p));
   });
 }
 
@@ -466,8 +463,8 @@ void avg_pool2d_backward(const Tensor& dx, const Tensor& dy, const Pool2dParams&
   const cudaStream_t stream = current_stream().handle();
   dispatch_floating(dx.dtype(), "avg_pool2d_backward", [&](auto tag) {
     using T = decltype(tag);
-    HG_LAUNCH(avg_pool2d_backward_kernel<T>, elementwise_grid(dx.numel()), dim3(kBlockThreads), 0, stream,
-              cptr<T>(dy), view_of(dy), mptr<T>(dx), view_of(dx), pool_geom(p));
+    HG_LAUNCH(avg_pool2d_backward_kernel<T>, elementwise_grid(dx.numel()), dim3(kBlockThreads), 0, stream, cptr<T>(dy),
+              view_of(dy), mptr<T>(dx), view_of(dx), pool_geom(p));
   });
 }
 
@@ -492,8 +489,8 @@ void adaptive_avg_pool2d_backward(const Tensor& dx, const Tensor& dy) {
 }
 
 void batch_norm_forward(const Tensor& y, const Tensor& save_mean, const Tensor& save_invstd, const Tensor& x,
-                        const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
-                        const Tensor& running_var, bool training, double momentum, double eps) {
+                        const Tensor& weight, const Tensor& bias, const Tensor& running_mean, const Tensor& running_var,
+                        bool training, double momentum, double eps) {
   DeviceGuard guard(x.device().index);
   const cudaStream_t stream = current_stream().handle();
   dispatch_floating(x.dtype(), "batch_norm", [&](auto tag) {

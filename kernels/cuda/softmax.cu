@@ -239,8 +239,8 @@ __global__ void softmax_columns_kernel(const T* __restrict__ x, T* __restrict__ 
 //   split      one thread per column, as the forward
 //   bytes      per element 2 reads of d_y and (softmax) y, 1 read of y, 1 write
 template <typename T, bool kLog>
-__global__ void softmax_columns_backward_kernel(const T* __restrict__ d_y, const T* __restrict__ y,
-                                                T* __restrict__ d_x, int64_t outer, int64_t n, int64_t inner) {
+__global__ void softmax_columns_backward_kernel(const T* __restrict__ d_y, const T* __restrict__ y, T* __restrict__ d_x,
+                                                int64_t outer, int64_t n, int64_t inner) {
   using A = acc_t<T>;
   const int64_t columns = outer * inner;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
@@ -261,7 +261,8 @@ __global__ void softmax_columns_backward_kernel(const T* __restrict__ d_y, const
 
 unsigned column_grid(int64_t columns) {
   const int64_t max_blocks = 32LL * device_properties().multiProcessorCount;
-  return static_cast<unsigned>(std::max<int64_t>(1, std::min((columns + kColumnThreads - 1) / kColumnThreads, max_blocks)));
+  return static_cast<unsigned>(
+      std::max<int64_t>(1, std::min((columns + kColumnThreads - 1) / kColumnThreads, max_blocks)));
 }
 
 }  // namespace
@@ -291,8 +292,8 @@ void softmax_dim(OpId op, const Tensor& y, const Tensor& x, int64_t outer, int64
 
 void softmax_dim_backward(OpId op, const Tensor& d_x, const Tensor& d_y, const Tensor& y, int64_t outer, int64_t n,
                           int64_t inner) {
-  HG_CHECK(op == OpId::softmax_backward || op == OpId::log_softmax_backward, "cuda::softmax_dim_backward: ",
-           op_name(op), " is not a softmax backward op");
+  HG_CHECK(op == OpId::softmax_backward || op == OpId::log_softmax_backward,
+           "cuda::softmax_dim_backward: ", op_name(op), " is not a softmax backward op");
   HG_CHECK(d_x.is_contiguous() && d_y.is_contiguous() && y.is_contiguous() && y.numel() == outer * n * inner &&
                d_x.numel() == y.numel() && d_y.numel() == y.numel() && d_x.dtype() == y.dtype() &&
                d_y.dtype() == y.dtype(),
@@ -307,8 +308,8 @@ void softmax_dim_backward(OpId op, const Tensor& d_x, const Tensor& d_y, const T
     const T* yy = static_cast<const T*>(y.data_ptr());
     T* dx = static_cast<T*>(d_x.data_ptr());
     if (op == OpId::log_softmax_backward) {
-      HG_LAUNCH((softmax_columns_backward_kernel<T, true>), grid, dim3(kColumnThreads), 0, stream, dy, yy, dx, outer,
-                n, inner);
+      HG_LAUNCH((softmax_columns_backward_kernel<T, true>), grid, dim3(kColumnThreads), 0, stream, dy, yy, dx, outer, n,
+                inner);
     } else {
       HG_LAUNCH((softmax_columns_backward_kernel<T, false>), grid, dim3(kColumnThreads), 0, stream, dy, yy, dx, outer,
                 n, inner);

@@ -129,10 +129,14 @@ namespace {
 size_t cudnn_element_size(cudnnDataType_t t) {
   switch (t) {
     case CUDNN_DATA_HALF:
-    case CUDNN_DATA_BFLOAT16: return 2;
-    case CUDNN_DATA_FLOAT: return 4;
-    case CUDNN_DATA_DOUBLE: return 8;
-    default: return 0;
+    case CUDNN_DATA_BFLOAT16:
+      return 2;
+    case CUDNN_DATA_FLOAT:
+      return 4;
+    case CUDNN_DATA_DOUBLE:
+      return 8;
+    default:
+      return 0;
   }
 }
 
@@ -149,31 +153,42 @@ float round_tf32(float f) {
 
 double load(const void* p, cudnnDataType_t t, int64_t i) {
   switch (t) {
-    case CUDNN_DATA_HALF: return static_cast<float>(static_cast<const hg::half*>(p)[i]);
-    case CUDNN_DATA_BFLOAT16: return static_cast<float>(static_cast<const hg::bfloat16*>(p)[i]);
-    case CUDNN_DATA_FLOAT: return static_cast<const float*>(p)[i];
-    default: return static_cast<const double*>(p)[i];
+    case CUDNN_DATA_HALF:
+      return static_cast<float>(static_cast<const hg::half*>(p)[i]);
+    case CUDNN_DATA_BFLOAT16:
+      return static_cast<float>(static_cast<const hg::bfloat16*>(p)[i]);
+    case CUDNN_DATA_FLOAT:
+      return static_cast<const float*>(p)[i];
+    default:
+      return static_cast<const double*>(p)[i];
   }
 }
 
 void store(void* p, cudnnDataType_t t, int64_t i, double v) {
   switch (t) {
-    case CUDNN_DATA_HALF: static_cast<hg::half*>(p)[i] = hg::half(static_cast<float>(v)); break;
-    case CUDNN_DATA_BFLOAT16: static_cast<hg::bfloat16*>(p)[i] = hg::bfloat16(static_cast<float>(v)); break;
-    case CUDNN_DATA_FLOAT: static_cast<float*>(p)[i] = static_cast<float>(v); break;
-    default: static_cast<double*>(p)[i] = v;
+    case CUDNN_DATA_HALF:
+      static_cast<hg::half*>(p)[i] = hg::half(static_cast<float>(v));
+      break;
+    case CUDNN_DATA_BFLOAT16:
+      static_cast<hg::bfloat16*>(p)[i] = hg::bfloat16(static_cast<float>(v));
+      break;
+    case CUDNN_DATA_FLOAT:
+      static_cast<float*>(p)[i] = static_cast<float>(v);
+      break;
+    default:
+      static_cast<double*>(p)[i] = v;
   }
 }
 
 // The resolved problem: x [N,C,H,W], w [K,Cg,R,S], y [N,K,P,Q], all by strides.
 struct ConvProblem {
   cudnnDataType_t type;
-  bool wide;         // double accumulation
-  bool tf32;         // fp32 inputs rounded to TF32 first
+  bool wide;  // double accumulation
+  bool tf32;  // fp32 inputs rounded to TF32 first
   int64_t N, C, H, W, K, Cg, R, S, P, Q, G;
   int64_t xs[4], ys[4], ws[4];
   int64_t pad[2], str[2], dil[2];
-  bool flip;         // CUDNN_CONVOLUTION mode
+  bool flip;  // CUDNN_CONVOLUTION mode
 };
 
 cudnnStatus_t resolve(const cudnnTensorStruct* x, const cudnnFilterStruct* w, const cudnnConvolutionStruct* conv,
@@ -284,8 +299,7 @@ void conv_backward_data(const ConvProblem& pr, const void* w, const void* dy, vo
 }
 
 template <typename Acc>
-void conv_backward_filter(const ConvProblem& pr, const void* x, const void* dy, void* dw, double alpha,
-                          double beta) {
+void conv_backward_filter(const ConvProblem& pr, const void* x, const void* dy, void* dw, double alpha, double beta) {
   const int64_t Kg = pr.K / pr.G;
   for (int64_t k = 0; k < pr.K; ++k)
     for (int64_t c = 0; c < pr.Cg; ++c)
@@ -313,27 +327,34 @@ void conv_backward_filter(const ConvProblem& pr, const void* x, const void* dy, 
 // of each would need: an index table, or an im2col buffer); SIZE_MAX = not implemented.
 size_t fwd_workspace(const ConvProblem& pr, cudnnConvolutionFwdAlgo_t algo) {
   switch (algo) {
-    case CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM: return 0;
+    case CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM:
+      return 0;
     case CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM:
       return static_cast<size_t>(pr.Cg * pr.R * pr.S) * sizeof(int);
     case CUDNN_CONVOLUTION_FWD_ALGO_GEMM:
       return static_cast<size_t>(pr.Cg * pr.R * pr.S * pr.P * pr.Q) * cudnn_element_size(pr.type);
-    default: return SIZE_MAX;
+    default:
+      return SIZE_MAX;
   }
 }
 size_t bwd_data_workspace(const ConvProblem& pr, cudnnConvolutionBwdDataAlgo_t algo) {
   switch (algo) {
-    case CUDNN_CONVOLUTION_BWD_DATA_ALGO_0: return 0;
-    case CUDNN_CONVOLUTION_BWD_DATA_ALGO_1: return static_cast<size_t>(pr.K / pr.G * pr.R * pr.S) * sizeof(int);
-    default: return SIZE_MAX;
+    case CUDNN_CONVOLUTION_BWD_DATA_ALGO_0:
+      return 0;
+    case CUDNN_CONVOLUTION_BWD_DATA_ALGO_1:
+      return static_cast<size_t>(pr.K / pr.G * pr.R * pr.S) * sizeof(int);
+    default:
+      return SIZE_MAX;
   }
 }
 size_t bwd_filter_workspace(const ConvProblem& pr, cudnnConvolutionBwdFilterAlgo_t algo) {
   switch (algo) {
-    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0: return 0;
+    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0:
+      return 0;
     case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1:
       return static_cast<size_t>(pr.Cg * pr.R * pr.S * pr.P * pr.Q) * cudnn_element_size(pr.type);
-    default: return SIZE_MAX;
+    default:
+      return SIZE_MAX;
   }
 }
 
@@ -438,9 +459,8 @@ cudnnStatus_t cudnnSetConvolutionMathType(cudnnConvolutionDescriptor_t d, cudnnM
   return CUDNN_STATUS_SUCCESS;
 }
 cudnnStatus_t cudnnGetConvolution2dForwardOutputDim(const cudnnConvolutionDescriptor_t conv,
-                                                    const cudnnTensorDescriptor_t x,
-                                                    const cudnnFilterDescriptor_t w, int* n, int* c, int* h,
-                                                    int* ww) {
+                                                    const cudnnTensorDescriptor_t x, const cudnnFilterDescriptor_t w,
+                                                    int* n, int* c, int* h, int* ww) {
   if (conv == nullptr || x == nullptr || w == nullptr || n == nullptr || c == nullptr || h == nullptr ||
       ww == nullptr || !conv->set || !x->set || !w->set)
     return CUDNN_STATUS_BAD_PARAM;
@@ -497,8 +517,10 @@ cudnnStatus_t cudnnConvolutionForward(cudnnHandle_t handle, const void* alpha, c
           check_run(handle, alpha, beta, x, w, y, fwd_workspace(pr, algo), workSpace, workSpaceSizeInBytes);
       s != CUDNN_STATUS_SUCCESS)
     return s;
-  if (pr.wide) conv_forward<double>(pr, x, w, y, scale_of(pr, alpha), scale_of(pr, beta));
-  else conv_forward<float>(pr, x, w, y, scale_of(pr, alpha), scale_of(pr, beta));
+  if (pr.wide)
+    conv_forward<double>(pr, x, w, y, scale_of(pr, alpha), scale_of(pr, beta));
+  else
+    conv_forward<float>(pr, x, w, y, scale_of(pr, alpha), scale_of(pr, beta));
   return CUDNN_STATUS_SUCCESS;
 }
 
@@ -535,9 +557,8 @@ cudnnStatus_t cudnnGetConvolutionBackwardDataWorkspaceSize(cudnnHandle_t handle,
   return CUDNN_STATUS_SUCCESS;
 }
 
-cudnnStatus_t cudnnConvolutionBackwardData(cudnnHandle_t handle, const void* alpha,
-                                           const cudnnFilterDescriptor_t wDesc, const void* w,
-                                           const cudnnTensorDescriptor_t dyDesc, const void* dy,
+cudnnStatus_t cudnnConvolutionBackwardData(cudnnHandle_t handle, const void* alpha, const cudnnFilterDescriptor_t wDesc,
+                                           const void* w, const cudnnTensorDescriptor_t dyDesc, const void* dy,
                                            const cudnnConvolutionDescriptor_t convDesc,
                                            cudnnConvolutionBwdDataAlgo_t algo, void* workSpace,
                                            size_t workSpaceSizeInBytes, const void* beta,
@@ -548,8 +569,10 @@ cudnnStatus_t cudnnConvolutionBackwardData(cudnnHandle_t handle, const void* alp
           check_run(handle, alpha, beta, w, dy, dx, bwd_data_workspace(pr, algo), workSpace, workSpaceSizeInBytes);
       s != CUDNN_STATUS_SUCCESS)
     return s;
-  if (pr.wide) conv_backward_data<double>(pr, w, dy, dx, scale_of(pr, alpha), scale_of(pr, beta));
-  else conv_backward_data<float>(pr, w, dy, dx, scale_of(pr, alpha), scale_of(pr, beta));
+  if (pr.wide)
+    conv_backward_data<double>(pr, w, dy, dx, scale_of(pr, alpha), scale_of(pr, beta));
+  else
+    conv_backward_data<float>(pr, w, dy, dx, scale_of(pr, alpha), scale_of(pr, beta));
   return CUDNN_STATUS_SUCCESS;
 }
 
@@ -567,8 +590,7 @@ cudnnStatus_t cudnnGetConvolutionBackwardFilterAlgorithm_v7(cudnnHandle_t handle
   for (const auto algo : order) {
     if (count == requested) break;
     fill_perf(&perf[count++], algo, bwd_filter_workspace(pr, algo),
-              algo == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0 ? CUDNN_NON_DETERMINISTIC : CUDNN_DETERMINISTIC,
-              conv->math);
+              algo == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0 ? CUDNN_NON_DETERMINISTIC : CUDNN_DETERMINISTIC, conv->math);
   }
   *returned = count;
   return CUDNN_STATUS_SUCCESS;
@@ -598,11 +620,13 @@ cudnnStatus_t cudnnConvolutionBackwardFilter(cudnnHandle_t handle, const void* a
                                              const cudnnFilterDescriptor_t dwDesc, void* dw) {
   ConvProblem pr{};
   if (const cudnnStatus_t s = resolve(xDesc, dwDesc, convDesc, dyDesc, pr); s != CUDNN_STATUS_SUCCESS) return s;
-  if (const cudnnStatus_t s = check_run(handle, alpha, beta, x, dy, dw, bwd_filter_workspace(pr, algo), workSpace,
-                                        workSpaceSizeInBytes);
+  if (const cudnnStatus_t s =
+          check_run(handle, alpha, beta, x, dy, dw, bwd_filter_workspace(pr, algo), workSpace, workSpaceSizeInBytes);
       s != CUDNN_STATUS_SUCCESS)
     return s;
-  if (pr.wide) conv_backward_filter<double>(pr, x, dy, dw, scale_of(pr, alpha), scale_of(pr, beta));
-  else conv_backward_filter<float>(pr, x, dy, dw, scale_of(pr, alpha), scale_of(pr, beta));
+  if (pr.wide)
+    conv_backward_filter<double>(pr, x, dy, dw, scale_of(pr, alpha), scale_of(pr, beta));
+  else
+    conv_backward_filter<float>(pr, x, dy, dw, scale_of(pr, alpha), scale_of(pr, beta));
   return CUDNN_STATUS_SUCCESS;
 }

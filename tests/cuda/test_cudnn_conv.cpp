@@ -124,8 +124,8 @@ TEST_CASE("cuDNN convolution: output dims, heuristics, workspace, forward with b
   REQUIRE(cudnnGetConvolutionForwardWorkspaceSize(handle, xd, wd, cd, yd, perf[0].algo, &bytes) ==
           CUDNN_STATUS_SUCCESS);
   hg::test::DeviceBuffer ws2(bytes + 16);
-  REQUIRE(cudnnConvolutionForward(handle, &one, xd, x.get(), wd, w.get(), cd, perf[0].algo, ws2.get(), bytes, &zero,
-                                  yd, y.get()) == CUDNN_STATUS_SUCCESS);
+  REQUIRE(cudnnConvolutionForward(handle, &one, xd, x.get(), wd, w.get(), cd, perf[0].algo, ws2.get(), bytes, &zero, yd,
+                                  y.get()) == CUDNN_STATUS_SUCCESS);
   HG_CUDA_CHECK(cudaDeviceSynchronize());
   got = y.download<float>(expected.size());
   for (int k = 0; k < K; ++k)
@@ -140,8 +140,7 @@ TEST_CASE("cuDNN convolution: output dims, heuristics, workspace, forward with b
 }
 
 #if defined(HG_CUDA_EMU)
-TEST_CASE("cuDNN stand-in: deterministic algorithms first, short workspaces and bad types refused",
-          "[cuda][cudnn]") {
+TEST_CASE("cuDNN stand-in: deterministic algorithms first, short workspaces and bad types refused", "[cuda][cudnn]") {
   cudnnHandle_t handle = hg::cuda::cudnn_handle();
   cudnnTensorDescriptor_t xd, yd;
   cudnnFilterDescriptor_t wd;
@@ -150,8 +149,10 @@ TEST_CASE("cuDNN stand-in: deterministic algorithms first, short workspaces and 
   REQUIRE(cudnnCreateTensorDescriptor(&yd) == CUDNN_STATUS_SUCCESS);
   REQUIRE(cudnnCreateFilterDescriptor(&wd) == CUDNN_STATUS_SUCCESS);
   REQUIRE(cudnnCreateConvolutionDescriptor(&cd) == CUDNN_STATUS_SUCCESS);
-  REQUIRE(cudnnSetTensor4dDescriptorEx(xd, CUDNN_DATA_HALF, N, C, H, W, C * H * W, H * W, W, 1) == CUDNN_STATUS_SUCCESS);
-  REQUIRE(cudnnSetTensor4dDescriptorEx(yd, CUDNN_DATA_HALF, N, K, P, Q, K * P * Q, P * Q, Q, 1) == CUDNN_STATUS_SUCCESS);
+  REQUIRE(cudnnSetTensor4dDescriptorEx(xd, CUDNN_DATA_HALF, N, C, H, W, C * H * W, H * W, W, 1) ==
+          CUDNN_STATUS_SUCCESS);
+  REQUIRE(cudnnSetTensor4dDescriptorEx(yd, CUDNN_DATA_HALF, N, K, P, Q, K * P * Q, P * Q, Q, 1) ==
+          CUDNN_STATUS_SUCCESS);
   REQUIRE(cudnnSetFilter4dDescriptor(wd, CUDNN_DATA_HALF, CUDNN_TENSOR_NCHW, K, C, R, S) == CUDNN_STATUS_SUCCESS);
   REQUIRE(cudnnSetConvolution2dDescriptor(cd, PH, PW, SH, SW, 1, 1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT) ==
           CUDNN_STATUS_SUCCESS);
@@ -169,7 +170,7 @@ TEST_CASE("cuDNN stand-in: deterministic algorithms first, short workspaces and 
   hg::test::DeviceBuffer x(1024), dy(1024), dw(1024), ws(bytes);
   const float one = 1.0f, zero = 0.0f;
   CHECK(cudnnConvolutionBackwardFilter(handle, &one, xd, x.get(), yd, dy.get(), cd, perf[0].algo, ws.get(), bytes - 1,
-                                      &zero, wd, dw.get()) == CUDNN_STATUS_BAD_PARAM);
+                                       &zero, wd, dw.get()) == CUDNN_STATUS_BAD_PARAM);
   CHECK(cudnnConvolutionBackwardFilter(handle, &one, xd, x.get(), yd, dy.get(), cd,
                                        CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT, ws.get(), bytes, &zero, wd,
                                        dw.get()) == CUDNN_STATUS_NOT_SUPPORTED);

@@ -61,12 +61,18 @@ std::vector<Case> cases() {
   return {
       {"plain 3x3", {2, 3, 7, 6}, {4, 3, 3, 3}, {}},
       {"stride 2 pad 1", {2, 3, 8, 7}, {5, 3, 3, 3}, {.stride = {2, 2}, .pad_lo = {1, 1}, .pad_hi = {1, 1}}},
-      {"stride (1,3) pad (0,2), 1x2", {1, 2, 6, 9}, {3, 2, 1, 2}, {.stride = {1, 3}, .pad_lo = {0, 2}, .pad_hi = {0, 2}}},
+      {"stride (1,3) pad (0,2), 1x2",
+       {1, 2, 6, 9},
+       {3, 2, 1, 2},
+       {.stride = {1, 3}, .pad_lo = {0, 2}, .pad_hi = {0, 2}}},
       {"dilation (2,3)", {2, 2, 9, 8}, {3, 2, 3, 2}, {.pad_lo = {2, 1}, .pad_hi = {2, 1}, .dilation = {2, 3}}},
       {"groups 2", {2, 4, 6, 6}, {6, 2, 3, 3}, {.pad_lo = {1, 1}, .pad_hi = {1, 1}, .groups = 2}},
       {"depthwise", {2, 3, 5, 6}, {6, 1, 3, 3}, {.stride = {2, 1}, .pad_lo = {1, 1}, .pad_hi = {1, 1}, .groups = 3}},
       // padding "same" with an even dilated kernel: pad (1,1) before, (2,1) after
-      {"asymmetric (same, 4x2 kernel)", {1, 2, 6, 5}, {2, 2, 4, 2}, {.pad_lo = {1, 1}, .pad_hi = {2, 1}, .dilation = {1, 2}}},
+      {"asymmetric (same, 4x2 kernel)",
+       {1, 2, 6, 5},
+       {2, 2, 4, 2},
+       {.pad_lo = {1, 1}, .pad_hi = {2, 1}, .dilation = {1, 2}}},
       {"no bias", {2, 3, 5, 5}, {2, 3, 2, 2}, {.stride = {2, 2}}, false},
   };
 }
@@ -134,9 +140,11 @@ TEST_CASE("pooling on CUDA matches the CPU: max (exact, same indices), avg, adap
       if (cl) x = channels_last(x);
       const Tensor xc = cu(x);
       for (size_t k = 0; k < windows.size() + 1; ++k) {
-        Pool2dParams p = k < windows.size() ? windows[k]
-                                            : Pool2dParams{.kernel = {2, 3}, .stride = {1, 2}, .padding = {1, 1},
-                                                           .dilation = {2, 2}, .ceil_mode = true};
+        Pool2dParams p =
+            k < windows.size()
+                ? windows[k]
+                : Pool2dParams{
+                      .kernel = {2, 3}, .stride = {1, 2}, .padding = {1, 1}, .dilation = {2, 2}, .ceil_mode = true};
         INFO("window " << k << " " << dtype_name(dt) << (cl ? " NHWC" : " NCHW"));
         auto [y_cpu, i_cpu] = ops::max_pool2d(x, p);
         auto [y, idx] = ops::max_pool2d(xc, p);
@@ -144,8 +152,7 @@ TEST_CASE("pooling on CUDA matches the CPU: max (exact, same indices), avg, adap
         CHECK(values_of(y.to(Device::cpu()).contiguous()) == values_of(y_cpu.contiguous()));
         CHECK(idx.to(Device::cpu()).contiguous().to_vector<int64_t>() == i_cpu.contiguous().to_vector<int64_t>());
         Tensor dy = input(y_cpu.sizes(), dt, 12);
-        CHECK(same(ops::max_pool2d_backward(cu(dy), xc, idx, p), ops::max_pool2d_backward(dy, x, i_cpu, p), dt) ==
-              "");
+        CHECK(same(ops::max_pool2d_backward(cu(dy), xc, idx, p), ops::max_pool2d_backward(dy, x, i_cpu, p), dt) == "");
         if (p.dilation[0] != 1) continue;  // avg_pool2d has no dilation
         CHECK(same(ops::avg_pool2d(xc, p), ops::avg_pool2d(x, p), dt) == "");
         CHECK(same(ops::avg_pool2d_backward(cu(dy), xc, p), ops::avg_pool2d_backward(dy, x, p), dt) == "");
@@ -154,8 +161,7 @@ TEST_CASE("pooling on CUDA matches the CPU: max (exact, same indices), avg, adap
         INFO("adaptive " << out[0] << "x" << out[1] << " " << dtype_name(dt) << (cl ? " NHWC" : " NCHW"));
         CHECK(same(ops::adaptive_avg_pool2d(xc, out), ops::adaptive_avg_pool2d(x, out), dt) == "");
         Tensor dy = input({2, 3, out[0], out[1]}, dt, 13);
-        CHECK(same(ops::adaptive_avg_pool2d_backward(cu(dy), xc), ops::adaptive_avg_pool2d_backward(dy, x),
-                   dt) == "");
+        CHECK(same(ops::adaptive_avg_pool2d_backward(cu(dy), xc), ops::adaptive_avg_pool2d_backward(dy, x), dt) == "");
       }
     }
   }
@@ -187,8 +193,8 @@ TEST_CASE("batch_norm on CUDA matches the CPU: training, running stats, eval, ba
           CHECK(same(rv, rv_cpu, pdt) == "");
           auto [dx_cpu, dw_cpu, db_cpu] =
               ops::batch_norm_backward(dy, x, w, r_cpu.save_mean, r_cpu.save_invstd, training, {true, true, true});
-          auto [dx, dw, db] = ops::batch_norm_backward(cu(dy), cu(x), wc, r.save_mean, r.save_invstd,
-                                                       training, {true, true, true});
+          auto [dx, dw, db] =
+              ops::batch_norm_backward(cu(dy), cu(x), wc, r.save_mean, r.save_invstd, training, {true, true, true});
           CHECK(same(dx, dx_cpu, dt) == "");
           CHECK(same(dw, dw_cpu, pdt) == "");
           CHECK(same(db, db_cpu, pdt) == "");
@@ -198,7 +204,8 @@ TEST_CASE("batch_norm on CUDA matches the CPU: training, running stats, eval, ba
   }
 }
 
-TEST_CASE("batch_norm on CUDA is deterministic (no atomics): two runs are bit-identical", "[kernels][batchnorm][cuda]") {
+TEST_CASE("batch_norm on CUDA is deterministic (no atomics): two runs are bit-identical",
+          "[kernels][batchnorm][cuda]") {
   const Tensor x = input({8, 3, 9, 7}, kF32, 31).to(kCuda), dy = input({8, 3, 9, 7}, kF32, 32).to(kCuda);
   const Tensor w = ones({3}).to(kCuda);
   auto a = ops::batch_norm(x, w, Tensor(), Tensor(), Tensor(), true, 0.1, 1e-5);

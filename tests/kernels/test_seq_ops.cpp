@@ -93,12 +93,12 @@ TEST_CASE("layer_norm and rms_norm forward match the f64 reference", "[kernels][
             ops::NormForward f = rms ? ops::rms_norm(x, {c.cols}, w, eps) : ops::layer_norm(x, {c.cols}, w, b, eps);
             const std::vector<double> ref =
                 norm_ref(values_of(x), c.cols, values_of(w), rms ? std::vector<double>{} : values_of(b), eps, rms);
-            INFO(label(dev, dtype, (rms ? "rms_norm cols " : "layer_norm cols ") + std::to_string(c.cols) +
-                                       (f32_params ? " f32 params" : "")));
+            INFO(label(dev, dtype,
+                       (rms ? "rms_norm cols " : "layer_norm cols ") + std::to_string(c.cols) +
+                           (f32_params ? " f32 params" : "")));
             CHECK(f.y.dtype() == dtype);
             CHECK(f.rstd.dtype() == (dtype == kF64 ? kF64 : kF32));
-            CHECK(compare_values(values_of(f.y), round_to(ref, dtype), tolerance_for(dtype, OpKind::kReduction)) ==
-                  "");
+            CHECK(compare_values(values_of(f.y), round_to(ref, dtype), tolerance_for(dtype, OpKind::kReduction)) == "");
           }
         }
       }
@@ -220,7 +220,8 @@ TEST_CASE("embedding backward is deterministic (same bits, two runs)", "[kernels
       INFO(label(dev, dtype, "embedding_backward"));
       CHECK(same_bits(a, b));
       // and the CUDA backend sums in the CPU backend's order: the same bits
-      if (!dev.is_cpu()) CHECK(same_bits(a, ops::embedding_backward(dy.to(Device::cpu()), tokens.to(Device::cpu()), num)));
+      if (!dev.is_cpu())
+        CHECK(same_bits(a, ops::embedding_backward(dy.to(Device::cpu()), tokens.to(Device::cpu()), num)));
     }
   }
 }
@@ -383,19 +384,37 @@ TEST_CASE("gradcheck passes for the sequence-model ops (f64, cpu)", "[autograd][
   const Tensor mask = from_vector(std::vector<double>{1, 0, 0, 1}, {4}).to(kBool);
   const std::vector<Case> cases{
       {"layer_norm affine", {{3, 7}, {7}, {7}}, [](V x) { return hg::layer_norm(x[0], {7}, x[1], x[2], 1e-5); }},
-      {"layer_norm 2 dims, no affine", {{2, 3, 4}}, [](V x) { return hg::layer_norm(x[0], {3, 4}); }},
+      {"layer_norm 2 dims, no affine",
+       {{2, 3, 4}},
+       [](V x) {
+         return hg::layer_norm(x[0], {3, 4});
+       }},
       {"layer_norm cols 1", {{3, 1}, {1}, {1}}, [](V x) { return hg::layer_norm(x[0], {1}, x[1], x[2], 1e-5); }},
       {"rms_norm affine", {{3, 7}, {7}}, [](V x) { return hg::rms_norm(x[0], {7}, x[1], 1e-6); }},
       {"rms_norm of a transposed view", {{7, 3}}, [](V x) { return hg::rms_norm(x[0].t(), {7}); }},
       // (the padding row gets no gradient although the forward reads it, as in
       // torch, so finite differences disagree there by design; tested above)
-      {"embedding", {{5, 3}}, [idx](V x) { return hg::embedding(idx.reshape({2, 2}), x[0]); }},
+      {"embedding",
+       {{5, 3}},
+       [idx](V x) {
+         return hg::embedding(idx.reshape({2, 2}), x[0]);
+       }},
       {"index_select dim 1", {{3, 4}}, [idx](V x) { return hg::index_select(x[0], 1, idx); }},
       {"gather dim 1", {{3, 4}}, [gidx](V x) { return hg::gather(x[0], 1, gidx); }},
       {"scatter_add", {{3, 4}, {3, 2}}, [gidx](V x) { return hg::scatter_add(x[0], 1, gidx, x[1]); }},
-      {"cat dim 1", {{3, 4}, {3, 2}}, [](V x) { return hg::cat({x[0], x[1] * 2.0}, 1); }},
-      {"stack dim 2", {{3, 4}, {3, 4}}, [](V x) { return hg::stack({x[0], x[1]}, 2); }},
-      {"split", {{7, 3}}, [](V x) {
+      {"cat dim 1",
+       {{3, 4}, {3, 2}},
+       [](V x) {
+         return hg::cat({x[0], x[1] * 2.0}, 1);
+       }},
+      {"stack dim 2",
+       {{3, 4}, {3, 4}},
+       [](V x) {
+         return hg::stack({x[0], x[1]}, 2);
+       }},
+      {"split",
+       {{7, 3}},
+       [](V x) {
          const auto parts = hg::split(x[0], 3, 0);
          return hg::cat({parts[2] * 3.0, parts[0]}, 0);
        }},
@@ -486,9 +505,15 @@ TEST_CASE("layer_norm, rms_norm, embedding, cat, gather, index_select match PyTo
   using Run = std::function<Tensor(std::map<std::string, Tensor>&, std::map<std::string, Tensor>&)>;
   const std::vector<std::pair<std::string, Run>> runs{
       {"layer_norm", [](auto& in, auto&) { return hg::layer_norm(in["x"], {6}, in["w"], in["b"], 1e-5); }},
-      {"rms_norm", [](auto& in, auto&) { return hg::rms_norm(in["x"], {2, 5}, in["w"], 1e-6); }},
+      {"rms_norm",
+       [](auto& in, auto&) {
+         return hg::rms_norm(in["x"], {2, 5}, in["w"], 1e-6);
+       }},
       {"embedding", [](auto& in, auto& ints) { return hg::embedding(ints["idx"], in["w"], /*padding_idx=*/1); }},
-      {"cat", [](auto& in, auto&) { return hg::cat({in["a"], in["b"]}, 1); }},
+      {"cat",
+       [](auto& in, auto&) {
+         return hg::cat({in["a"], in["b"]}, 1);
+       }},
       {"gather", [](auto& in, auto& ints) { return hg::gather(in["x"], 1, ints["idx"]); }},
       {"index_select", [](auto& in, auto& ints) { return hg::index_select(in["x"], 0, ints["idx"]); }},
   };
@@ -510,8 +535,7 @@ TEST_CASE("layer_norm, rms_norm, embedding, cat, gather, index_select match PyTo
         REQUIRE(out.sizes() == c["out"]["shape"].get<Shape>());
         const Tolerance tol = tolerance_for(dt, OpKind::kReduction);
         CHECK(compare_values(values_of(out), c["out"]["values"].get<std::vector<double>>(), tol) == "");
-        const Tensor d_out =
-            from_vector(c["d_out"].get<std::vector<double>>(), out.sizes(), {.dtype = dt}).to(dev);
+        const Tensor d_out = from_vector(c["d_out"].get<std::vector<double>>(), out.sizes(), {.dtype = dt}).to(dev);
         out.backward(d_out);
         for (auto& [n, t] : in) {
           INFO("grad of " << n);
