@@ -1,0 +1,386 @@
+// One rank of a multi-process test: started N times by hg-run (tests.cmake),
+// each process checks its own results against a serial reference it computes
+// itself (every rank can rebuild every rank's inputs) and exits non-zero on a
+// mismatch, which makes hg-run stop the others and fail.
+//   dist_worker <scenario>     scenarios: see kScenarios below.
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/error.h"
+#include "core/generator.h"
+#include "core/tensor.h"
+#include "distributed/ddp.h"
+#include "autograd/functions.h"
+#include "distributed/process_group.h"
+#include "nn/functional.h"
+#include "nn/layers.h"
+#include "optim/optimizer.h"
+#include "tests/kernels/tolerance.h"
+
+namespace hd = hg::distributed;
+using hg::Tensor;
+
+namespace {
+
+int g_failures = 0;
+int g_rank = -1;
+
+void check(bool ok, const std::string& what) {
+  if (!ok) {
+    ++g_failures;
+    std::fprintf(stderr, "rank %d: FAIL %s\n", g_rank, what.c_str());
+  }
+}
+
+std::vector<double> as_f64(const Tensor& t) { return t.to(hg::kF64).contiguous().to_vector<double>(); }
+
+void check_close(const Tensor& actual, const std::vector<double>& expected, hg::DType dtype, hg::test::OpKind kind,
+                 const std::string& what) {
+  const std::string report = hg::test::compare_values(as_f64(actual), expected, hg::test::tolerance_for(dtype, kind));
+  check(report.empty(), what + ": " + report);
+}
+
+// Rank r's input element i: distinct per rank, exact in every dtype tested.
+double value(int r, int64_t i) { return static_cast<double>((r + 1) * 3 + (i % 7) - 2 * (i % 3)); }
+
+Tensor rank_input(int r, int64_t n, hg::DType dtype) {
+  std::vector<double> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = value(r, i);
+  return hg::from_vector(v, {n}, {.dtype = hg::kF64}).to(dtype);
+}
+
+// ---- collectives ------------------------------------------------------------------
+
+void collectives(hd::ProcessGroup& pg) {
+  const int W = pg.world_size(), R = pg.rank();
+  const int64_t n = 37;
+  for (hg::DType dt : {hg::kF32, hg::kF64, hg::kF16, hg::kBF16, hg::kI32, hg::kI64}) {
+    const std::string name(hg::dtype_name(dt));
+    for (hd::ReduceOp op : {hd::ReduceOp::kSum, hd::ReduceOp::kAvg, hd::ReduceOp::kMax, hd::ReduceOp::kMin}) {
+      Tensor t = rank_input(R, n, dt);
+      pg.all_reduce(t, op)->wait();
+      std::vector<double> ref(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) {
+        double acc = value(0, i);
+        for (int r = 1; r < W; ++r) {
+          const double v = value(r, i);
+          acc = op == hd::ReduceOp::kMax ? std::max(acc, v) : op == hd::ReduceOp::kMin ? std::min(acc, v) : acc + v;
+        }
+        if (op == hd::ReduceOp::kAvg) {
+          acc = (dt == hg::kI32 || dt == hg::kI64) ? std::trunc(acc / W) : acc / W;
+        }
+        ref[static_cast<size_t>(i)] = acc;
+      }
+      check_close(t, ref, dt, hg::test::OpKind::kReduction,
+                  "all_reduce(" + std::string(hd::reduce_op_name(op)) + ") " + name);
+    }
+    // broadcast from the last rank
+    Tensor b = rank_input(R, n, dt);
+    pg.broadcast(b, W - 1)->wait();
+    std::vector<double> bref(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) bref[static_cast<size_t>(i)] = value(W - 1, i);
+    check_close(b, bref, dt, hg::test::OpKind::kElementwise, "broadcast " + name);
+    // all_gather
+    Tensor out = hg::zeros({W, n}, {.dtype = dt});
+    pg.all_gather(out, rank_input(R, n, dt))->wait();
+    std::vector<double> gref;
+    for (int r = 0; r < W; ++r)
+      for (int64_t i = 0; i < n; ++i) gref.push_back(value(r, i));
+    check_close(out, gref, dt, hg::test::OpKind::kElementwise, "all_gather " + name);
+    // reduce_scatter (sum) of W * 5 elements
+    Tensor rs = hg::zeros({5}, {.dtype = dt});
+    pg.reduce_scatter(rs, rank_input(R, 5 * W, dt), hd::ReduceOp::kSum)->wait();
+    std::vector<double> rref;
+    for (int64_t i = 0; i < 5; ++i) {
+      double acc = 0;
+      for (int r = 0; r < W; ++r) acc += value(r, R * 5 + i);
+      rref.push_back(acc);
+    }
+    check_close(rs, rref, dt, hg::test::OpKind::kReduction, "reduce_scatter " + name);
+  }
+  // Async: queue several, wait in reverse; order of execution is issue order.
+  std::vector<Tensor> ts;
+  std::vector<hd::WorkPtr> works;
+  for (int k = 0; k < 6; ++k) {
+    ts.push_back(hg::full({1000}, static_cast<double>(R + k), {}));
+    works.push_back(pg.all_reduce(ts.back(), hd::ReduceOp::kSum));
+  }
+  works.push_back(pg.barrier());
+  for (size_t k = works.size(); k-- > 0;) works[k]->wait();
+  for (int k = 0; k < 6; ++k) {
+    check_close(ts[static_cast<size_t>(k)], std::vector<double>(1000, W * (W - 1) / 2.0 + W * k), hg::kF32,
+                hg::test::OpKind::kReduction, "async all_reduce " + std::to_string(k));
+    check(works[static_cast<size_t>(k)]->is_completed(), "is_completed after wait");
+  }
+  // Bad input is an hg::Error naming the problem, not a hang.
+  bool threw = false;
+  try {
+    Tensor wrong = hg::zeros({3});
+    pg.all_gather(wrong, hg::zeros({2}));
+  } catch (const hg::Error& e) {
+    threw = std::string(e.what()).find("world_size * input.numel()") != std::string::npos;
+  }
+  check(threw, "all_gather with a wrong output size raises hg::Error");
+  // A second group over file:// (Gloo's FileStore), in a folder named after this job's port.
+  const std::string dir = "/tmp/hg_dist_filestore_" + std::to_string(hd::launch_env().master_port);
+  if (R == 0) std::system(("rm -rf " + dir + " && mkdir -p " + dir).c_str());
+  pg.barrier()->wait();
+  auto fpg = hd::new_process_group({.init_method = "file://" + dir, .timeout = std::chrono::seconds(20)});
+  Tensor f = hg::full({4}, static_cast<double>(R + 1), {});
+  fpg->all_reduce(f, hd::ReduceOp::kMax)->wait();
+  check_close(f, std::vector<double>(4, W), hg::kF32, hg::test::OpKind::kElementwise, "file:// group max");
+  fpg.reset();
+  pg.barrier()->wait();
+  if (R == 0) std::system(("rm -rf " + dir).c_str());
+}
+
+// ---- DDP --------------------------------------------------------------------------
+
+std::shared_ptr<hg::nn::Sequential> make_mlp(uint64_t seed) {
+  hg::Generator g(seed);
+  return std::make_shared<hg::nn::Sequential>(std::initializer_list<std::shared_ptr<hg::nn::Module>>{
+      std::make_shared<hg::nn::Linear>(8, 32, true, &g), std::make_shared<hg::nn::ReLU>(),
+      std::make_shared<hg::nn::Linear>(32, 16, true, &g), std::make_shared<hg::nn::ReLU>(),
+      std::make_shared<hg::nn::Linear>(16, 4, true, &g)});
+}
+
+struct GlobalBatch {
+  Tensor x, y;
+};
+GlobalBatch global_batch(int step, int64_t rows) {
+  hg::Generator g(1000 + static_cast<uint64_t>(step));
+  Tensor x = hg::randn({rows, 8}, {}, &g);
+  std::vector<int64_t> y;
+  for (int64_t i = 0; i < rows; ++i) y.push_back((i * 7 + step) % 4);
+  return {x, hg::from_vector(y, {rows})};
+}
+
+// Every parameter bit-identical on every rank (broadcast rank 0's and compare).
+void check_same_on_all_ranks(hd::ProcessGroup& pg, hg::nn::Module& m, const std::string& what) {
+  for (const auto& [name, p] : m.named_parameters()) {
+    Tensor mine = p.detach().contiguous().clone();
+    Tensor r0 = mine.clone();
+    pg.broadcast(r0, 0)->wait();
+    check(mine.to_vector<float>() == r0.to_vector<float>(), what + ": " + name + " differs from rank 0's");
+  }
+}
+
+void ddp_matches_single_process(hd::ProcessGroup& pg, hd::ProcessGroupPtr pgp, double bucket_mb) {
+  const int W = pg.world_size(), R = pg.rank();
+  const int64_t B = 6;
+  auto ref = make_mlp(100);       // the single-process model (rank 0's init)
+  auto local = make_mlp(100 + R);  // different on purpose: DDP must broadcast rank 0's
+  hd::DistributedDataParallel ddp(local, pgp, {.bucket_cap_mb = bucket_mb});
+  check_same_on_all_ranks(pg, *local, "after construction");
+  hg::optim::SGD opt_ref(ref->parameters(), {.lr = 0.1, .momentum = 0.9});
+  hg::optim::SGD opt(local->parameters(), {.lr = 0.1, .momentum = 0.9});
+  for (int step = 0; step < 20; ++step) {
+    GlobalBatch gb = global_batch(step, B * W);
+    opt_ref.zero_grad();
+    Tensor loss_ref = hg::nn::functional::cross_entropy(ref->forward(gb.x), gb.y);
+    loss_ref.backward();
+    opt.zero_grad();
+    Tensor loss = hg::nn::functional::cross_entropy(ddp.forward(gb.x.narrow(0, R * B, B)), gb.y.narrow(0, R * B, B));
+    loss.backward();
+    Tensor mean_loss = loss.detach().clone();
+    pg.all_reduce(mean_loss, hd::ReduceOp::kAvg)->wait();
+    check_close(mean_loss, as_f64(loss_ref), hg::kF32, hg::test::OpKind::kReduction,
+                "step " + std::to_string(step) + " loss");
+    auto rp = ref->named_parameters();
+    auto lp = local->named_parameters();
+    for (size_t k = 0; k < rp.size(); ++k) {
+      check_close(lp[k].second.grad(), as_f64(rp[k].second.grad()), hg::kF32, hg::test::OpKind::kReduction,
+                  "step " + std::to_string(step) + " grad " + lp[k].first);
+    }
+    opt_ref.step();
+    opt.step();
+  }
+  auto rp = ref->named_parameters();
+  auto lp = local->named_parameters();
+  for (size_t k = 0; k < rp.size(); ++k) {
+    check_close(lp[k].second, as_f64(rp[k].second), hg::kF32, hg::test::OpKind::kReduction,
+                "after 20 steps " + lp[k].first);
+  }
+  check_same_on_all_ranks(pg, *local, "after 20 steps");
+  const hd::DDPStats st = ddp.stats();
+  check(st.syncs == 20, "20 synchronised backward passes, got " + std::to_string(st.syncs));
+  const int64_t nb = static_cast<int64_t>(ddp.bucket_names().size());
+  if (bucket_mb < 0.001) {
+    // One bucket per parameter: all but the last-computed launch while backward runs.
+    check(nb == 6, "6 buckets with a tiny cap, got " + std::to_string(nb));
+    check(ddp.bucket_names().front().front() == "4.bias" && ddp.bucket_names().back().front() == "0.weight",
+          "buckets in reverse registration order");
+    check(st.buckets_launched_in_backward == 20 * nb,
+          "every bucket launched during backward, got " + std::to_string(st.buckets_launched_in_backward));
+  } else {
+    check(nb == 1, "one bucket with the default 25 MB cap, got " + std::to_string(nb));
+  }
+}
+
+void ddp(hd::ProcessGroup& pg, hd::ProcessGroupPtr pgp) {
+  ddp_matches_single_process(pg, pgp, 25.0);
+  ddp_matches_single_process(pg, pgp, 1e-6);
+}
+
+// no_sync: two micro-batches per step, the first under no_sync.
+void no_sync(hd::ProcessGroup& pg, hd::ProcessGroupPtr pgp) {
+  const int W = pg.world_size(), R = pg.rank();
+  const int64_t B = 4;
+  auto ref = make_mlp(5);
+  auto local = make_mlp(5);
+  hd::DistributedDataParallel ddp(local, pgp, {.bucket_cap_mb = 0.001});
+  hg::optim::SGD opt_ref(ref->parameters(), {.lr = 0.05});
+  hg::optim::SGD opt(local->parameters(), {.lr = 0.05});
+  for (int step = 0; step < 5; ++step) {
+    opt_ref.zero_grad();
+    opt.zero_grad();
+    for (int micro = 0; micro < 2; ++micro) {
+      GlobalBatch gb = global_batch(10 * step + micro, B * W);
+      hg::nn::functional::cross_entropy(ref->forward(gb.x), gb.y).backward();
+      Tensor loss = hg::nn::functional::cross_entropy(ddp.forward(gb.x.narrow(0, R * B, B)), gb.y.narrow(0, R * B, B));
+      if (micro == 0) {
+        auto guard = ddp.no_sync();
+        loss.backward();
+      } else {
+        loss.backward();
+      }
+    }
+    auto rp = ref->named_parameters();
+    auto lp = local->named_parameters();
+    for (size_t k = 0; k < rp.size(); ++k) {
+      check_close(lp[k].second.grad(), as_f64(rp[k].second.grad()), hg::kF32, hg::test::OpKind::kReduction,
+                  "no_sync step " + std::to_string(step) + " grad " + lp[k].first);
+    }
+    opt_ref.step();
+    opt.step();
+  }
+  check(ddp.stats().syncs == 5, "one all-reduce per step under no_sync, got " + std::to_string(ddp.stats().syncs));
+}
+
+// A layer only rank 0 uses: with find_unused_parameters the others add zeros;
+// without it, a layer no rank uses is an hg::Error on every rank.
+void unused(hd::ProcessGroup& pg, hd::ProcessGroupPtr pgp) {
+  const int W = pg.world_size(), R = pg.rank();
+  struct TwoHeads : hg::nn::Module {
+    std::shared_ptr<hg::nn::Linear> a, b;
+    bool use_b = true;
+    explicit TwoHeads(hg::Generator* g) {
+      a = register_module("a", std::make_shared<hg::nn::Linear>(8, 4, true, g));
+      b = register_module("b", std::make_shared<hg::nn::Linear>(8, 4, true, g));
+    }
+    Tensor forward(const Tensor& x) override { return use_b ? a->forward(x) + b->forward(x) : a->forward(x); }
+  };
+  hg::Generator g(3);
+  auto m = std::make_shared<TwoHeads>(&g);
+  hd::DistributedDataParallel ddp(m, pgp, {.bucket_cap_mb = 1e-6, .find_unused_parameters = true});
+  GlobalBatch gb = global_batch(0, 4 * W);
+  std::vector<std::vector<double>> b_grads;  // each rank's local grad of b.weight
+  m->use_b = true;
+  for (int r = 0; r < W; ++r) {  // local gradients of every rank, without DDP
+    hg::Generator g2(3);
+    TwoHeads probe(&g2);
+    hg::nn::functional::cross_entropy(probe.forward(gb.x.narrow(0, r * 4, 4)), gb.y.narrow(0, r * 4, 4)).backward();
+    b_grads.push_back(as_f64(probe.b->parameters()[0].grad()));
+  }
+  m->use_b = R == 0;
+  hg::nn::functional::cross_entropy(ddp.forward(gb.x.narrow(0, R * 4, 4)), gb.y.narrow(0, R * 4, 4)).backward();
+  std::vector<double> expect = b_grads[0];
+  for (double& v : expect) v /= W;
+  check_close(m->b->parameters()[0].grad(), expect, hg::kF32, hg::test::OpKind::kReduction,
+              "unused-on-other-ranks grad = rank 0's / world");
+  // Without the option: b unused everywhere -> hg::Error naming b.
+  hg::Generator g3(3);
+  auto m2 = std::make_shared<TwoHeads>(&g3);
+  m2->use_b = false;
+  hd::DistributedDataParallel strict(m2, pgp, {.bucket_cap_mb = 1e-6});
+  bool threw = false;
+  try {
+    hg::nn::functional::cross_entropy(strict.forward(gb.x.narrow(0, R * 4, 4)), gb.y.narrow(0, R * 4, 4)).backward();
+  } catch (const hg::Error& e) {
+    threw = std::string(e.what()).find("'b.weight'") != std::string::npos &&
+            std::string(e.what()).find("find_unused_parameters") != std::string::npos;
+    if (!threw) std::fprintf(stderr, "rank %d: unexpected message: %s\n", R, e.what());
+  }
+  check(threw, "a parameter without gradient raises an hg::Error naming it");
+  pg.barrier()->wait();
+}
+
+// The last rank exits right after the rendezvous; the others must get an
+// hg::Error (not hang) well within the timeout.
+int dead_peer() {
+  auto pg = hd::init_process_group({.backend = "gloo", .timeout = std::chrono::seconds(10)});
+  const int W = pg->world_size(), R = pg->rank();
+  if (R == W - 1) std::_Exit(0);  // exit 0: hg-run must not stop the others for us
+  const auto t0 = std::chrono::steady_clock::now();
+  std::string message;
+  try {
+    for (int k = 0; k < 1000; ++k) {
+      Tensor t = hg::ones({1 << 16});
+      pg->all_reduce(t)->wait();
+    }
+  } catch (const hg::Error& e) {
+    message = e.what();
+  }
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::fprintf(stderr, "rank %d: after %.2f s: %s\n", R, s, message.c_str());
+  check(!message.empty(), "an hg::Error after a peer died");
+  check(message.find("peer process") != std::string::npos, "the message says a peer probably died");
+  check(s < 12.0, "the error came within the 10 s timeout");
+  bool again = false;  // the group stays broken: the next call raises at once
+  try {
+    Tensor t = hg::ones({4});
+    pg->all_reduce(t)->wait();
+  } catch (const hg::Error&) {
+    again = true;
+  }
+  check(again, "a broken group raises on the next call");
+  std::_Exit(g_failures == 0 ? 0 : 1);  // skip destructors of a broken group
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: dist_worker collectives|ddp|no_sync|unused|dead_peer|exit_early\n");
+    return 2;
+  }
+  const std::string scenario = argv[1];
+  g_rank = hd::launch_env().rank;
+  try {
+    if (scenario == "dead_peer") return dead_peer();
+    if (scenario == "exit_early") {  // hg-run must stop the sleeping ranks when rank 1 fails
+      if (g_rank == 1) return 3;
+      std::this_thread::sleep_for(std::chrono::seconds(60));
+      return 0;
+    }
+    auto pg = hd::init_process_group({.backend = "gloo", .timeout = std::chrono::seconds(30)});
+    const std::map<std::string, std::function<void()>> scenarios{
+        {"collectives", [&] { collectives(*pg); }},
+        {"ddp", [&] { ddp(*pg, pg); }},
+        {"no_sync", [&] { no_sync(*pg, pg); }},
+        {"unused", [&] { unused(*pg, pg); }},
+    };
+    auto it = scenarios.find(scenario);
+    if (it == scenarios.end()) {
+      std::fprintf(stderr, "dist_worker: unknown scenario '%s'\n", scenario.c_str());
+      return 2;
+    }
+    it->second();
+    pg->barrier()->wait();
+    hd::destroy_process_group();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "rank %d: %s\n", g_rank, e.what());
+    return 1;
+  }
+  if (g_failures == 0) std::fprintf(stderr, "rank %d: %s passed\n", g_rank, scenario.c_str());
+  return g_failures == 0 ? 0 : 1;
+}
