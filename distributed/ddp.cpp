@@ -206,4 +206,14 @@ std::vector<std::vector<std::string>> DistributedDataParallel::bucket_names() co
   return out;
 }
 
+void sync_grad_scaler(amp::GradScaler& scaler, ProcessGroupPtr group) {
+  HG_CHECK(group != nullptr, "sync_grad_scaler: no process group; call init_process_group() first or pass one");
+  scaler.set_found_inf_reducer([group = std::move(group)](Tensor& found_inf) {
+    // In place on the device; wait() blocks the host only for gloo (CPU
+    // tensors), where the host is the device.
+    group->all_reduce(found_inf, ReduceOp::kMax)->wait();
+  });
+}
+
 }  // namespace hg::distributed
+

@@ -42,6 +42,7 @@
 #include <string>
 #include <vector>
 
+#include "amp/grad_scaler.h"
 #include "autograd/hooks.h"
 #include "distributed/process_group.h"
 #include "nn/module.h"
@@ -122,5 +123,13 @@ class DistributedDataParallel {
   bool sync_ = true;
   DDPStats stats_;
 };
+
+// Makes `scaler` agree across the ranks of `group` (Note [GradScaler across
+// ranks] in amp/grad_scaler.h): found_inf and found_any are all-reduced with
+// kMax on their device before step() and update() use them. Needed when ranks
+// check different gradients (sharded optimizers, model-parallel parts);
+// harmless under DDP (one 4-byte collective more per step() and update()).
+// The group must hold the scaler's device (gloo: CPU; nccl: CUDA).
+void sync_grad_scaler(amp::GradScaler& scaler, ProcessGroupPtr group = world());
 
 }  // namespace hg::distributed

@@ -9,7 +9,8 @@
 // SIGINT/SIGTERM/SIGHUP are forwarded to every copy. When one copy fails
 // (non-zero exit or killed by a signal) the others get SIGTERM, then SIGKILL
 // after --grace seconds; hg-run exits with the first failure's status
-// (128 + signal for a signal), or 0 when every copy succeeded.
+// (128 + signal for a signal), or 0 when every copy succeeded. Unless
+// OMP_NUM_THREADS is set, each copy gets cores / N OpenMP threads.
 // Deliberately not built on hg: no halfgrad state in the launcher.
 #include <netinet/in.h>
 #include <signal.h>
@@ -17,6 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -124,6 +126,12 @@ int main(int argc, char** argv) {
       setenv("GROUP_RANK", "0", 1);
       setenv("MASTER_ADDR", addr.c_str(), 1);
       setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+      // N ranks on one machine share its cores: without a setting of its
+      // own, each gets cores / N OpenMP threads (torchrun sets 1).
+      if (n > 1 && std::getenv("OMP_NUM_THREADS") == nullptr) {
+        const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        setenv("OMP_NUM_THREADS", std::to_string(std::max(1L, cores / n)).c_str(), 1);
+      }
       execvp(argv[i], argv + i);
       std::fprintf(stderr, "hg-run: cannot run %s: %s\n", argv[i], std::strerror(errno));
       _exit(127);

@@ -7,6 +7,7 @@
 //   hg-train --precision fp16-master --device cuda --epochs 5
 //   hg-train --limit 2000 --epochs 1           # a smoke run
 //   hg-train --max-steps 500 && hg-train --resume   # stop early, continue later
+//   hg-train --nproc 2                         # data-parallel over 2 local processes
 //
 // Precision modes: fp32 (everything f32) and fp16-master / bf16-master (the
 // model is converted to 16 bits, the optimizer keeps fp32 master weights and
@@ -18,6 +19,17 @@
 // The loop keeps the running loss on the device (one add per step) and reads
 // it only for the progress line, the epoch summary and checkpoints, so a GPU
 // is not synchronised every step.
+//
+// Data-parallel (--nproc N, or started by hg-run / torchrun-style variables
+// with WORLD_SIZE > 1): hg-train re-executes itself through hg-run (next to
+// this program) with N ranks; each joins a process group (gloo on the CPU,
+// nccl on CUDA), wraps the model in DistributedDataParallel and reads its
+// DataLoader shard (num_replicas = N, pad_shards = false) with a per-rank
+// batch of --batch-size / N. Global batch k is then exactly the single-process
+// batch k, so the run is the single-process run up to the order of the
+// gradient sums, and a checkpoint resumes on any N that divides the batch.
+// Rank 0 alone writes the run folder (checkpoint, metrics, curves) and
+// evaluates; losses reported and saved are averaged over the ranks.
 #include <CLI/CLI.hpp>
 
 #include <cerrno>
@@ -25,10 +37,12 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <csignal>
 #include <memory>
+#include <optional>
 #include <unistd.h>
 
 #include "amp/grad_scaler.h"
@@ -38,6 +52,8 @@
 #include "core/generator.h"
 #include "data/dataloader.h"
 #include "data/fashion_mnist.h"
+#include "distributed/ddp.h"
+#include "distributed/process_group.h"
 #include "examples/run_folder.h"
 #include "examples/train_report.h"
 #include "kernels/reduce.h"
@@ -75,6 +91,7 @@ struct Options {
   bool overwrite = false;
   int64_t checkpoint_every = 0;
   int64_t max_steps = 0;
+  int nproc = 0;  // 0: one process, or WORLD_SIZE when launched
 };
 
 // The options a resumed run must share with the run that wrote the checkpoint
@@ -249,22 +266,73 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   app.add_option("--max-steps", o.max_steps, "stop after this many steps in total, with a checkpoint (0 = no limit)")
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--nproc", o.nproc,
+                 "data-parallel over N local processes started through hg-run (gloo on cpu, nccl on cuda); "
+                 "--batch-size is the global batch and must be divisible by N")
+      ->check(CLI::PositiveNumber);
   CLI11_PARSE(app, argc, argv);
+  const hg::distributed::LaunchEnv launch = hg::distributed::launch_env();
+  if (o.nproc > 1 && !launch.launched()) {
+    // Not launched yet: become hg-run, which starts N copies of this command.
+    std::error_code ec;
+    const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+    const fs::path runner = self.parent_path() / "hg-run";
+    if (ec || !fs::exists(runner)) {
+      std::fprintf(stderr, "hg-train: --nproc needs hg-run next to hg-train (looked for %s); build the hg-run target\n",
+                   runner.c_str());
+      return 1;
+    }
+    std::vector<std::string> args{runner.string(), "-n", std::to_string(o.nproc), self.string()};
+    for (int i = 1; i < argc; ++i) args.emplace_back(argv[i]);
+    std::vector<char*> cargs;
+    for (auto& a : args) cargs.push_back(a.data());
+    cargs.push_back(nullptr);
+    std::fflush(stdout);
+    ::execv(runner.c_str(), cargs.data());
+    std::fprintf(stderr, "hg-train: could not start %s: %s\n", runner.c_str(), std::strerror(errno));
+    return 1;
+  }
+  const int world = launch.launched() ? launch.world_size : 1;
+  const int rank = launch.launched() ? std::max(launch.rank, 0) : 0;
+  if (o.nproc > 0 && o.nproc != world) {
+    std::fprintf(stderr, "hg-train: --nproc %d but WORLD_SIZE is %d; drop --nproc when a launcher sets WORLD_SIZE\n",
+                 o.nproc, world);
+    return 1;
+  }
+  if (o.batch_size % world != 0) {
+    std::fprintf(stderr, "hg-train: --batch-size %lld is not divisible by the %d processes; use a multiple of %d\n",
+                 static_cast<long long>(o.batch_size), world, world);
+    return 1;
+  }
+  const bool distributed = world > 1;
+  const bool lead = rank == 0;  // writes the run folder, evaluates, prints
+  if (!lead && std::freopen("/dev/null", "w", stdout) == nullptr) return 1;  // rank 0 reports
   // Past the file size limit (ulimit -f) a write fails with EFBIG and a clear
   // message (core/atomic_file.h) instead of the process dying by SIGXFSZ.
   std::signal(SIGXFSZ, SIG_IGN);
 
   try {
-    // The run folder first: locked, writable and not someone else's results,
-    // before a second is spent on data or training.
-    const hg::train::RunFolder folder(o.out, o.resume      ? hg::train::StartMode::kResume
-                                             : o.overwrite ? hg::train::StartMode::kOverwrite
-                                                           : hg::train::StartMode::kFresh);
-    if (folder.stale_temp_files_removed() > 0) {
-      std::printf("hg-train: removed %d temp file(s) left in %s by killed saves\n", folder.stale_temp_files_removed(),
-                  o.out.c_str());
+    hg::Device device = pick_device(o.device);
+    hg::distributed::ProcessGroupPtr group;
+    if (distributed) {
+      // One GPU per rank: cuda:LOCAL_RANK when the device is CUDA.
+      if (device.is_cuda() && launch.local_rank >= 0) device = hg::Device::cuda(launch.local_rank);
+      group = hg::distributed::init_process_group({.backend = device.is_cuda() ? "nccl" : "gloo"});
     }
-    const hg::Device device = pick_device(o.device);
+    // The run folder first: locked, writable and not someone else's results,
+    // before a second is spent on data or training. Rank 0 owns it; the
+    // others only read the checkpoint on --resume, after rank 0 checked it.
+    std::optional<hg::train::RunFolder> folder;
+    if (lead) {
+      folder.emplace(o.out, o.resume      ? hg::train::StartMode::kResume
+                            : o.overwrite ? hg::train::StartMode::kOverwrite
+                                          : hg::train::StartMode::kFresh);
+      if (folder->stale_temp_files_removed() > 0) {
+        std::printf("hg-train: removed %d temp file(s) left in %s by killed saves\n",
+                    folder->stale_temp_files_removed(), o.out.c_str());
+      }
+    }
+    if (group) group->barrier()->wait();  // rank 0 failed: its exit makes hg-run stop the others
     const hg::DType dtype = o.precision == "fp16-master" ? hg::kF16
                             : o.precision == "bf16-master" ? hg::kBF16
                                                            : hg::kF32;
@@ -277,13 +345,18 @@ int main(int argc, char** argv) {
     auto model = make_mlp(&gen);
     model->to(device);
     model->to(dtype);
+    // Broadcasts rank 0's parameters (identical anyway: same seed).
+    std::optional<hg::distributed::DistributedDataParallel> ddp;
+    if (group) ddp.emplace(model, group);
+    auto forward = [&](const hg::Tensor& x) { return ddp ? ddp->forward(x) : model->forward(x); };
     hg::optim::AdamW opt(model->parameters(), {.lr = o.lr, .weight_decay = 1e-4});
 
     const hg::data::FashionMnist train_set(o.data, true), test_set(o.data, false);
     // Fashion-MNIST pixel statistics (mean 0.286, std 0.353).
     hg::data::DataLoader train(train_set.images(), train_set.labels(),
-                               {.batch_size = o.batch_size, .shuffle = true, .seed = o.seed, .drop_last = true,
-                                .mean = 0.2860, .std = 0.3530, .limit = o.limit, .device = device, .dtype = dtype});
+                               {.batch_size = o.batch_size / world, .shuffle = true, .seed = o.seed, .drop_last = true,
+                                .mean = 0.2860, .std = 0.3530, .limit = o.limit, .device = device, .dtype = dtype,
+                                .num_replicas = world, .rank = rank, .pad_shards = false});
     hg::data::DataLoader test(test_set.images(), test_set.labels(),
                               {.batch_size = 1000, .mean = 0.2860, .std = 0.3530, .limit = o.test_limit,
                                .device = device, .dtype = dtype});
@@ -291,9 +364,18 @@ int main(int argc, char** argv) {
              "; use a larger --limit or a smaller --batch-size");
     auto schedule = make_schedule(o, opt, train.num_batches());
 
-    const std::string ckpt_path = folder.file("checkpoint.safetensors");
-    const std::string metrics_path = folder.file("metrics.jsonl");
-    const std::string curves_path = folder.file("curves.svg");
+    auto file = [&](const char* name) { return folder ? folder->file(name) : (fs::path(o.out) / name).string(); };
+    const std::string ckpt_path = file("checkpoint.safetensors");
+    const std::string metrics_path = file("metrics.jsonl");
+    const std::string curves_path = file("curves.svg");
+    // The mean over ranks of a per-rank sum (each rank's loss is the mean
+    // over its part of the global batch, so this is the global batch's loss).
+    auto global_sum = [&](const hg::Tensor& local) {
+      if (!group) return local.item<double>();
+      hg::Tensor t = local.detach().to(hg::kF64).contiguous().clone().cpu();
+      group->all_reduce(t, hg::distributed::ReduceOp::kAvg)->wait();
+      return t.item<double>();
+    };
     const std::string title = "hg-train " + o.model + " " + o.precision + " on " + device.str();
 
     // The running state of the current epoch: loss sum (on the device) and counts.
@@ -324,7 +406,7 @@ int main(int argc, char** argv) {
       for (const auto& r : hg::train::read_metrics(metrics_path)) {
         if (r.epoch >= 1 && r.epoch <= static_cast<int>(p.epoch)) records.push_back(r);
       }
-      if (records.size() != p.epoch) {
+      if (lead && records.size() != p.epoch) {
         std::fprintf(stderr, "hg-train: warning: %s holds %zu of the %llu finished epochs' lines\n",
                      metrics_path.c_str(), records.size(), static_cast<unsigned long long>(p.epoch));
       }
@@ -341,14 +423,16 @@ int main(int argc, char** argv) {
                "lower --lr or use --clip-grad, then start again (or --resume from the last checkpoint)");
     };
     auto save = [&] {
-      require_finite_loss(loss_sum.item<double>());
+      const double global_loss_sum = global_sum(loss_sum);  // a collective: every rank saves at the same steps
+      require_finite_loss(global_loss_sum);
+      if (!lead) return;
       hg::optim::TrainingProgress p{.epoch = train.epoch(),
                                     .batch = train.position(),
                                     .global_step = global_step,
                                     .scheduler_step = schedule ? schedule->last_step() : 0,
                                     .generator = gen.get_state(),
                                     .extra = run_config(o)};
-      p.extra["epoch_loss_sum"] = hg::optim::exact_double_string(loss_sum.item<double>());
+      p.extra["epoch_loss_sum"] = hg::optim::exact_double_string(global_loss_sum);
       p.extra["epoch_batches"] = std::to_string(batches);
       p.extra["epoch_samples"] = std::to_string(samples);
       hg::optim::save_training_checkpoint(ckpt_path, *model, opt, p,
@@ -384,7 +468,7 @@ int main(int argc, char** argv) {
         hg::Tensor loss;
         {
           hg::amp::Autocast autocast(amp_dtype, /*enabled=*/amp);
-          loss = hg::cross_entropy(model->forward(x), y);
+          loss = hg::cross_entropy(forward(x), y);
         }
         scaler.scale(loss).backward();  // without AMP: loss itself, step = opt.step()
         if (o.clip_grad > 0) {
@@ -400,8 +484,8 @@ int main(int argc, char** argv) {
         }
         ++batches;
         ++global_step;
-        samples += y.numel();
-        samples_timed += y.numel();
+        samples += y.numel() * world;  // the global batch
+        samples_timed += y.numel() * world;
         if (batches % report_every == 0 || batches == train.num_batches()) {
           const double sum = loss_sum.item<double>();
           require_finite_loss(sum);
@@ -432,8 +516,9 @@ int main(int argc, char** argv) {
       }
       // The pass ended: the loader has moved on to the next epoch.
       const double secs = std::chrono::duration<double>(Clock::now() - epoch_start).count();
-      const double train_loss = loss_sum.item<double>() / static_cast<double>(std::max<int64_t>(batches, 1));
-      const EvalResult eval = evaluate(*model, test);
+      const double train_loss = global_sum(loss_sum) / static_cast<double>(std::max<int64_t>(batches, 1));
+      // Rank 0 evaluates (the models are identical); the others go on.
+      const EvalResult eval = lead ? evaluate(*model, test) : EvalResult{};
       records.push_back({.epoch = epoch,
                          .step = global_step,
                          .lr = opt.lr(),
@@ -455,8 +540,10 @@ int main(int argc, char** argv) {
       // line for an epoch the checkpoint has not finished, which the resume
       // drops and writes again; the other order could lose the line for good.
       require_finite_loss(train_loss);
-      hg::train::write_metrics(metrics_path, records);
-      hg::train::write_curves(curves_path, records, title);
+      if (lead) {
+        hg::train::write_metrics(metrics_path, records);
+        hg::train::write_curves(curves_path, records, title);
+      }
       loss_sum.fill_(0.0);
       batches = samples = 0;
       save();

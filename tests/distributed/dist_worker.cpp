@@ -18,11 +18,13 @@
 #include "core/error.h"
 #include "core/generator.h"
 #include "core/tensor.h"
+#include "amp/grad_scaler.h"
 #include "distributed/ddp.h"
 #include "autograd/functions.h"
 #include "distributed/process_group.h"
 #include "nn/functional.h"
 #include "nn/layers.h"
+#include "optim/lr_scheduler.h"
 #include "optim/optimizer.h"
 #include "tests/kernels/tolerance.h"
 
@@ -314,6 +316,89 @@ void unused(hd::ProcessGroup& pg, hd::ProcessGroupPtr pgp) {
   pg.barrier()->wait();
 }
 
+// AMP across ranks: DDP + GradScaler, an overflow injected into the (already
+// all-reduced) gradients of the last rank only, at iterations 3 and 7 (as a
+// sharded optimizer would see it). With sync_grad_scaler every rank skips
+// both steps: scale, counters, the applied-steps LR schedule and the
+// parameters stay identical. Without it (the control) the ranks diverge,
+// which shows the check can fail.
+struct ScalerRun {
+  hg::amp::GradScalerStats stats;
+  bool params_same = true;
+};
+ScalerRun scaler_run(hd::ProcessGroup& pg, hd::ProcessGroupPtr pgp, bool sync) {
+  const int W = pg.world_size(), R = pg.rank();
+  const int64_t B = 4;
+  auto model = make_mlp(21);
+  hd::DistributedDataParallel ddp(model, pgp);
+  hg::optim::SGD opt(model->parameters(), {.lr = 0.05, .momentum = 0.9});
+  hg::optim::StepLR sched(opt, {.step_size = 2, .gamma = 0.5, .clock = hg::optim::ScheduleClock::kAppliedSteps});
+  // growth_interval 3: the scale also grows during the run, so a tracker
+  // that diverges shows up in the scale too.
+  hg::amp::GradScaler scaler({.init_scale = 1024.0, .growth_interval = 3});
+  if (sync) hd::sync_grad_scaler(scaler, pgp);
+  for (int it = 0; it < 10; ++it) {
+    GlobalBatch gb = global_batch(200 + it, B * W);
+    opt.zero_grad();
+    Tensor loss = hg::nn::functional::cross_entropy(ddp.forward(gb.x.narrow(0, R * B, B)), gb.y.narrow(0, R * B, B));
+    scaler.scale(loss).backward();
+    if ((it == 3 || it == 7) && R == W - 1) {
+      Tensor g = model->named_parameters().back().second.grad();  // "4.bias"
+      g.narrow(0, 1, 1).fill_(it == 3 ? INFINITY : NAN);
+    }
+    scaler.step(opt);
+    scaler.update();
+    sched.step();
+  }
+  ScalerRun out;
+  out.stats = scaler.stats();
+  for (const auto& [name, p] : model->named_parameters()) {
+    Tensor mine = p.detach().contiguous().clone();
+    Tensor r0 = mine.clone();
+    pg.broadcast(r0, 0)->wait();
+    out.params_same = out.params_same && mine.to_vector<float>() == r0.to_vector<float>();
+  }
+  return out;
+}
+
+// Each rank's value of x, gathered (index = rank).
+std::vector<double> gather_scalar(hd::ProcessGroup& pg, double x) {
+  Tensor in = hg::from_vector(std::vector<double>{x}, {1}, {.dtype = hg::kF64});
+  Tensor out = hg::zeros({pg.world_size()}, {.dtype = hg::kF64});
+  pg.all_gather(out, in)->wait();
+  return out.to_vector<double>();
+}
+
+void amp_scaler(hd::ProcessGroup& pg, hd::ProcessGroupPtr pgp) {
+  const int W = pg.world_size(), R = pg.rank();
+  const ScalerRun synced = scaler_run(pg, pgp, true);
+  check(synced.stats.steps_skipped == 2, "synced: 2 skipped steps on every rank, got " +
+                                             std::to_string(synced.stats.steps_skipped));
+  check(synced.stats.steps_applied == 8, "synced: 8 applied steps");
+  // Scale: 1024, grows x2 after 3 clean steps (it 2 -> 2048), halves at it 3
+  // (1024), grows after it 6 (2048), halves at 7 (1024), then 8, 9: 1024.
+  check(synced.stats.scale == 1024.0, "synced: scale 1024 at the end, got " + std::to_string(synced.stats.scale));
+  for (const auto& [what, v] : std::vector<std::pair<std::string, double>>{
+           {"scale", synced.stats.scale},
+           {"steps_skipped", static_cast<double>(synced.stats.steps_skipped)},
+           {"growth_tracker", static_cast<double>(synced.stats.growth_tracker)},
+           {"iterations", static_cast<double>(synced.stats.iterations)}}) {
+    const std::vector<double> all = gather_scalar(pg, v);
+    for (int r = 0; r < W; ++r) check(all[static_cast<size_t>(r)] == all[0], "synced: " + what + " equal on every rank");
+  }
+  // The applied-steps LR schedule lives on the device (the fused step reads
+  // its step counter): identical parameters after 10 iterations show that
+  // every rank applied the same steps with the same lrs.
+  check(synced.params_same, "synced: parameters identical on every rank");
+  // Control: without the reducer, only the last rank skips.
+  const ScalerRun local = scaler_run(pg, pgp, false);
+  check(local.stats.steps_skipped == (R == W - 1 ? 2 : 0), "control: only the injected rank skips, got " +
+                                                                std::to_string(local.stats.steps_skipped));
+  const std::vector<double> skipped = gather_scalar(pg, static_cast<double>(local.stats.steps_skipped));
+  check(skipped.front() != skipped.back(), "control: skip counts differ without sync_grad_scaler");
+  check(R != W - 1 || !local.params_same, "control: the injected rank's parameters diverge without sync_grad_scaler");
+}
+
 // The last rank exits right after the rendezvous; the others must get an
 // hg::Error (not hang) well within the timeout.
 int dead_peer() {
@@ -350,7 +435,7 @@ int dead_peer() {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: dist_worker collectives|ddp|no_sync|unused|dead_peer|exit_early\n");
+    std::fprintf(stderr, "usage: dist_worker collectives|ddp|no_sync|unused|amp_scaler|dead_peer|exit_early\n");
     return 2;
   }
   const std::string scenario = argv[1];
@@ -368,6 +453,7 @@ int main(int argc, char** argv) {
         {"ddp", [&] { ddp(*pg, pg); }},
         {"no_sync", [&] { no_sync(*pg, pg); }},
         {"unused", [&] { unused(*pg, pg); }},
+        {"amp_scaler", [&] { amp_scaler(*pg, pg); }},
     };
     auto it = scenarios.find(scenario);
     if (it == scenarios.end()) {

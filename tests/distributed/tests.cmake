@@ -6,7 +6,7 @@ target_link_libraries(dist_worker PRIVATE halfgrad)
 hg_target_warnings(dist_worker)
 hg_configure_cuda(dist_worker PRIVATE)
 
-foreach(scenario collectives ddp no_sync unused)
+foreach(scenario collectives ddp no_sync unused amp_scaler)
   foreach(n 2 3)
     add_test(NAME dist_${scenario}_np${n}
              COMMAND $<TARGET_FILE:hg-run> -n ${n} $<TARGET_FILE:dist_worker> ${scenario})
