@@ -35,7 +35,8 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
     std::vector<WorkPtr> works;
     std::vector<Tensor> staged, targets;
     auto send = [&](const Tensor& t) {
-      Tensor buf = (t.is_cpu() && t.is_contiguous()) ? t : t.to(Device::cpu()).contiguous();
+      const Device d = bucket_device(group_, t);  // no host copy with a device backend (nccl)
+      Tensor buf = (t.device() == d && t.is_contiguous()) ? t : t.to(d).contiguous();
       works.push_back(group_->broadcast(buf, 0));
       staged.push_back(buf);
       targets.push_back(t);
@@ -109,7 +110,8 @@ Tensor DistributedDataParallel::forward(const Tensor& x) {
   if (options_.broadcast_buffers && group_->world_size() > 1) {
     NoGradGuard no_grad;
     for (const Tensor& b : module_->buffers()) {
-      Tensor buf = (b.is_cpu() && b.is_contiguous()) ? b : b.to(Device::cpu()).contiguous();
+      const Device d = bucket_device(group_, b);
+      Tensor buf = (b.device() == d && b.is_contiguous()) ? b : b.to(d).contiguous();
       group_->broadcast(buf, 0)->wait();
       if (!same(buf, b)) const_cast<Tensor&>(b).copy_(buf);
     }

@@ -27,6 +27,7 @@
 #include "core/error.h"
 #include "core/half.h"
 #include "core/log.h"
+#include "distributed/backends.h"
 #include "distributed/tcp_store.h"
 
 namespace hg::distributed {
@@ -333,7 +334,9 @@ std::shared_ptr<gloo::transport::Device> make_gloo_device() {
   }
 }
 
-ProcessGroupPtr make_gloo(int rank, int world, const InitOptions& o) {
+}  // namespace
+
+detail::Rendezvous detail::rendezvous(int rank, const InitOptions& o) {
   std::unique_ptr<detail::TcpStoreServer> server;
   std::shared_ptr<gloo::rendezvous::Store> store;
   const std::string& m = o.init_method;
@@ -365,6 +368,16 @@ ProcessGroupPtr make_gloo(int rank, int world, const InitOptions& o) {
     store = std::make_shared<detail::TcpStore>(host, port, o.timeout);
     where = host + ":" + std::to_string(port);
   }
+  return {std::move(server), std::move(store), where};
+}
+
+namespace {
+
+ProcessGroupPtr make_gloo(int rank, int world, const InitOptions& o) {
+  detail::Rendezvous rv = detail::rendezvous(rank, o);
+  std::unique_ptr<detail::TcpStoreServer> server = std::move(rv.server);
+  std::shared_ptr<gloo::rendezvous::Store> store = std::move(rv.store);
+  const std::string where = rv.where;
   auto device = make_gloo_device();
   auto ctx = std::make_shared<gloo::rendezvous::Context>(rank, world);
   ctx->setTimeout(o.timeout);
@@ -418,13 +431,17 @@ ProcessGroupPtr new_process_group(InitOptions o) {
   HG_CHECK(o.timeout.count() > 0, "distributed: timeout must be positive");
   if (o.backend == "gloo") return make_gloo(rank, world, o);
   if (o.backend == "nccl") {
-    HG_FAIL("distributed: the nccl backend is not built into this library (",
-#if defined(HG_CUDA_EMU)
-            "cuda-emu has no NCCL: the emulator cannot run a real collective"
+#if defined(HG_HAVE_NCCL)
+    return detail::make_nccl(rank, world, o, detail::rendezvous(rank, o));
 #else
-            "this build has no NCCL backend yet"
+#if defined(HG_CUDA_EMU)
+    const char* why = "cuda-emu has no NCCL: the emulator cannot run a real collective";
+#else
+    const char* why = "a cpu build, or a gpu build that found no nccl.h / libnccl";
 #endif
+    HG_FAIL("distributed: the nccl backend is not built into this library (", why,
             "); use backend \"gloo\" with CPU tensors");
+#endif
   }
   HG_FAIL("distributed: unknown backend '", o.backend, "'; use \"gloo\" or \"nccl\"");
 }

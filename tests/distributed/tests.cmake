@@ -23,3 +23,6 @@ add_test(NAME hg_run_fails_all
          COMMAND ${CMAKE_COMMAND} -E env $<TARGET_FILE:hg-run> -n 2 --grace 1 $<TARGET_FILE:dist_worker> exit_early)
 set_tests_properties(hg_run_fails_all PROPERTIES LABELS distributed TIMEOUT 15
                      PASS_REGULAR_EXPRESSION "hg-run: failed \\(rank 1, status 3\\)")
+# One process: DDP and the cross-rank GradScaler over a fake stream-ordered
+# group (no host sync on CUDA, asserted with the runtime's counters).
+hg_add_test(test_distributed LABEL distributed SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_ddp_device.cpp)
