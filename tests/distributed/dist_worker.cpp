@@ -5,6 +5,7 @@
 //   dist_worker <scenario>     scenarios: see kScenarios below.
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -27,6 +28,10 @@
 #include "optim/lr_scheduler.h"
 #include "optim/optimizer.h"
 #include "tests/kernels/tolerance.h"
+
+#if defined(HG_WITH_CUDA)
+#include "kernels/cuda/runtime.h"
+#endif
 
 namespace hd = hg::distributed;
 using hg::Tensor;
@@ -399,6 +404,76 @@ void amp_scaler(hd::ProcessGroup& pg, hd::ProcessGroupPtr pgp) {
   check(R != W - 1 || !local.params_same, "control: the injected rank's parameters diverge without sync_grad_scaler");
 }
 
+// World size 1 over NCCL on one GPU (gpu builds on a GPU machine; exit 77 =
+// skipped elsewhere): every collective is the identity there, DDP gives the
+// plain gradients, and a DDP backward adds no host sync.
+int nccl_world1() {
+  const auto backends = hd::available_backends();
+  if (std::find(backends.begin(), backends.end(), "nccl") == backends.end()) {
+    std::fprintf(stderr, "dist_worker nccl1: this build has no nccl backend (skipped)\n");
+    return 77;
+  }
+#if defined(HG_WITH_CUDA)
+  if (!hg::cuda::is_available()) {
+    std::fprintf(stderr, "dist_worker nccl1: no CUDA device (skipped)\n");
+    return 77;
+  }
+  const hg::Device dev = hg::Device::cuda(0);
+  auto pg = hd::init_process_group({.backend = "nccl", .timeout = std::chrono::seconds(30)});
+  const int64_t n = 37;
+  for (hg::DType dt : {hg::kF32, hg::kF64, hg::kF16, hg::kBF16, hg::kI32, hg::kI64}) {
+    const std::string name(hg::dtype_name(dt));
+    for (hd::ReduceOp op : {hd::ReduceOp::kSum, hd::ReduceOp::kAvg, hd::ReduceOp::kMax, hd::ReduceOp::kMin}) {
+      if (op == hd::ReduceOp::kAvg && !hg::is_floating(dt)) continue;
+      Tensor t = rank_input(0, n, dt).to(dev);
+      pg->all_reduce(t, op)->wait();
+      check_close(t.cpu(), as_f64(rank_input(0, n, dt)), dt, hg::test::OpKind::kElementwise,
+                  "nccl all_reduce " + name + " " + hd::reduce_op_name(op));
+    }
+    Tensor b = rank_input(0, n, dt).to(dev);
+    pg->broadcast(b, 0)->wait();
+    check_close(b.cpu(), as_f64(rank_input(0, n, dt)), dt, hg::test::OpKind::kElementwise, "nccl broadcast " + name);
+    Tensor out = hg::zeros({n}, {.dtype = dt, .device = dev});
+    pg->all_gather(out, rank_input(0, n, dt).to(dev))->wait();
+    check_close(out.cpu(), as_f64(rank_input(0, n, dt)), dt, hg::test::OpKind::kElementwise, "nccl all_gather " + name);
+    Tensor rs = hg::zeros({n}, {.dtype = dt, .device = dev});
+    pg->reduce_scatter(rs, rank_input(0, n, dt).to(dev))->wait();
+    check_close(rs.cpu(), as_f64(rank_input(0, n, dt)), dt, hg::test::OpKind::kElementwise,
+                "nccl reduce_scatter " + name);
+  }
+  pg->barrier()->wait();
+  // DDP: plain gradients, and no host sync in forward + backward.
+  auto ref = make_mlp(8), model = make_mlp(8);
+  ref->to(dev);
+  model->to(dev);
+  hd::DistributedDataParallel ddp(model, pg, {.bucket_cap_mb = 1e-6});
+  for (int step = 0; step < 3; ++step) {
+    GlobalBatch gb = global_batch(step, 6);
+    const Tensor x = gb.x.to(dev), y = gb.y.to(dev);
+    ref->zero_grad();
+    model->zero_grad();
+    hg::nn::functional::cross_entropy(ref->forward(x), y).backward();
+    const auto before = hg::cuda::host_sync_counts();
+    hg::nn::functional::cross_entropy(ddp.forward(x), y).backward();
+    const auto after = hg::cuda::host_sync_counts();
+    check(after.synchronizations == before.synchronizations && after.device_to_host_copies == before.device_to_host_copies,
+          "nccl DDP backward without host sync");
+    auto rp = ref->named_parameters();
+    auto lp = model->named_parameters();
+    for (size_t k = 0; k < rp.size(); ++k) {
+      check(lp[k].second.grad().cpu().to_vector<float>() == rp[k].second.grad().cpu().to_vector<float>(),
+            "nccl DDP grad " + lp[k].first);
+    }
+  }
+  pg->barrier()->wait();
+  hd::destroy_process_group();
+  if (g_failures == 0) std::fprintf(stderr, "rank 0: nccl1 passed\n");
+  return g_failures == 0 ? 0 : 1;
+#else
+  return 77;
+#endif
+}
+
 // The last rank exits right after the rendezvous; the others must get an
 // hg::Error (not hang) well within the timeout.
 int dead_peer() {
@@ -435,13 +510,14 @@ int dead_peer() {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: dist_worker collectives|ddp|no_sync|unused|amp_scaler|dead_peer|exit_early\n");
+    std::fprintf(stderr, "usage: dist_worker collectives|ddp|no_sync|unused|amp_scaler|dead_peer|nccl1|exit_early\n");
     return 2;
   }
   const std::string scenario = argv[1];
   g_rank = hd::launch_env().rank;
   try {
     if (scenario == "dead_peer") return dead_peer();
+    if (scenario == "nccl1") return nccl_world1();
     if (scenario == "exit_early") {  // hg-run must stop the sleeping ranks when rank 1 fails
       if (g_rank == 1) return 3;
       std::this_thread::sleep_for(std::chrono::seconds(60));

@@ -26,3 +26,9 @@ set_tests_properties(hg_run_fails_all PROPERTIES LABELS distributed TIMEOUT 15
 # One process: DDP and the cross-rank GradScaler over a fake stream-ordered
 # group (no host sync on CUDA, asserted with the runtime's counters).
 hg_add_test(test_distributed LABEL distributed SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_ddp_device.cpp)
+# World size 1 over NCCL on one GPU: gpu builds only; skipped (exit 77)
+# without a GPU or without NCCL.
+if(HG_CUDA_MODE STREQUAL "gpu")
+  add_test(NAME dist_nccl_world1 COMMAND $<TARGET_FILE:hg-run> -n 1 $<TARGET_FILE:dist_worker> nccl1)
+  set_tests_properties(dist_nccl_world1 PROPERTIES LABELS distributed TIMEOUT 60 SKIP_RETURN_CODE 77)
+endif()
