@@ -372,7 +372,8 @@ int main(int argc, char** argv) {
     // over its part of the global batch, so this is the global batch's loss).
     auto global_sum = [&](const hg::Tensor& local) {
       if (!group) return local.item<double>();
-      hg::Tensor t = local.detach().to(hg::kF64).contiguous().clone().cpu();
+      hg::Tensor t = local.detach().to(hg::kF64).contiguous().clone();
+      if (group->backend() == "gloo") t = t.cpu();  // nccl reduces on the device
       group->all_reduce(t, hg::distributed::ReduceOp::kAvg)->wait();
       return t.item<double>();
     };
