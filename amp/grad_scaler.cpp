@@ -175,6 +175,7 @@ void GradScaler::step(optim::Optimizer& opt) {
   HG_CHECK(st.had_grads,
            "GradScaler::step(): no inf checks were recorded for this optimizer: none of its parameters has a "
            "gradient. Call scaler.scale(loss).backward() before step()");
+  if (reducer_) reducer_(st.found_inf);  // Note [GradScaler across ranks]
   opt.set_stepped_by_scaler();  // LR schedules with ScheduleClock::kAuto now count applied steps
   opt.step(unscaled ? Tensor() : inv_scale_, st.found_inf);
   st.stage = Stage::kStepped;
@@ -187,6 +188,7 @@ void GradScaler::update() {
   HG_CHECK(any && initialized_,
            "GradScaler::update(): no inf checks were recorded prior to update(); call scaler.step(opt) (or "
            "unscale_(opt)) after backward() in this iteration first");
+  if (reducer_) reducer_(found_any_);  // Note [GradScaler across ranks]
   ops::amp_update_scale_(scale_, inv_scale_, state_, found_any_, kernel_options());
   for (auto& [opt, st] : opts_) {
     st.stage = Stage::kReady;

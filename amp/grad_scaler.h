@@ -32,6 +32,16 @@
 //                min_scale, after `hysteresis` overflows in a row), grow
 //                after growth_interval clean steps (not above max_scale,
 //                never to inf); resets the per-iteration state.
+// Note [GradScaler across ranks]
+// Under DistributedDataParallel every rank steps with the same averaged
+// gradients, so found_inf already agrees (an inf on one rank becomes inf in
+// the all-reduced sum everywhere). With anything sharded (each rank checks
+// different gradients), or as a safety net, set_found_inf_reducer makes the
+// ranks agree: found_inf is max-reduced before the optimizer step and
+// found_any before update(), so every rank skips the same steps and keeps the
+// same scale, growth tracker, counters and (ScheduleClock::kAuto) LR
+// schedule. The reduction is one more collective on a device tensor: no host
+// read is added (with NCCL it is queued on the communication stream).
 // Host reads happen only when asked: get_scale(), stats(), last_overflow(),
 // state_dict(), or every check_every updates. Each raises hg::Error once the
 // scale has sat at min_scale through collapse_steps consecutive overflows:
@@ -40,6 +50,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <utility>
@@ -85,6 +96,17 @@ class GradScaler {
   void unscale_(optim::Optimizer& opt);
   void step(optim::Optimizer& opt);
   void update();
+
+  // Cross-rank agreement (Note [GradScaler across ranks]): `reducer` must
+  // replace its f32 [1] argument, in place and on its device, by the maximum
+  // over every rank (hg::distributed::sync_grad_scaler installs an
+  // all_reduce(kMax) of a process group). step() applies it to found_inf
+  // after the inf check and before the optimizer runs; update() applies it to
+  // found_any before the scale update. Every rank must then call step() and
+  // update() equally often. An empty function removes it.
+  using FoundInfReducer = std::function<void(Tensor& found_inf)>;
+  void set_found_inf_reducer(FoundInfReducer reducer) { reducer_ = std::move(reducer); }
+  bool has_found_inf_reducer() const { return static_cast<bool>(reducer_); }
 
   // Names for overflow reports: each tensor is matched by identity (e.g.
   // scaler.set_parameter_names(model->named_parameters())). Unnamed
@@ -145,6 +167,7 @@ class GradScaler {
   std::map<const optim::Optimizer*, OptState> opts_;
   std::map<const void*, std::string> names_;  // TensorImpl* -> name
   int64_t updates_ = 0;
+  FoundInfReducer reducer_;
 };
 
 }  // namespace hg::amp

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "autograd/grad_mode.h"
+#include "autograd/hooks.h"
 #include "autograd/node.h"
 #include "kernels/ops.h"
 
@@ -42,6 +43,7 @@ void backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
            " but the tensor has shape ", root.shape_str());
 
   NoGradGuard no_grad;  // the backward pass itself records nothing
+  detail::BackwardScope callbacks;  // queue_callback (Note [Backward hooks])
   const std::shared_ptr<Node> root_node = edge_to(root).node;
 
   // 1. dependency counts
@@ -83,6 +85,7 @@ void backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
       if (--dependencies[child] == 0) ready.push(child);
     }
   }
+  callbacks.finish();
 }
 
 namespace {

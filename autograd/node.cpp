@@ -3,6 +3,7 @@
 #include <atomic>
 
 #include "autograd/grad_mode.h"
+#include "autograd/hooks.h"
 #include "kernels/ops.h"
 
 namespace hg::autograd {
@@ -77,6 +78,7 @@ Grads AccumulateGrad::apply(const Tensor& grad_output) {
   } else {
     leaf_tensor.set_grad(ops::add(leaf_tensor.grad(), incoming));
   }
+  detail::run_post_accumulate_grad_hooks(leaf_tensor);  // Note [Backward hooks]
   return {};
 }
 

@@ -3,6 +3,7 @@ list(APPEND HG_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/grad_mode.cpp
   ${CMAKE_CURRENT_LIST_DIR}/node.cpp
   ${CMAKE_CURRENT_LIST_DIR}/engine.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/hooks.cpp
   ${CMAKE_CURRENT_LIST_DIR}/functions.cpp
   ${CMAKE_CURRENT_LIST_DIR}/functions_views.cpp
   ${CMAKE_CURRENT_LIST_DIR}/functions_conv.cpp

@@ -122,8 +122,15 @@ DataLoader::DataLoader(const Tensor& images, const Tensor& labels, DataLoaderOpt
   for (int v = 0; v < 256; ++v) {
     source->lut[static_cast<size_t>(v)] = (v / 255.0 - options_.mean) / options_.std;
   }
+  HG_CHECK(options_.num_replicas >= 1 && options_.rank >= 0 && options_.rank < options_.num_replicas,
+           "DataLoader: rank must be in [0, num_replicas) and num_replicas >= 1, got rank ", options_.rank,
+           " of ", options_.num_replicas);
   const int64_t n = source->images.size(0);
-  num_samples_ = options_.limit > 0 && options_.limit < n ? options_.limit : n;
+  dataset_samples_ = options_.limit > 0 && options_.limit < n ? options_.limit : n;
+  const int64_t R = options_.num_replicas;
+  num_samples_ = options_.pad_shards ? (dataset_samples_ + R - 1) / R : dataset_samples_ / R;
+  HG_CHECK(num_samples_ > 0 || dataset_samples_ == 0, "DataLoader: ", dataset_samples_,
+           " samples cannot be split over ", R, " replicas without padding; set pad_shards = true");
   source_ = std::move(source);
   compute_order();
 }
@@ -141,10 +148,19 @@ int64_t DataLoader::num_batches() const {
 void DataLoader::compute_order() {
   std::vector<int64_t> order;
   if (options_.shuffle) {
-    order = shuffled_indices(num_samples_, options_.seed, kShuffleStream + epoch_);
+    order = shuffled_indices(dataset_samples_, options_.seed, kShuffleStream + epoch_);
   } else {
-    order.resize(static_cast<size_t>(num_samples_));
-    for (int64_t i = 0; i < num_samples_; ++i) order[static_cast<size_t>(i)] = i;
+    order.resize(static_cast<size_t>(dataset_samples_));
+    for (int64_t i = 0; i < dataset_samples_; ++i) order[static_cast<size_t>(i)] = i;
+  }
+  if (options_.num_replicas > 1 && !order.empty()) {  // this rank's shard (DataLoaderOptions::num_replicas)
+    const int64_t R = options_.num_replicas;
+    std::vector<int64_t> shard(static_cast<size_t>(num_samples_));
+    for (int64_t k = 0; k < num_samples_; ++k) {
+      const int64_t pos = (options_.rank + k * R) % dataset_samples_;  // padding wraps to the start
+      shard[static_cast<size_t>(k)] = order[static_cast<size_t>(pos)];
+    }
+    order = std::move(shard);
   }
   order_ = std::make_shared<const std::vector<int64_t>>(std::move(order));
   ++order_generation_;

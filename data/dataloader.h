@@ -112,6 +112,18 @@ struct DataLoaderOptions {
   // On a CUDA device: assemble ahead on a host thread into pinned memory and
   // copy on a side stream (Note [DataLoader prefetch]). Same batches either way.
   bool prefetch = true;
+  // Data-parallel split, torch's DistributedSampler: each epoch's order (the
+  // same on every rank: it depends only on seed and epoch) is cut into
+  // num_replicas interleaved shards, and this loader visits shard `rank`:
+  // positions rank, rank + num_replicas, ... With pad_shards the order is
+  // first padded by repeating its beginning to a multiple of num_replicas
+  // (every rank sees ceil(N / R) samples, a few twice); without, its tail is
+  // dropped (floor(N / R) each). drop_last then applies to each shard's last
+  // batch. num_samples() counts this rank's shard. hg::distributed sets
+  // neither: pass rank and world size explicitly.
+  int64_t num_replicas = 1;
+  int64_t rank = 0;
+  bool pad_shards = true;
 };
 
 // Counters of the prefetcher (all zero on the CPU or with prefetch off).
@@ -177,7 +189,8 @@ class DataLoader {
   Batch batch(int64_t index) const;
 
   int64_t num_batches() const;
-  int64_t num_samples() const { return num_samples_; }  // after `limit`
+  int64_t num_samples() const { return num_samples_; }  // after `limit`; this rank's shard
+  int64_t dataset_samples() const { return dataset_samples_; }  // after `limit`, all shards
   int64_t batch_size() const { return options_.batch_size; }
   const DataLoaderOptions& options() const { return options_; }
 
@@ -201,7 +214,8 @@ class DataLoader {
 
   DataLoaderOptions options_;
   std::shared_ptr<const detail::BatchSource> source_;  // pixels, labels, LUT (immutable)
-  int64_t num_samples_ = 0;
+  int64_t num_samples_ = 0;      // this rank's shard
+  int64_t dataset_samples_ = 0;  // after limit, before sharding
   uint64_t epoch_ = 0;
   int64_t position_ = 0;
   // Replaced (never modified) by compute_order, so a prefetch job can hold it.

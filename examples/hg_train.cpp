@@ -30,10 +30,12 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <iostream>
 #include <memory>
+#include <optional>
 
 #include "amp/grad_scaler.h"
 #include "autograd/autocast.h"
@@ -45,6 +47,8 @@
 #include "data/dataloader.h"
 #include "data/fashion_mnist.h"
 #include "examples/models.h"
+#include "distributed/ddp.h"
+#include "distributed/process_group.h"
 #include "examples/run_folder.h"
 #include "examples/terminal.h"
 #include "examples/train_report.h"
@@ -84,6 +88,7 @@ struct Options {
   bool overwrite = false;
   int64_t checkpoint_every = 0;
   int64_t max_steps = 0;
+  int nproc = 0;  // 0: one process, or WORLD_SIZE when launched
   int64_t log_every = 0;
 };
 
@@ -381,23 +386,74 @@ int main(int argc, char** argv) {
   app.add_option("--log-every", o.log_every,
                  "a train-loss point in metrics.jsonl and curves.svg every N steps (0 = about 1% of an epoch)")
       ->check(at_least(0, "an integer"));
+  app.add_option("--nproc", o.nproc,
+                 "data-parallel over N local processes started through hg-run (gloo on cpu, nccl on cuda); "
+                 "--batch-size is the global batch and must be divisible by N")
+      ->check(CLI::PositiveNumber);
   CLI11_PARSE(app, argc, argv);
+  const hg::distributed::LaunchEnv launch = hg::distributed::launch_env();
+  if (o.nproc > 1 && !launch.launched()) {
+    // Not launched yet: become hg-run, which starts N copies of this command.
+    std::error_code ec;
+    const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+    const fs::path runner = self.parent_path() / "hg-run";
+    if (ec || !fs::exists(runner)) {
+      std::fprintf(stderr, "hg-train: --nproc needs hg-run next to hg-train (looked for %s); build the hg-run target\n",
+                   runner.c_str());
+      return 1;
+    }
+    std::vector<std::string> args{runner.string(), "-n", std::to_string(o.nproc), self.string()};
+    for (int i = 1; i < argc; ++i) args.emplace_back(argv[i]);
+    std::vector<char*> cargs;
+    for (auto& a : args) cargs.push_back(a.data());
+    cargs.push_back(nullptr);
+    std::fflush(stdout);
+    ::execv(runner.c_str(), cargs.data());
+    std::fprintf(stderr, "hg-train: could not start %s: %s\n", runner.c_str(), std::strerror(errno));
+    return 1;
+  }
+  const int world = launch.launched() ? launch.world_size : 1;
+  const int rank = launch.launched() ? std::max(launch.rank, 0) : 0;
+  if (o.nproc > 0 && o.nproc != world) {
+    std::fprintf(stderr, "hg-train: --nproc %d but WORLD_SIZE is %d; drop --nproc when a launcher sets WORLD_SIZE\n",
+                 o.nproc, world);
+    return 1;
+  }
+  if (o.batch_size % world != 0) {
+    std::fprintf(stderr, "hg-train: --batch-size %lld is not divisible by the %d processes; use a multiple of %d\n",
+                 static_cast<long long>(o.batch_size), world, world);
+    return 1;
+  }
+  const bool distributed = world > 1;
+  const bool lead = rank == 0;  // writes the run folder, evaluates, prints
+  if (!lead && std::freopen("/dev/null", "w", stdout) == nullptr) return 1;  // rank 0 reports
   // Past the file size limit (ulimit -f) a write fails with EFBIG and a clear
   // message (core/atomic_file.h) instead of the process dying by SIGXFSZ.
   std::signal(SIGXFSZ, SIG_IGN);
 
   hg::train::Terminal term;
   try {
-    // The run folder first: locked, writable and not someone else's results,
-    // before a second is spent on data or training.
-    const hg::train::RunFolder folder(o.out, o.resume      ? hg::train::StartMode::kResume
-                                             : o.overwrite ? hg::train::StartMode::kOverwrite
-                                                           : hg::train::StartMode::kFresh);
-    if (folder.stale_temp_files_removed() > 0) {
-      term.paragraph("hg-train: removed " + std::to_string(folder.stale_temp_files_removed()) +
-                     " temp file(s) left in " + o.out + " by killed saves");
+    hg::Device device = pick_device(o.device);
+    hg::distributed::ProcessGroupPtr group;
+    if (distributed) {
+      // One GPU per rank: cuda:LOCAL_RANK when the device is CUDA.
+      if (device.is_cuda() && launch.local_rank >= 0) device = hg::Device::cuda(launch.local_rank);
+      group = hg::distributed::init_process_group({.backend = device.is_cuda() ? "nccl" : "gloo"});
     }
-    const hg::Device device = pick_device(o.device);
+    // The run folder first: locked, writable and not someone else's results,
+    // before a second is spent on data or training. Rank 0 owns it; the
+    // others only read the checkpoint on --resume, after rank 0 checked it.
+    std::optional<hg::train::RunFolder> folder;
+    if (lead) {
+      folder.emplace(o.out, o.resume      ? hg::train::StartMode::kResume
+                            : o.overwrite ? hg::train::StartMode::kOverwrite
+                                          : hg::train::StartMode::kFresh);
+      if (folder->stale_temp_files_removed() > 0) {
+        term.paragraph("hg-train: removed " + std::to_string(folder->stale_temp_files_removed()) +
+                       " temp file(s) left in " + o.out + " by killed saves");
+      }
+    }
+    if (group) group->barrier()->wait();  // rank 0 failed: its exit makes hg-run stop the others
     const Precision prec = precision_of(o.precision);
     hg::amp::GradScaler scaler({.enabled = prec.scaler});
     // What this hardware does with 16-bit math, in every mode (so that an
@@ -417,13 +473,17 @@ int main(int argc, char** argv) {
     auto model = make_model(o, &gen);
     model->to(device);
     model->to(prec.weights);
+    // Broadcasts rank 0's parameters (identical anyway: same seed).
+    std::optional<hg::distributed::DistributedDataParallel> ddp;
+    if (group) ddp.emplace(model, group);
+    auto forward = [&](const hg::Tensor& x) { return ddp ? ddp->forward(x) : model->forward(x); };
     hg::optim::AdamW opt(model->parameters(), {.lr = o.lr, .weight_decay = 1e-4});
     scaler.set_parameter_names(model->named_parameters());  // overflow reports name the parameters
 
     const hg::data::FashionMnist train_set(o.data, true), test_set(o.data, false);
     // Fashion-MNIST pixel statistics (mean 0.286, std 0.353).
     hg::data::DataLoader train(train_set.images(), train_set.labels(),
-                               {.batch_size = o.batch_size,
+                               {.batch_size = o.batch_size / world,
                                 .shuffle = true,
                                 .seed = o.seed,
                                 .drop_last = true,
@@ -431,7 +491,10 @@ int main(int argc, char** argv) {
                                 .std = 0.3530,
                                 .limit = o.limit,
                                 .device = device,
-                                .dtype = prec.weights});
+                                .dtype = prec.weights,
+                                .num_replicas = world,
+                                .rank = rank,
+                                .pad_shards = false});
     hg::data::DataLoader test(test_set.images(), test_set.labels(),
                               {.batch_size = 1000,
                                .mean = 0.2860,
@@ -448,9 +511,19 @@ int main(int argc, char** argv) {
     auto current_lr = [&] { return schedule ? schedule->last_lr() : opt.lr(); };
     const int64_t log_every = o.log_every > 0 ? o.log_every : std::max<int64_t>(num_batches / 100, 1);
 
-    const std::string ckpt_path = folder.file("checkpoint.safetensors");
-    const std::string metrics_path = folder.file("metrics.jsonl");
-    const std::string curves_path = folder.file("curves.svg");
+    auto file = [&](const char* name) { return folder ? folder->file(name) : (fs::path(o.out) / name).string(); };
+    const std::string ckpt_path = file("checkpoint.safetensors");
+    const std::string metrics_path = file("metrics.jsonl");
+    const std::string curves_path = file("curves.svg");
+    // The mean over ranks of a per-rank sum (each rank's loss is the mean
+    // over its part of the global batch, so this is the global batch's loss).
+    auto global_sum = [&](const hg::Tensor& local) {
+      if (!group) return local.item<double>();
+      hg::Tensor t = local.detach().to(hg::kF64).contiguous().clone();
+      if (group->backend() == "gloo") t = t.cpu();  // nccl reduces on the device
+      group->all_reduce(t, hg::distributed::ReduceOp::kAvg)->wait();
+      return t.item<double>();
+    };
     std::string title = "hg-train: " + o.model + ", " + o.precision + ", " + device.str() + ", " +
                         std::to_string(o.epochs) + " epoch" + (o.epochs == 1 ? "" : "s") + ", batch " +
                         std::to_string(o.batch_size) + ", lr " + decimal(o.lr) + " " + o.schedule;
@@ -504,7 +577,7 @@ int main(int argc, char** argv) {
       for (const auto& r : earlier.steps) {
         if (r.step <= p.global_step) metrics.steps.push_back(r);
       }
-      if (metrics.epochs.size() != p.epoch) {
+      if (lead && metrics.epochs.size() != p.epoch) {
         term.paragraph("hg-train: warning: " + metrics_path + " holds " + std::to_string(metrics.epochs.size()) +
                        " of the " + std::to_string(p.epoch) + " finished epochs' lines");
       }
@@ -540,9 +613,13 @@ int main(int argc, char** argv) {
     // Metrics and curves first, then the checkpoint: a kill between the two
     // leaves lines for steps the checkpoint has not reached, which a resume
     // drops and writes again; the other order could lose lines for good.
+    // Data-parallel: every rank calls save at the same steps (global_sum is a
+    // collective); rank 0 alone writes. Sub-epoch points are rank 0's shard.
     auto save = [&] {
-      require_finite_loss(loss_sum.item<double>());
+      const double global_loss_sum = global_sum(loss_sum);
+      require_finite_loss(global_loss_sum);
       flush_points();
+      if (!lead) return;
       hg::train::write_metrics(metrics_path, metrics);
       hg::train::write_curves(curves_path, metrics, title);
       hg::optim::TrainingProgress p{.epoch = train.epoch(),
@@ -551,7 +628,7 @@ int main(int argc, char** argv) {
                                     .scheduler_step = schedule ? schedule->last_step() : 0,
                                     .generator = gen.get_state(),
                                     .extra = run_config(o)};
-      p.extra["epoch_loss_sum"] = hg::optim::exact_double_string(loss_sum.item<double>());
+      p.extra["epoch_loss_sum"] = hg::optim::exact_double_string(global_loss_sum);
       p.extra["epoch_batches"] = std::to_string(batches);
       p.extra["epoch_samples"] = std::to_string(samples);
       p.extra["interval_loss_sum"] = hg::optim::exact_double_string(interval_sum.item<double>());
@@ -612,7 +689,7 @@ int main(int argc, char** argv) {
         hg::Tensor loss;
         {
           hg::amp::Autocast autocast(prec.autocast_dtype, /*enabled=*/prec.autocast);
-          loss = hg::cross_entropy(model->forward(x), y);
+          loss = hg::cross_entropy(forward(x), y);
         }
         scaler.scale(loss).backward();  // without a scaler: loss itself, step = opt.step()
         if (o.clip_grad > 0) {
@@ -631,8 +708,8 @@ int main(int argc, char** argv) {
         ++batches;
         ++global_step;
         ++interval_batches;
-        samples += y.numel();
-        samples_timed += y.numel();
+        samples += y.numel() * world;  // the global batch
+        samples_timed += y.numel() * world;
         if (batches % log_every == 0 || batches == num_batches) {
           pending.push_back({.step = global_step,
                              .epoch = static_cast<double>(epoch - 1) +
@@ -687,9 +764,10 @@ int main(int argc, char** argv) {
       const double secs = epoch_seconds();
       const double epoch_rate = rate();
       train_seconds += secs;
-      const double train_loss = loss_sum.item<double>() / static_cast<double>(std::max<int64_t>(batches, 1));
+      const double train_loss = global_sum(loss_sum) / static_cast<double>(std::max<int64_t>(batches, 1));
       require_finite_loss(train_loss);
-      const EvalResult eval = evaluate(*model, test, prec, [&](int64_t done, int64_t total) {
+      // Rank 0 evaluates (the models are identical); the others go on.
+      const EvalResult eval = !lead ? EvalResult{} : evaluate(*model, test, prec, [&](int64_t done, int64_t total) {
         if (!term.tty()) return;
         const std::vector<Piece> pieces{
             {epoch_text},

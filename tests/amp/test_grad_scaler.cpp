@@ -435,6 +435,65 @@ TEST_CASE("GradScaler: 300-step soak with an overflow every 10 steps", "[amp][sc
   }
 }
 
+// Note [GradScaler across ranks] with a fake second rank: the reducer takes
+// the maximum with the other rank's flag (a device tensor), as an
+// all_reduce(kMax) would. Overflows only on "the other rank" skip the step
+// here too; found_inf and found_any are each reduced once per iteration.
+TEST_CASE("GradScaler: a found_inf reducer makes another rank's overflow skip the step", "[amp][scaler][distributed]") {
+  for (Device dev : test_devices()) {
+    INFO(dev.str());
+    Tiny m(dev, 21), plain(dev, 21);
+    optim::SGD opt(m.params(), {.lr = 0.01}), opt_p(plain.params(), {.lr = 0.01});
+    amp::GradScaler scaler({.init_scale = 1024.0, .growth_interval = 3});
+    Tensor other = zeros({1}, {.device = dev});  // the other rank's found_inf
+    int calls = 0;
+    scaler.set_found_inf_reducer([&](Tensor& f) {
+      NoGradGuard no_grad;
+      f.copy_(maximum(f, other));
+      ++calls;
+    });
+    REQUIRE(scaler.has_found_inf_reducer());
+    for (int k = 0; k < 6; ++k) {
+      other.fill_(k == 2 || k == 3 ? 1.0 : 0.0);
+      for (int unscale = 0; unscale < 2; ++unscale) {
+        if (unscale == 1 && k != 4) continue;
+        opt.zero_grad();
+        scaler.scale(m.loss()).backward();
+        if (unscale == 1) scaler.unscale_(opt);
+        scaler.step(opt);
+        scaler.update();
+      }
+      if (k == 2 || k == 3) continue;  // skipped on every rank
+      for (int reps = 0; reps < (k == 4 ? 2 : 1); ++reps) {
+        opt_p.zero_grad();
+        plain.loss().backward();
+        opt_p.step();
+      }
+    }
+    CHECK(calls == 2 * 7);
+    CHECK(scaler.stats().steps_skipped == 2);
+    CHECK(opt.steps_applied() == 5);
+    CHECK(values(m.w) == values(plain.w));
+    // growth_interval 3: clean iterations at k = 0, 1, overflows at 2 (512)
+    // and 3 (256), then 3 clean ones (k = 4 twice, 5): growth to 512.
+    CHECK(scaler.get_scale() == 512.0);
+#if defined(HG_WITH_CUDA)
+    if (dev.is_cuda()) {  // the reducer adds no host read or sync
+      opt.zero_grad();
+      scaler.scale(m.loss()).backward();
+      const auto before = cuda::host_sync_counts();
+      scaler.step(opt);
+      scaler.update();
+      const auto after = cuda::host_sync_counts();
+      CHECK(after.device_to_host_copies == before.device_to_host_copies);
+      CHECK(after.synchronizations == before.synchronizations);
+    }
+#endif
+    scaler.set_found_inf_reducer({});
+    CHECK_FALSE(scaler.has_found_inf_reducer());
+  }
+}
+
 #if defined(HG_WITH_CUDA)
 TEST_CASE("GradScaler: scale, unscale_, step and update never wait for the device", "[amp][scaler][cuda]") {
   const Device dev = Device::cuda(0);
