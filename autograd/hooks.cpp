@@ -56,8 +56,7 @@ void HookHandle::remove() {
 }
 
 HookHandle register_post_accumulate_grad_hook(const Tensor& leaf, PostAccumulateGradHook hook) {
-  HG_CHECK(leaf.defined() && leaf.requires_grad(),
-           "register_post_accumulate_grad_hook: the tensor must require grad");
+  HG_CHECK(leaf.defined() && leaf.requires_grad(), "register_post_accumulate_grad_hook: the tensor must require grad");
   HG_CHECK(leaf.impl_ptr()->autograd_meta == nullptr || leaf.impl_ptr()->autograd_meta->grad_fn == nullptr,
            "register_post_accumulate_grad_hook: the tensor is not a leaf (it has a grad_fn); hooks go on "
            "parameters");

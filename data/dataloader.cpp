@@ -123,8 +123,8 @@ DataLoader::DataLoader(const Tensor& images, const Tensor& labels, DataLoaderOpt
     source->lut[static_cast<size_t>(v)] = (v / 255.0 - options_.mean) / options_.std;
   }
   HG_CHECK(options_.num_replicas >= 1 && options_.rank >= 0 && options_.rank < options_.num_replicas,
-           "DataLoader: rank must be in [0, num_replicas) and num_replicas >= 1, got rank ", options_.rank,
-           " of ", options_.num_replicas);
+           "DataLoader: rank must be in [0, num_replicas) and num_replicas >= 1, got rank ", options_.rank, " of ",
+           options_.num_replicas);
   const int64_t n = source->images.size(0);
   dataset_samples_ = options_.limit > 0 && options_.limit < n ? options_.limit : n;
   const int64_t R = options_.num_replicas;

@@ -189,7 +189,7 @@ class DataLoader {
   Batch batch(int64_t index) const;
 
   int64_t num_batches() const;
-  int64_t num_samples() const { return num_samples_; }  // after `limit`; this rank's shard
+  int64_t num_samples() const { return num_samples_; }          // after `limit`; this rank's shard
   int64_t dataset_samples() const { return dataset_samples_; }  // after `limit`, all shards
   int64_t batch_size() const { return options_.batch_size; }
   const DataLoaderOptions& options() const { return options_; }
@@ -214,8 +214,8 @@ class DataLoader {
 
   DataLoaderOptions options_;
   std::shared_ptr<const detail::BatchSource> source_;  // pixels, labels, LUT (immutable)
-  int64_t num_samples_ = 0;      // this rank's shard
-  int64_t dataset_samples_ = 0;  // after limit, before sharding
+  int64_t num_samples_ = 0;                            // this rank's shard
+  int64_t dataset_samples_ = 0;                        // after limit, before sharding
   uint64_t epoch_ = 0;
   int64_t position_ = 0;
   // Replaced (never modified) by compute_order, so a prefetch job can hold it.

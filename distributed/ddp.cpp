@@ -63,9 +63,10 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
   for (size_t k = params_.size(); k-- > 0;) {
     const Tensor& p = params_[k];
     const DType rd = options_.reduce_in_fp32 && is_16bit(p.dtype()) ? kF32 : p.dtype();
-    const bool fits = !buckets_.empty() && bucket_dtype.back() == rd &&
-                      static_cast<double>((bucket_numel.back() + p.numel()) * static_cast<int64_t>(dtype_size(rd))) <= cap_bytes &&
-                      buckets_.back().flat.device() == bucket_device(group_, p);
+    const bool fits =
+        !buckets_.empty() && bucket_dtype.back() == rd &&
+        static_cast<double>((bucket_numel.back() + p.numel()) * static_cast<int64_t>(dtype_size(rd))) <= cap_bytes &&
+        buckets_.back().flat.device() == bucket_device(group_, p);
     if (!fits) {
       buckets_.emplace_back();
       bucket_dtype.push_back(rd);
@@ -87,9 +88,8 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
 
   // 3. Hooks.
   for (size_t k = 0; k < params_.size(); ++k) {
-    hooks_.push_back(autograd::register_post_accumulate_grad_hook(params_[k], [this, k](const Tensor&) {
-      on_grad_ready(k);
-    }));
+    hooks_.push_back(
+        autograd::register_post_accumulate_grad_hook(params_[k], [this, k](const Tensor&) { on_grad_ready(k); }));
   }
 }
 
@@ -100,8 +100,7 @@ DistributedDataParallel::~DistributedDataParallel() {
     if (b.work) {
       try {
         b.work->wait();
-      } catch (const Error&) {
-      }
+      } catch (const Error&) {}
     }
   }
 }
@@ -218,4 +217,3 @@ void sync_grad_scaler(amp::GradScaler& scaler, ProcessGroupPtr group) {
 }
 
 }  // namespace hg::distributed
-

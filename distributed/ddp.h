@@ -51,13 +51,13 @@ namespace hg::distributed {
 
 struct DDPOptions {
   double bucket_cap_mb = 25.0;
-  bool broadcast_buffers = true;       // forward() first broadcasts buffers from rank 0
+  bool broadcast_buffers = true;  // forward() first broadcasts buffers from rank 0
   bool find_unused_parameters = false;
-  bool reduce_in_fp32 = true;          // 16-bit gradients: sum/average in f32
+  bool reduce_in_fp32 = true;  // 16-bit gradients: sum/average in f32
 };
 
 struct DDPStats {
-  int64_t syncs = 0;                    // backward passes that all-reduced
+  int64_t syncs = 0;                         // backward passes that all-reduced
   int64_t buckets_launched_in_backward = 0;  // launched before backward's last node ran
   int64_t buckets_launched_at_end = 0;       // launched by the end-of-backward callback
 };
@@ -65,8 +65,7 @@ struct DDPStats {
 class DistributedDataParallel {
  public:
   // Broadcasts rank 0's parameters and buffers to every rank (blocking).
-  DistributedDataParallel(std::shared_ptr<nn::Module> module, ProcessGroupPtr group = world(),
-                          DDPOptions options = {});
+  DistributedDataParallel(std::shared_ptr<nn::Module> module, ProcessGroupPtr group = world(), DDPOptions options = {});
   ~DistributedDataParallel();
   DistributedDataParallel(const DistributedDataParallel&) = delete;
   DistributedDataParallel& operator=(const DistributedDataParallel&) = delete;
@@ -113,8 +112,8 @@ class DistributedDataParallel {
   DDPOptions options_;
   std::vector<Tensor> params_;
   std::vector<std::string> names_;
-  std::vector<size_t> bucket_of_;     // param index -> bucket
-  std::vector<size_t> slot_of_;       // param index -> position in its bucket
+  std::vector<size_t> bucket_of_;  // param index -> bucket
+  std::vector<size_t> slot_of_;    // param index -> position in its bucket
   std::vector<Bucket> buckets_;
   std::vector<char> ready_;
   std::vector<autograd::HookHandle> hooks_;

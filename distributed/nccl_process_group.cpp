@@ -52,23 +52,29 @@ namespace hg::distributed::detail {
 
 namespace {
 
-#define HG_NCCL_CHECK(expr)                                                                                 \
-  do {                                                                                                      \
-    const ncclResult_t hg_nccl_result = (expr);                                                             \
-    if (hg_nccl_result != ncclSuccess) {                                                                    \
-      HG_FAIL("distributed (nccl): ", #expr, " failed: ", ncclGetErrorString(hg_nccl_result), " (",         \
-              ncclGetLastError(nullptr), ")");                                                              \
-    }                                                                                                       \
+#define HG_NCCL_CHECK(expr)                                                                         \
+  do {                                                                                              \
+    const ncclResult_t hg_nccl_result = (expr);                                                     \
+    if (hg_nccl_result != ncclSuccess) {                                                            \
+      HG_FAIL("distributed (nccl): ", #expr, " failed: ", ncclGetErrorString(hg_nccl_result), " (", \
+              ncclGetLastError(nullptr), ")");                                                      \
+    }                                                                                               \
   } while (0)
 
 ncclDataType_t nccl_dtype(DType dt) {
   switch (dt) {
-    case kF32: return ncclFloat32;
-    case kF64: return ncclFloat64;
-    case kF16: return ncclFloat16;
-    case kBF16: return ncclBfloat16;
-    case kI32: return ncclInt32;
-    case kI64: return ncclInt64;
+    case kF32:
+      return ncclFloat32;
+    case kF64:
+      return ncclFloat64;
+    case kF16:
+      return ncclFloat16;
+    case kBF16:
+      return ncclBfloat16;
+    case kI32:
+      return ncclInt32;
+    case kI64:
+      return ncclInt64;
     default:
       HG_FAIL("distributed (nccl): reductions support f32, f64, f16, bf16, i32 and i64, not ", dtype_name(dt),
               "; convert the tensor first");
@@ -77,9 +83,12 @@ ncclDataType_t nccl_dtype(DType dt) {
 
 ncclRedOp_t nccl_op(ReduceOp op, DType dt) {
   switch (op) {
-    case ReduceOp::kSum: return ncclSum;
-    case ReduceOp::kMax: return ncclMax;
-    case ReduceOp::kMin: return ncclMin;
+    case ReduceOp::kSum:
+      return ncclSum;
+    case ReduceOp::kMax:
+      return ncclMax;
+    case ReduceOp::kMin:
+      return ncclMin;
     case ReduceOp::kAvg:
       HG_CHECK(is_floating(dt), "distributed (nccl): avg of an integer tensor (", dtype_name(dt),
                ") is not supported by this backend; use kSum and divide");
@@ -127,7 +136,11 @@ class NcclWork final : public Work {
 class NcclProcessGroup final : public ProcessGroup {
  public:
   NcclProcessGroup(int rank, int world, int device, ncclComm_t comm, std::chrono::milliseconds timeout)
-      : rank_(rank), world_(world), device_(device), comm_(comm), timeout_(timeout),
+      : rank_(rank),
+        world_(world),
+        device_(device),
+        comm_(comm),
+        timeout_(timeout),
         stream_(cuda::Stream::create(device)) {
     watchdog_ = std::thread([this] { watch(); });
   }
@@ -183,15 +196,15 @@ class NcclProcessGroup final : public ProcessGroup {
   WorkPtr reduce_scatter(Tensor& output, const Tensor& input, ReduceOp op) override {
     check_tensor(output, "reduce_scatter", "output");
     check_tensor(input, "reduce_scatter", "input");
-    HG_CHECK(output.dtype() == input.dtype(), "distributed::reduce_scatter: output is ",
-             dtype_name(output.dtype()), " but input is ", dtype_name(input.dtype()));
+    HG_CHECK(output.dtype() == input.dtype(), "distributed::reduce_scatter: output is ", dtype_name(output.dtype()),
+             " but input is ", dtype_name(input.dtype()));
     HG_CHECK(input.numel() == output.numel() * world_, "distributed::reduce_scatter: input has ", input.numel(),
              " elements but needs world_size * output.numel() = ", world_, " * ", output.numel());
     const ncclDataType_t dt = nccl_dtype(input.dtype());
     const ncclRedOp_t rop = nccl_op(op, input.dtype());
     return launch("reduce_scatter", {output, input}, false, [&](cudaStream_t s) {
-      HG_NCCL_CHECK(ncclReduceScatter(input.data_ptr(), output.data_ptr(), static_cast<size_t>(output.numel()), dt,
-                                      rop, comm_, s));
+      HG_NCCL_CHECK(ncclReduceScatter(input.data_ptr(), output.data_ptr(), static_cast<size_t>(output.numel()), dt, rop,
+                                      comm_, s));
     });
   }
   // A one-element all-reduce; its wait() blocks the host until it is done.
@@ -278,8 +291,9 @@ class NcclProcessGroup final : public ProcessGroup {
 }  // namespace
 
 ProcessGroupPtr make_nccl(int rank, int world, const InitOptions& o, Rendezvous rv) {
-  HG_CHECK(cuda::is_available(), "distributed: the nccl backend needs a CUDA device, and this machine has none; "
-                                 "use backend \"gloo\"");
+  HG_CHECK(cuda::is_available(),
+           "distributed: the nccl backend needs a CUDA device, and this machine has none; "
+           "use backend \"gloo\"");
   const int device = cuda::current_device();
   ncclUniqueId id;
   const std::string key = "hg/nccl_unique_id";
@@ -298,8 +312,8 @@ ProcessGroupPtr make_nccl(int rank, int world, const InitOptions& o, Rendezvous 
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {
-    HG_FAIL("distributed: rank ", rank, " of ", world, " got no NCCL id from rank 0 (store ", rv.where, "): ",
-            e.what());
+    HG_FAIL("distributed: rank ", rank, " of ", world, " got no NCCL id from rank 0 (store ", rv.where,
+            "): ", e.what());
   }
   ncclComm_t comm = nullptr;
   HG_NCCL_CHECK(ncclCommInitRank(&comm, world, id, rank));

@@ -34,10 +34,14 @@ namespace hg::distributed {
 
 const char* reduce_op_name(ReduceOp op) {
   switch (op) {
-    case ReduceOp::kSum: return "sum";
-    case ReduceOp::kAvg: return "avg";
-    case ReduceOp::kMax: return "max";
-    case ReduceOp::kMin: return "min";
+    case ReduceOp::kSum:
+      return "sum";
+    case ReduceOp::kAvg:
+      return "avg";
+    case ReduceOp::kMax:
+      return "max";
+    case ReduceOp::kMin:
+      return "min";
   }
   return "?";
 }
@@ -49,8 +53,7 @@ int env_int(const char* name) {
   if (v == nullptr || *v == '\0') return -1;
   char* end = nullptr;
   const long x = std::strtol(v, &end, 10);
-  HG_CHECK(end != v && *end == '\0' && x >= 0, "distributed: ", name, "='", v,
-           "' is not a non-negative integer");
+  HG_CHECK(end != v && *end == '\0' && x >= 0, "distributed: ", name, "='", v, "' is not a non-negative integer");
   return static_cast<int>(x);
 }
 
@@ -111,12 +114,18 @@ void reduce_fn(ReduceOp op, void* out, const void* a, const void* b, size_t n) {
 gloo::AllreduceOptions::Func reduction_for(DType dtype, ReduceOp op) {
   const ReduceOp base = op == ReduceOp::kAvg ? ReduceOp::kSum : op;
   switch (dtype) {
-    case kF32: return [base](void* o, const void* a, const void* b, size_t n) { reduce_fn<float>(base, o, a, b, n); };
-    case kF64: return [base](void* o, const void* a, const void* b, size_t n) { reduce_fn<double>(base, o, a, b, n); };
-    case kF16: return [base](void* o, const void* a, const void* b, size_t n) { reduce_fn<half>(base, o, a, b, n); };
-    case kBF16: return [base](void* o, const void* a, const void* b, size_t n) { reduce_fn<bfloat16>(base, o, a, b, n); };
-    case kI32: return [base](void* o, const void* a, const void* b, size_t n) { reduce_fn<int32_t>(base, o, a, b, n); };
-    case kI64: return [base](void* o, const void* a, const void* b, size_t n) { reduce_fn<int64_t>(base, o, a, b, n); };
+    case kF32:
+      return [base](void* o, const void* a, const void* b, size_t n) { reduce_fn<float>(base, o, a, b, n); };
+    case kF64:
+      return [base](void* o, const void* a, const void* b, size_t n) { reduce_fn<double>(base, o, a, b, n); };
+    case kF16:
+      return [base](void* o, const void* a, const void* b, size_t n) { reduce_fn<half>(base, o, a, b, n); };
+    case kBF16:
+      return [base](void* o, const void* a, const void* b, size_t n) { reduce_fn<bfloat16>(base, o, a, b, n); };
+    case kI32:
+      return [base](void* o, const void* a, const void* b, size_t n) { reduce_fn<int32_t>(base, o, a, b, n); };
+    case kI64:
+      return [base](void* o, const void* a, const void* b, size_t n) { reduce_fn<int64_t>(base, o, a, b, n); };
     default:
       HG_FAIL("distributed: reductions support f32, f64, f16, bf16, i32 and i64, not ", dtype_name(dtype),
               "; convert the tensor first");
@@ -131,8 +140,10 @@ void divide_in_place(const Tensor& t, int world) {
     } else {
       T* p = static_cast<T*>(t.data_ptr());
       for (int64_t i = 0; i < t.numel(); ++i) {
-        if constexpr (std::is_integral_v<T>) p[i] = static_cast<T>(p[i] / world);
-        else p[i] = T(static_cast<double>(p[i]) / world);
+        if constexpr (std::is_integral_v<T>)
+          p[i] = static_cast<T>(p[i] / world);
+        else
+          p[i] = T(static_cast<double>(p[i]) / world);
       }
     }
   });
@@ -202,9 +213,8 @@ class GlooProcessGroup final : public ProcessGroup {
     check_cpu_contiguous(input, "all_gather", "input");
     HG_CHECK(output.dtype() == input.dtype(), "distributed::all_gather: output is ", dtype_name(output.dtype()),
              " but input is ", dtype_name(input.dtype()));
-    HG_CHECK(output.numel() == input.numel() * world_size(), "distributed::all_gather: output has ",
-             output.numel(), " elements but needs world_size * input.numel() = ", world_size(), " * ",
-             input.numel());
+    HG_CHECK(output.numel() == input.numel() * world_size(), "distributed::all_gather: output has ", output.numel(),
+             " elements but needs world_size * input.numel() = ", world_size(), " * ", input.numel());
     Tensor out = output, in = input;
     return enqueue("all_gather", [this, out, in] {
       if (in.nbytes() == 0) return;
@@ -222,11 +232,10 @@ class GlooProcessGroup final : public ProcessGroup {
   WorkPtr reduce_scatter(Tensor& output, const Tensor& input, ReduceOp op) override {
     check_cpu_contiguous(output, "reduce_scatter", "output");
     check_cpu_contiguous(input, "reduce_scatter", "input");
-    HG_CHECK(output.dtype() == input.dtype(), "distributed::reduce_scatter: output is ",
-             dtype_name(output.dtype()), " but input is ", dtype_name(input.dtype()));
-    HG_CHECK(input.numel() == output.numel() * world_size(), "distributed::reduce_scatter: input has ",
-             input.numel(), " elements but needs world_size * output.numel() = ", world_size(), " * ",
-             output.numel());
+    HG_CHECK(output.dtype() == input.dtype(), "distributed::reduce_scatter: output is ", dtype_name(output.dtype()),
+             " but input is ", dtype_name(input.dtype()));
+    HG_CHECK(input.numel() == output.numel() * world_size(), "distributed::reduce_scatter: input has ", input.numel(),
+             " elements but needs world_size * output.numel() = ", world_size(), " * ", output.numel());
     auto fn = reduction_for(input.dtype(), op);
     Tensor out = output, scratch = input.clone();
     return enqueue("reduce_scatter", [this, out, scratch, fn, op] {
@@ -255,10 +264,17 @@ class GlooProcessGroup final : public ProcessGroup {
     // setOutputs<T> records sizeof(T) as the element size; the reduce
     // function then receives element counts.
     switch (t.element_size()) {
-      case 2: opts.setOutputs(std::vector<uint16_t*>{static_cast<uint16_t*>(t.data_ptr())}, static_cast<size_t>(t.numel())); break;
-      case 4: opts.setOutputs(std::vector<uint32_t*>{static_cast<uint32_t*>(t.data_ptr())}, static_cast<size_t>(t.numel())); break;
-      case 8: opts.setOutputs(std::vector<uint64_t*>{static_cast<uint64_t*>(t.data_ptr())}, static_cast<size_t>(t.numel())); break;
-      default: HG_FAIL("distributed: unsupported element size ", t.element_size());
+      case 2:
+        opts.setOutputs(std::vector<uint16_t*>{static_cast<uint16_t*>(t.data_ptr())}, static_cast<size_t>(t.numel()));
+        break;
+      case 4:
+        opts.setOutputs(std::vector<uint32_t*>{static_cast<uint32_t*>(t.data_ptr())}, static_cast<size_t>(t.numel()));
+        break;
+      case 8:
+        opts.setOutputs(std::vector<uint64_t*>{static_cast<uint64_t*>(t.data_ptr())}, static_cast<size_t>(t.numel()));
+        break;
+      default:
+        HG_FAIL("distributed: unsupported element size ", t.element_size());
     }
   }
 
@@ -387,8 +403,8 @@ ProcessGroupPtr make_gloo(int rank, int world, const InitOptions& o) {
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {
-    HG_FAIL("distributed: rank ", rank, " of ", world, " could not connect to its peers (store ", where, "): ",
-            e.what());
+    HG_FAIL("distributed: rank ", rank, " of ", world, " could not connect to its peers (store ", where,
+            "): ", e.what());
   }
   auto pg = std::make_shared<GlooProcessGroup>(ctx, std::move(server), store, o.timeout);
   // Everyone has its pairs before rank 0 (which serves the store) may leave.
@@ -424,8 +440,7 @@ ProcessGroupPtr new_process_group(InitOptions o) {
   const LaunchEnv env = launch_env();
   const int rank = o.rank >= 0 ? o.rank : env.rank;
   const int world = o.world_size >= 0 ? o.world_size : env.world_size;
-  HG_CHECK(world > 0, "distributed: world size unknown: pass .world_size or set WORLD_SIZE ",
-           "(hg-run -n N sets it)");
+  HG_CHECK(world > 0, "distributed: world size unknown: pass .world_size or set WORLD_SIZE ", "(hg-run -n N sets it)");
   HG_CHECK(rank >= 0 && rank < world, "distributed: rank ", rank, " is outside [0, ", world,
            "): pass .rank or set RANK (hg-run sets it)");
   HG_CHECK(o.timeout.count() > 0, "distributed: timeout must be positive");

@@ -38,10 +38,10 @@ enum class ReduceOp { kSum, kAvg, kMax, kMin };
 const char* reduce_op_name(ReduceOp op);
 
 struct InitOptions {
-  std::string backend = "gloo";     // "gloo" | "nccl"
-  int rank = -1;                    // -1: from RANK
-  int world_size = -1;              // -1: from WORLD_SIZE
-  std::string init_method = "env://";  // "env://" | "tcp://host:port" | "file:///dir"
+  std::string backend = "gloo";                                 // "gloo" | "nccl"
+  int rank = -1;                                                // -1: from RANK
+  int world_size = -1;                                          // -1: from WORLD_SIZE
+  std::string init_method = "env://";                           // "env://" | "tcp://host:port" | "file:///dir"
   std::chrono::milliseconds timeout{std::chrono::seconds(60)};  // every collective and the rendezvous
 };
 

@@ -57,7 +57,9 @@ bool recv_blob(int fd, std::vector<char>* out) {
 
 struct AddrInfo {
   addrinfo* list = nullptr;
-  ~AddrInfo() { if (list) freeaddrinfo(list); }
+  ~AddrInfo() {
+    if (list) freeaddrinfo(list);
+  }
 };
 
 void resolve(const std::string& host, int port, bool passive, AddrInfo* ai) {
@@ -67,8 +69,8 @@ void resolve(const std::string& host, int port, bool passive, AddrInfo* ai) {
   if (passive) hints.ai_flags = AI_PASSIVE;
   const std::string service = std::to_string(port);
   const int rc = getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(), &hints, &ai->list);
-  HG_CHECK(rc == 0, "distributed: cannot resolve the store address '", host, ":", port, "': ",
-           gai_strerror(rc), "; check MASTER_ADDR (or the tcp:// address)");
+  HG_CHECK(rc == 0, "distributed: cannot resolve the store address '", host, ":", port, "': ", gai_strerror(rc),
+           "; check MASTER_ADDR (or the tcp:// address)");
 }
 
 }  // namespace
@@ -119,7 +121,10 @@ void TcpStoreServer::accept_loop() {
     const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
     if (fd < 0) continue;
     std::lock_guard<std::mutex> lock(mu_);
-    if (stop_) { ::close(fd); break; }
+    if (stop_) {
+      ::close(fd);
+      break;
+    }
     client_fds_.push_back(fd);
     threads_.emplace_back([this, fd] { serve(fd); });
   }
@@ -173,8 +178,8 @@ TcpStore::TcpStore(const std::string& host, int port, std::chrono::milliseconds 
       }
     }
     if (fd_ >= 0) break;
-    HG_CHECK(std::chrono::steady_clock::now() < deadline, "distributed: no rendezvous store at ", where_,
-             " after ", timeout.count(), " ms (", last_error,
+    HG_CHECK(std::chrono::steady_clock::now() < deadline, "distributed: no rendezvous store at ", where_, " after ",
+             timeout.count(), " ms (", last_error,
              "); is rank 0 running, and are MASTER_ADDR/MASTER_PORT the same on every rank?");
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
@@ -190,8 +195,8 @@ void TcpStore::set(const std::string& key, const std::vector<char>& data) {
   char ok = 0;
   const bool sent = send_all(fd_, &op, 1) && send_blob(fd_, key.data(), static_cast<uint32_t>(key.size())) &&
                     send_blob(fd_, data.data(), static_cast<uint32_t>(data.size())) && recv_all(fd_, &ok, 1);
-  HG_CHECK(sent && ok == 1, "distributed: the rendezvous store at ", where_,
-           " went away while setting '", key, "' (rank 0 exited?)");
+  HG_CHECK(sent && ok == 1, "distributed: the rendezvous store at ", where_, " went away while setting '", key,
+           "' (rank 0 exited?)");
 }
 
 bool TcpStore::try_get(const std::string& key, std::vector<char>* out) {

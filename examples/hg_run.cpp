@@ -103,7 +103,7 @@ int main(int argc, char** argv) {
     if (port <= 0) return usage("no free port found; pass --master-port");
   }
 
-  struct sigaction sa{};
+  struct sigaction sa {};
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);
   for (int s : {SIGINT, SIGTERM, SIGHUP}) sigaction(s, &sa, nullptr);

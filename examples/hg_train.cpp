@@ -425,7 +425,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   const bool distributed = world > 1;
-  const bool lead = rank == 0;  // writes the run folder, evaluates, prints
+  const bool lead = rank == 0;                                               // writes the run folder, evaluates, prints
   if (!lead && std::freopen("/dev/null", "w", stdout) == nullptr) return 1;  // rank 0 reports
   // Past the file size limit (ulimit -f) a write fails with EFBIG and a clear
   // message (core/atomic_file.h) instead of the process dying by SIGXFSZ.

@@ -43,8 +43,9 @@ TEST_CASE("DataLoader shards: rank r visits positions r, r+R, ... of the shared 
         const int64_t per_rank = pad ? (n + R - 1) / R : n / R;
         std::vector<int64_t> seen;
         for (int64_t r = 0; r < R; ++r) {
-          DataLoader shard(d.images, d.labels,
-                           {.batch_size = 3, .shuffle = true, .seed = 9, .num_replicas = R, .rank = r, .pad_shards = pad});
+          DataLoader shard(
+              d.images, d.labels,
+              {.batch_size = 3, .shuffle = true, .seed = 9, .num_replicas = R, .rank = r, .pad_shards = pad});
           shard.set_epoch(epoch);
           REQUIRE(shard.num_samples() == per_rank);
           REQUIRE(shard.dataset_samples() == n);

@@ -184,7 +184,7 @@ void check_same_on_all_ranks(hd::ProcessGroup& pg, hg::nn::Module& m, const std:
 void ddp_matches_single_process(hd::ProcessGroup& pg, hd::ProcessGroupPtr pgp, double bucket_mb) {
   const int W = pg.world_size(), R = pg.rank();
   const int64_t B = 6;
-  auto ref = make_mlp(100);       // the single-process model (rank 0's init)
+  auto ref = make_mlp(100);        // the single-process model (rank 0's init)
   auto local = make_mlp(100 + R);  // different on purpose: DDP must broadcast rank 0's
   hd::DistributedDataParallel ddp(local, pgp, {.bucket_cap_mb = bucket_mb});
   check_same_on_all_ranks(pg, *local, "after construction");
@@ -377,19 +377,20 @@ std::vector<double> gather_scalar(hd::ProcessGroup& pg, double x) {
 void amp_scaler(hd::ProcessGroup& pg, hd::ProcessGroupPtr pgp) {
   const int W = pg.world_size(), R = pg.rank();
   const ScalerRun synced = scaler_run(pg, pgp, true);
-  check(synced.stats.steps_skipped == 2, "synced: 2 skipped steps on every rank, got " +
-                                             std::to_string(synced.stats.steps_skipped));
+  check(synced.stats.steps_skipped == 2,
+        "synced: 2 skipped steps on every rank, got " + std::to_string(synced.stats.steps_skipped));
   check(synced.stats.steps_applied == 8, "synced: 8 applied steps");
   // Scale: 1024, grows x2 after 3 clean steps (it 2 -> 2048), halves at it 3
   // (1024), grows after it 6 (2048), halves at 7 (1024), then 8, 9: 1024.
   check(synced.stats.scale == 1024.0, "synced: scale 1024 at the end, got " + std::to_string(synced.stats.scale));
-  for (const auto& [what, v] : std::vector<std::pair<std::string, double>>{
-           {"scale", synced.stats.scale},
-           {"steps_skipped", static_cast<double>(synced.stats.steps_skipped)},
-           {"growth_tracker", static_cast<double>(synced.stats.growth_tracker)},
-           {"iterations", static_cast<double>(synced.stats.iterations)}}) {
+  for (const auto& [what, v] :
+       std::vector<std::pair<std::string, double>>{{"scale", synced.stats.scale},
+                                                   {"steps_skipped", static_cast<double>(synced.stats.steps_skipped)},
+                                                   {"growth_tracker", static_cast<double>(synced.stats.growth_tracker)},
+                                                   {"iterations", static_cast<double>(synced.stats.iterations)}}) {
     const std::vector<double> all = gather_scalar(pg, v);
-    for (int r = 0; r < W; ++r) check(all[static_cast<size_t>(r)] == all[0], "synced: " + what + " equal on every rank");
+    for (int r = 0; r < W; ++r)
+      check(all[static_cast<size_t>(r)] == all[0], "synced: " + what + " equal on every rank");
   }
   // The applied-steps LR schedule lives on the device (the fused step reads
   // its step counter): identical parameters after 10 iterations show that
@@ -397,8 +398,8 @@ void amp_scaler(hd::ProcessGroup& pg, hd::ProcessGroupPtr pgp) {
   check(synced.params_same, "synced: parameters identical on every rank");
   // Control: without the reducer, only the last rank skips.
   const ScalerRun local = scaler_run(pg, pgp, false);
-  check(local.stats.steps_skipped == (R == W - 1 ? 2 : 0), "control: only the injected rank skips, got " +
-                                                                std::to_string(local.stats.steps_skipped));
+  check(local.stats.steps_skipped == (R == W - 1 ? 2 : 0),
+        "control: only the injected rank skips, got " + std::to_string(local.stats.steps_skipped));
   const std::vector<double> skipped = gather_scalar(pg, static_cast<double>(local.stats.steps_skipped));
   check(skipped.front() != skipped.back(), "control: skip counts differ without sync_grad_scaler");
   check(R != W - 1 || !local.params_same, "control: the injected rank's parameters diverge without sync_grad_scaler");
@@ -456,7 +457,8 @@ int nccl_world1() {
     const auto before = hg::cuda::host_sync_counts();
     hg::nn::functional::cross_entropy(ddp.forward(x), y).backward();
     const auto after = hg::cuda::host_sync_counts();
-    check(after.synchronizations == before.synchronizations && after.device_to_host_copies == before.device_to_host_copies,
+    check(after.synchronizations == before.synchronizations &&
+              after.device_to_host_copies == before.device_to_host_copies,
           "nccl DDP backward without host sync");
     auto rp = ref->named_parameters();
     auto lp = model->named_parameters();
@@ -525,10 +527,8 @@ int main(int argc, char** argv) {
     }
     auto pg = hd::init_process_group({.backend = "gloo", .timeout = std::chrono::seconds(30)});
     const std::map<std::string, std::function<void()>> scenarios{
-        {"collectives", [&] { collectives(*pg); }},
-        {"ddp", [&] { ddp(*pg, pg); }},
-        {"no_sync", [&] { no_sync(*pg, pg); }},
-        {"unused", [&] { unused(*pg, pg); }},
+        {"collectives", [&] { collectives(*pg); }},   {"ddp", [&] { ddp(*pg, pg); }},
+        {"no_sync", [&] { no_sync(*pg, pg); }},       {"unused", [&] { unused(*pg, pg); }},
         {"amp_scaler", [&] { amp_scaler(*pg, pg); }},
     };
     auto it = scenarios.find(scenario);

@@ -62,7 +62,9 @@ class FakeGroup final : public hd::ProcessGroup {
       // avg, max, min of two equal tensors: t itself.
     });
   }
-  hd::WorkPtr broadcast(Tensor& t, int) override { return run({t}, [] {}); }
+  hd::WorkPtr broadcast(Tensor& t, int) override {
+    return run({t}, [] {});
+  }
   hd::WorkPtr all_gather(Tensor&, const Tensor&) override { HG_FAIL("fake group: no all_gather"); }
   hd::WorkPtr reduce_scatter(Tensor&, const Tensor&, hd::ReduceOp) override {
     HG_FAIL("fake group: no reduce_scatter");
