@@ -145,8 +145,8 @@ Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tens
              Grads out(2);
              out[0] = g.to(dx);
              if (need_src) {
-               const Tensor index = self.saved(0);
-               Tensor picked = ops::gather(g, dim, index);
+               const Tensor saved_index = self.saved(0);
+               Tensor picked = ops::gather(g, dim, saved_index);
                if (picked.sizes() != src_shape) {  // src larger than index: zeros elsewhere
                  Tensor full_grad = zeros(src_shape, {.dtype = picked.dtype(), .device = picked.device()});
                  Tensor region = full_grad;
