@@ -56,7 +56,7 @@ __global__ void __launch_bounds__(kRowMaxThreads)
       A sum = A(0);
       for (int64_t c = split.lane; c < cols; c += split.threads) sum += static_cast<A>(x_row[c]);
       mean = row_allreduce<kBlockPerRow>(
-                 sum, [](A a, A b) { return a + b; }, partials) /
+                 sum, [](A lhs, A rhs) { return lhs + rhs; }, partials) /
              n;
     }
     A sq = A(0);
@@ -65,7 +65,7 @@ __global__ void __launch_bounds__(kRowMaxThreads)
       sq += d * d;
     }
     sq = row_allreduce<kBlockPerRow>(
-        sq, [](A a, A b) { return a + b; }, partials);
+        sq, [](A lhs, A rhs) { return lhs + rhs; }, partials);
     const A rstd = A(1) / dmath::sqrt(sq / n + eps);
     if (split.lane == 0) {
       if constexpr (!kRms) mean_out[row] = mean;
@@ -112,10 +112,10 @@ __global__ void __launch_bounds__(kRowMaxThreads)
     }
     const A mean_g = kRms ? A(0)
                           : row_allreduce<kBlockPerRow>(
-                                sum_g, [](A a, A b) { return a + b; }, partials) /
+                                sum_g, [](A lhs, A rhs) { return lhs + rhs; }, partials) /
                                 n;
     const A mean_gx = row_allreduce<kBlockPerRow>(
-                          sum_gx, [](A a, A b) { return a + b; }, partials) /
+                          sum_gx, [](A lhs, A rhs) { return lhs + rhs; }, partials) /
                       n;
     for (int64_t c = split.lane; c < cols; c += split.threads) {
       const A g = w != nullptr ? static_cast<A>(d_y[base + c]) * static_cast<A>(w[c]) : static_cast<A>(d_y[base + c]);
