@@ -45,6 +45,20 @@ struct TensorOptions {
   DType dtype = kF32;
   Device device = Device::cpu();
   bool requires_grad = false;
+  // Chainable setters, any order (designated initialisers must follow the
+  // declaration order): TensorOptions{}.set_requires_grad(...).set_dtype(...).
+  constexpr TensorOptions& set_dtype(DType v) {
+    dtype = v;
+    return *this;
+  }
+  constexpr TensorOptions& set_device(Device v) {
+    device = v;
+    return *this;
+  }
+  constexpr TensorOptions& set_requires_grad(bool v) {
+    requires_grad = v;
+    return *this;
+  }
 };
 
 struct TensorImpl {

@@ -54,6 +54,24 @@ struct DDPOptions {
   bool broadcast_buffers = true;  // forward() first broadcasts buffers from rank 0
   bool find_unused_parameters = false;
   bool reduce_in_fp32 = true;  // 16-bit gradients: sum/average in f32
+  // Chainable setters, any order (designated initialisers must follow the
+  // declaration order): DDPOptions{}.set_reduce_in_fp32(...).set_bucket_cap_mb(...).
+  constexpr DDPOptions& set_bucket_cap_mb(double v) {
+    bucket_cap_mb = v;
+    return *this;
+  }
+  constexpr DDPOptions& set_broadcast_buffers(bool v) {
+    broadcast_buffers = v;
+    return *this;
+  }
+  constexpr DDPOptions& set_find_unused_parameters(bool v) {
+    find_unused_parameters = v;
+    return *this;
+  }
+  constexpr DDPOptions& set_reduce_in_fp32(bool v) {
+    reduce_in_fp32 = v;
+    return *this;
+  }
 };
 
 struct DDPStats {

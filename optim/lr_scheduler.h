@@ -105,6 +105,24 @@ struct WarmupCosineOptions {
   int64_t total_steps = 0;  // every optimizer step of the run, warmup included
   double min_lr_ratio = 0.0;
   ScheduleClock clock = ScheduleClock::kAuto;
+  // Chainable setters, any order (designated initialisers must follow the
+  // declaration order): WarmupCosineOptions{}.set_clock(...).set_warmup_steps(...).
+  constexpr WarmupCosineOptions& set_warmup_steps(int64_t v) {
+    warmup_steps = v;
+    return *this;
+  }
+  constexpr WarmupCosineOptions& set_total_steps(int64_t v) {
+    total_steps = v;
+    return *this;
+  }
+  constexpr WarmupCosineOptions& set_min_lr_ratio(double v) {
+    min_lr_ratio = v;
+    return *this;
+  }
+  constexpr WarmupCosineOptions& set_clock(ScheduleClock v) {
+    clock = v;
+    return *this;
+  }
 };
 
 class WarmupCosineLR : public LRScheduler {
@@ -124,6 +142,20 @@ struct StepLROptions {
   int64_t step_size = 1;
   double gamma = 0.1;
   ScheduleClock clock = ScheduleClock::kAuto;
+  // Chainable setters, any order (designated initialisers must follow the
+  // declaration order): StepLROptions{}.set_clock(...).set_step_size(...).
+  constexpr StepLROptions& set_step_size(int64_t v) {
+    step_size = v;
+    return *this;
+  }
+  constexpr StepLROptions& set_gamma(double v) {
+    gamma = v;
+    return *this;
+  }
+  constexpr StepLROptions& set_clock(ScheduleClock v) {
+    clock = v;
+    return *this;
+  }
 };
 
 class StepLR : public LRScheduler {

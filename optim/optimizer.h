@@ -24,6 +24,28 @@ struct SGDOptions {
   double dampening = 0.0;
   double weight_decay = 0.0;
   bool nesterov = false;
+  // Chainable setters, any order (designated initialisers must follow the
+  // declaration order): SGDOptions{}.set_nesterov(...).set_lr(...).
+  constexpr SGDOptions& set_lr(double v) {
+    lr = v;
+    return *this;
+  }
+  constexpr SGDOptions& set_momentum(double v) {
+    momentum = v;
+    return *this;
+  }
+  constexpr SGDOptions& set_dampening(double v) {
+    dampening = v;
+    return *this;
+  }
+  constexpr SGDOptions& set_weight_decay(double v) {
+    weight_decay = v;
+    return *this;
+  }
+  constexpr SGDOptions& set_nesterov(bool v) {
+    nesterov = v;
+    return *this;
+  }
 };
 
 struct AdamOptions {
@@ -32,6 +54,33 @@ struct AdamOptions {
   double beta2 = 0.999;
   double eps = 1e-8;
   double weight_decay = 0.0;  // L2, added to the gradient
+  // Chainable setters, any order (designated initialisers must follow the
+  // declaration order): AdamOptions{}.set_weight_decay(...).set_lr(...).
+  constexpr AdamOptions& set_lr(double v) {
+    lr = v;
+    return *this;
+  }
+  constexpr AdamOptions& set_beta1(double v) {
+    beta1 = v;
+    return *this;
+  }
+  constexpr AdamOptions& set_beta2(double v) {
+    beta2 = v;
+    return *this;
+  }
+  constexpr AdamOptions& set_eps(double v) {
+    eps = v;
+    return *this;
+  }
+  constexpr AdamOptions& set_weight_decay(double v) {
+    weight_decay = v;
+    return *this;
+  }
+  constexpr AdamOptions& set_betas(double b1, double b2) {
+    beta1 = b1;
+    beta2 = b2;
+    return *this;
+  }
 };
 
 struct AdamWOptions {
@@ -40,6 +89,33 @@ struct AdamWOptions {
   double beta2 = 0.999;
   double eps = 1e-8;
   double weight_decay = 1e-2;  // decoupled
+  // Chainable setters, any order (designated initialisers must follow the
+  // declaration order): AdamWOptions{}.set_weight_decay(...).set_lr(...).
+  constexpr AdamWOptions& set_lr(double v) {
+    lr = v;
+    return *this;
+  }
+  constexpr AdamWOptions& set_beta1(double v) {
+    beta1 = v;
+    return *this;
+  }
+  constexpr AdamWOptions& set_beta2(double v) {
+    beta2 = v;
+    return *this;
+  }
+  constexpr AdamWOptions& set_eps(double v) {
+    eps = v;
+    return *this;
+  }
+  constexpr AdamWOptions& set_weight_decay(double v) {
+    weight_decay = v;
+    return *this;
+  }
+  constexpr AdamWOptions& set_betas(double b1, double b2) {
+    beta1 = b1;
+    beta2 = b2;
+    return *this;
+  }
 };
 
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
