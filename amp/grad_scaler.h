@@ -75,46 +75,18 @@ struct GradScalerOptions {
   int64_t check_every = 0;          // > 0: a host read checks for collapse every N updates
   // Chainable setters, any order (designated initialisers must follow the
   // declaration order): GradScalerOptions{}.set_check_every(...).set_init_scale(...).
-  constexpr GradScalerOptions& set_init_scale(double v) {
-    init_scale = v;
-    return *this;
-  }
-  constexpr GradScalerOptions& set_growth_factor(double v) {
-    growth_factor = v;
-    return *this;
-  }
-  constexpr GradScalerOptions& set_backoff_factor(double v) {
-    backoff_factor = v;
-    return *this;
-  }
-  constexpr GradScalerOptions& set_growth_interval(int64_t v) {
-    growth_interval = v;
-    return *this;
-  }
-  constexpr GradScalerOptions& set_enabled(bool v) {
-    enabled = v;
-    return *this;
-  }
-  constexpr GradScalerOptions& set_min_scale(double v) {
-    min_scale = v;
-    return *this;
-  }
-  constexpr GradScalerOptions& set_max_scale(double v) {
-    max_scale = v;
-    return *this;
-  }
-  constexpr GradScalerOptions& set_hysteresis(int64_t v) {
-    hysteresis = v;
-    return *this;
-  }
-  constexpr GradScalerOptions& set_collapse_steps(int64_t v) {
-    collapse_steps = v;
-    return *this;
-  }
-  constexpr GradScalerOptions& set_check_every(int64_t v) {
-    check_every = v;
-    return *this;
-  }
+  // clang-format off
+  constexpr GradScalerOptions& set_init_scale(double v) { init_scale = v; return *this; }
+  constexpr GradScalerOptions& set_growth_factor(double v) { growth_factor = v; return *this; }
+  constexpr GradScalerOptions& set_backoff_factor(double v) { backoff_factor = v; return *this; }
+  constexpr GradScalerOptions& set_growth_interval(int64_t v) { growth_interval = v; return *this; }
+  constexpr GradScalerOptions& set_enabled(bool v) { enabled = v; return *this; }
+  constexpr GradScalerOptions& set_min_scale(double v) { min_scale = v; return *this; }
+  constexpr GradScalerOptions& set_max_scale(double v) { max_scale = v; return *this; }
+  constexpr GradScalerOptions& set_hysteresis(int64_t v) { hysteresis = v; return *this; }
+  constexpr GradScalerOptions& set_collapse_steps(int64_t v) { collapse_steps = v; return *this; }
+  constexpr GradScalerOptions& set_check_every(int64_t v) { check_every = v; return *this; }
+  // clang-format on
 };
 
 struct GradScalerStats {

@@ -21,38 +21,16 @@ struct Conv2dOptions {
   bool padding_same = false;  // padding="same" (stride 1 only, as torch)
   // Chainable setters, any order (designated initialisers must follow the
   // declaration order): Conv2dOptions{}.set_padding_same(...).set_stride(...).
-  constexpr Conv2dOptions& set_stride(std::array<int64_t, 2> v) {
-    stride = v;
-    return *this;
-  }
-  constexpr Conv2dOptions& set_padding(std::array<int64_t, 2> v) {
-    padding = v;
-    return *this;
-  }
-  constexpr Conv2dOptions& set_dilation(std::array<int64_t, 2> v) {
-    dilation = v;
-    return *this;
-  }
-  constexpr Conv2dOptions& set_groups(int64_t v) {
-    groups = v;
-    return *this;
-  }
-  constexpr Conv2dOptions& set_padding_same(bool v) {
-    padding_same = v;
-    return *this;
-  }
-  constexpr Conv2dOptions& set_stride(int64_t s) {
-    stride = {s, s};
-    return *this;
-  }
-  constexpr Conv2dOptions& set_padding(int64_t p) {
-    padding = {p, p};
-    return *this;
-  }
-  constexpr Conv2dOptions& set_dilation(int64_t d) {
-    dilation = {d, d};
-    return *this;
-  }
+  // clang-format off
+  constexpr Conv2dOptions& set_stride(std::array<int64_t, 2> v) { stride = v; return *this; }
+  constexpr Conv2dOptions& set_padding(std::array<int64_t, 2> v) { padding = v; return *this; }
+  constexpr Conv2dOptions& set_dilation(std::array<int64_t, 2> v) { dilation = v; return *this; }
+  constexpr Conv2dOptions& set_groups(int64_t v) { groups = v; return *this; }
+  constexpr Conv2dOptions& set_padding_same(bool v) { padding_same = v; return *this; }
+  constexpr Conv2dOptions& set_stride(int64_t s) { stride = {s, s}; return *this; }
+  constexpr Conv2dOptions& set_padding(int64_t p) { padding = {p, p}; return *this; }
+  constexpr Conv2dOptions& set_dilation(int64_t d) { dilation = {d, d}; return *this; }
+  // clang-format on
 };
 
 // x [N, C, H, W], weight [O, C/groups, KH, KW], bias [O] or undefined.

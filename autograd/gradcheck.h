@@ -25,22 +25,12 @@ struct GradcheckOptions {
   uint64_t seed = 1234;  // for the projection weights v
   // Chainable setters, any order (designated initialisers must follow the
   // declaration order): GradcheckOptions{}.set_seed(...).set_eps(...).
-  constexpr GradcheckOptions& set_eps(double v) {
-    eps = v;
-    return *this;
-  }
-  constexpr GradcheckOptions& set_rtol(double v) {
-    rtol = v;
-    return *this;
-  }
-  constexpr GradcheckOptions& set_atol(double v) {
-    atol = v;
-    return *this;
-  }
-  constexpr GradcheckOptions& set_seed(uint64_t v) {
-    seed = v;
-    return *this;
-  }
+  // clang-format off
+  constexpr GradcheckOptions& set_eps(double v) { eps = v; return *this; }
+  constexpr GradcheckOptions& set_rtol(double v) { rtol = v; return *this; }
+  constexpr GradcheckOptions& set_atol(double v) { atol = v; return *this; }
+  constexpr GradcheckOptions& set_seed(uint64_t v) { seed = v; return *this; }
+  // clang-format on
 };
 
 // Inputs must be f64 CPU tensors; those with requires_grad() are checked.

@@ -47,18 +47,11 @@ struct TensorOptions {
   bool requires_grad = false;
   // Chainable setters, any order (designated initialisers must follow the
   // declaration order): TensorOptions{}.set_requires_grad(...).set_dtype(...).
-  constexpr TensorOptions& set_dtype(DType v) {
-    dtype = v;
-    return *this;
-  }
-  constexpr TensorOptions& set_device(Device v) {
-    device = v;
-    return *this;
-  }
-  constexpr TensorOptions& set_requires_grad(bool v) {
-    requires_grad = v;
-    return *this;
-  }
+  // clang-format off
+  constexpr TensorOptions& set_dtype(DType v) { dtype = v; return *this; }
+  constexpr TensorOptions& set_device(Device v) { device = v; return *this; }
+  constexpr TensorOptions& set_requires_grad(bool v) { requires_grad = v; return *this; }
+  // clang-format on
 };
 
 struct TensorImpl {

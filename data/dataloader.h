@@ -126,62 +126,22 @@ struct DataLoaderOptions {
   bool pad_shards = true;
   // Chainable setters, any order (designated initialisers must follow the
   // declaration order): DataLoaderOptions{}.set_pad_shards(...).set_batch_size(...).
-  constexpr DataLoaderOptions& set_batch_size(int64_t v) {
-    batch_size = v;
-    return *this;
-  }
-  constexpr DataLoaderOptions& set_shuffle(bool v) {
-    shuffle = v;
-    return *this;
-  }
-  constexpr DataLoaderOptions& set_seed(uint64_t v) {
-    seed = v;
-    return *this;
-  }
-  constexpr DataLoaderOptions& set_drop_last(bool v) {
-    drop_last = v;
-    return *this;
-  }
-  constexpr DataLoaderOptions& set_mean(double v) {
-    mean = v;
-    return *this;
-  }
-  constexpr DataLoaderOptions& set_std(double v) {
-    std = v;
-    return *this;
-  }
-  constexpr DataLoaderOptions& set_limit(int64_t v) {
-    limit = v;
-    return *this;
-  }
-  constexpr DataLoaderOptions& set_flatten(bool v) {
-    flatten = v;
-    return *this;
-  }
-  constexpr DataLoaderOptions& set_device(Device v) {
-    device = v;
-    return *this;
-  }
-  constexpr DataLoaderOptions& set_dtype(DType v) {
-    dtype = v;
-    return *this;
-  }
-  constexpr DataLoaderOptions& set_prefetch(bool v) {
-    prefetch = v;
-    return *this;
-  }
-  constexpr DataLoaderOptions& set_num_replicas(int64_t v) {
-    num_replicas = v;
-    return *this;
-  }
-  constexpr DataLoaderOptions& set_rank(int64_t v) {
-    rank = v;
-    return *this;
-  }
-  constexpr DataLoaderOptions& set_pad_shards(bool v) {
-    pad_shards = v;
-    return *this;
-  }
+  // clang-format off
+  constexpr DataLoaderOptions& set_batch_size(int64_t v) { batch_size = v; return *this; }
+  constexpr DataLoaderOptions& set_shuffle(bool v) { shuffle = v; return *this; }
+  constexpr DataLoaderOptions& set_seed(uint64_t v) { seed = v; return *this; }
+  constexpr DataLoaderOptions& set_drop_last(bool v) { drop_last = v; return *this; }
+  constexpr DataLoaderOptions& set_mean(double v) { mean = v; return *this; }
+  constexpr DataLoaderOptions& set_std(double v) { std = v; return *this; }
+  constexpr DataLoaderOptions& set_limit(int64_t v) { limit = v; return *this; }
+  constexpr DataLoaderOptions& set_flatten(bool v) { flatten = v; return *this; }
+  constexpr DataLoaderOptions& set_device(Device v) { device = v; return *this; }
+  constexpr DataLoaderOptions& set_dtype(DType v) { dtype = v; return *this; }
+  constexpr DataLoaderOptions& set_prefetch(bool v) { prefetch = v; return *this; }
+  constexpr DataLoaderOptions& set_num_replicas(int64_t v) { num_replicas = v; return *this; }
+  constexpr DataLoaderOptions& set_rank(int64_t v) { rank = v; return *this; }
+  constexpr DataLoaderOptions& set_pad_shards(bool v) { pad_shards = v; return *this; }
+  // clang-format on
 };
 
 // Counters of the prefetcher (all zero on the CPU or with prefetch off).

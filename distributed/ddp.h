@@ -56,22 +56,12 @@ struct DDPOptions {
   bool reduce_in_fp32 = true;  // 16-bit gradients: sum/average in f32
   // Chainable setters, any order (designated initialisers must follow the
   // declaration order): DDPOptions{}.set_reduce_in_fp32(...).set_bucket_cap_mb(...).
-  constexpr DDPOptions& set_bucket_cap_mb(double v) {
-    bucket_cap_mb = v;
-    return *this;
-  }
-  constexpr DDPOptions& set_broadcast_buffers(bool v) {
-    broadcast_buffers = v;
-    return *this;
-  }
-  constexpr DDPOptions& set_find_unused_parameters(bool v) {
-    find_unused_parameters = v;
-    return *this;
-  }
-  constexpr DDPOptions& set_reduce_in_fp32(bool v) {
-    reduce_in_fp32 = v;
-    return *this;
-  }
+  // clang-format off
+  constexpr DDPOptions& set_bucket_cap_mb(double v) { bucket_cap_mb = v; return *this; }
+  constexpr DDPOptions& set_broadcast_buffers(bool v) { broadcast_buffers = v; return *this; }
+  constexpr DDPOptions& set_find_unused_parameters(bool v) { find_unused_parameters = v; return *this; }
+  constexpr DDPOptions& set_reduce_in_fp32(bool v) { reduce_in_fp32 = v; return *this; }
+  // clang-format on
 };
 
 struct DDPStats {

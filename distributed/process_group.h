@@ -45,26 +45,13 @@ struct InitOptions {
   std::chrono::milliseconds timeout{std::chrono::seconds(60)};  // every collective and the rendezvous
   // Chainable setters, any order (designated initialisers must follow the
   // declaration order): InitOptions{}.set_timeout(...).set_backend(...).
-  InitOptions& set_backend(std::string v) {
-    backend = std::move(v);
-    return *this;
-  }
-  constexpr InitOptions& set_rank(int v) {
-    rank = v;
-    return *this;
-  }
-  constexpr InitOptions& set_world_size(int v) {
-    world_size = v;
-    return *this;
-  }
-  InitOptions& set_init_method(std::string v) {
-    init_method = std::move(v);
-    return *this;
-  }
-  InitOptions& set_timeout(std::chrono::milliseconds v) {
-    timeout = std::move(v);
-    return *this;
-  }
+  // clang-format off
+  InitOptions& set_backend(std::string v) { backend = std::move(v); return *this; }
+  constexpr InitOptions& set_rank(int v) { rank = v; return *this; }
+  constexpr InitOptions& set_world_size(int v) { world_size = v; return *this; }
+  InitOptions& set_init_method(std::string v) { init_method = std::move(v); return *this; }
+  InitOptions& set_timeout(std::chrono::milliseconds v) { timeout = std::move(v); return *this; }
+  // clang-format on
 };
 
 // A queued collective. wait() blocks until it is done (rethrowing its

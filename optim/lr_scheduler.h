@@ -107,22 +107,12 @@ struct WarmupCosineOptions {
   ScheduleClock clock = ScheduleClock::kAuto;
   // Chainable setters, any order (designated initialisers must follow the
   // declaration order): WarmupCosineOptions{}.set_clock(...).set_warmup_steps(...).
-  constexpr WarmupCosineOptions& set_warmup_steps(int64_t v) {
-    warmup_steps = v;
-    return *this;
-  }
-  constexpr WarmupCosineOptions& set_total_steps(int64_t v) {
-    total_steps = v;
-    return *this;
-  }
-  constexpr WarmupCosineOptions& set_min_lr_ratio(double v) {
-    min_lr_ratio = v;
-    return *this;
-  }
-  constexpr WarmupCosineOptions& set_clock(ScheduleClock v) {
-    clock = v;
-    return *this;
-  }
+  // clang-format off
+  constexpr WarmupCosineOptions& set_warmup_steps(int64_t v) { warmup_steps = v; return *this; }
+  constexpr WarmupCosineOptions& set_total_steps(int64_t v) { total_steps = v; return *this; }
+  constexpr WarmupCosineOptions& set_min_lr_ratio(double v) { min_lr_ratio = v; return *this; }
+  constexpr WarmupCosineOptions& set_clock(ScheduleClock v) { clock = v; return *this; }
+  // clang-format on
 };
 
 class WarmupCosineLR : public LRScheduler {
@@ -144,18 +134,11 @@ struct StepLROptions {
   ScheduleClock clock = ScheduleClock::kAuto;
   // Chainable setters, any order (designated initialisers must follow the
   // declaration order): StepLROptions{}.set_clock(...).set_step_size(...).
-  constexpr StepLROptions& set_step_size(int64_t v) {
-    step_size = v;
-    return *this;
-  }
-  constexpr StepLROptions& set_gamma(double v) {
-    gamma = v;
-    return *this;
-  }
-  constexpr StepLROptions& set_clock(ScheduleClock v) {
-    clock = v;
-    return *this;
-  }
+  // clang-format off
+  constexpr StepLROptions& set_step_size(int64_t v) { step_size = v; return *this; }
+  constexpr StepLROptions& set_gamma(double v) { gamma = v; return *this; }
+  constexpr StepLROptions& set_clock(ScheduleClock v) { clock = v; return *this; }
+  // clang-format on
 };
 
 class StepLR : public LRScheduler {

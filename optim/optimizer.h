@@ -26,26 +26,13 @@ struct SGDOptions {
   bool nesterov = false;
   // Chainable setters, any order (designated initialisers must follow the
   // declaration order): SGDOptions{}.set_nesterov(...).set_lr(...).
-  constexpr SGDOptions& set_lr(double v) {
-    lr = v;
-    return *this;
-  }
-  constexpr SGDOptions& set_momentum(double v) {
-    momentum = v;
-    return *this;
-  }
-  constexpr SGDOptions& set_dampening(double v) {
-    dampening = v;
-    return *this;
-  }
-  constexpr SGDOptions& set_weight_decay(double v) {
-    weight_decay = v;
-    return *this;
-  }
-  constexpr SGDOptions& set_nesterov(bool v) {
-    nesterov = v;
-    return *this;
-  }
+  // clang-format off
+  constexpr SGDOptions& set_lr(double v) { lr = v; return *this; }
+  constexpr SGDOptions& set_momentum(double v) { momentum = v; return *this; }
+  constexpr SGDOptions& set_dampening(double v) { dampening = v; return *this; }
+  constexpr SGDOptions& set_weight_decay(double v) { weight_decay = v; return *this; }
+  constexpr SGDOptions& set_nesterov(bool v) { nesterov = v; return *this; }
+  // clang-format on
 };
 
 struct AdamOptions {
@@ -56,31 +43,14 @@ struct AdamOptions {
   double weight_decay = 0.0;  // L2, added to the gradient
   // Chainable setters, any order (designated initialisers must follow the
   // declaration order): AdamOptions{}.set_weight_decay(...).set_lr(...).
-  constexpr AdamOptions& set_lr(double v) {
-    lr = v;
-    return *this;
-  }
-  constexpr AdamOptions& set_beta1(double v) {
-    beta1 = v;
-    return *this;
-  }
-  constexpr AdamOptions& set_beta2(double v) {
-    beta2 = v;
-    return *this;
-  }
-  constexpr AdamOptions& set_eps(double v) {
-    eps = v;
-    return *this;
-  }
-  constexpr AdamOptions& set_weight_decay(double v) {
-    weight_decay = v;
-    return *this;
-  }
-  constexpr AdamOptions& set_betas(double b1, double b2) {
-    beta1 = b1;
-    beta2 = b2;
-    return *this;
-  }
+  // clang-format off
+  constexpr AdamOptions& set_lr(double v) { lr = v; return *this; }
+  constexpr AdamOptions& set_beta1(double v) { beta1 = v; return *this; }
+  constexpr AdamOptions& set_beta2(double v) { beta2 = v; return *this; }
+  constexpr AdamOptions& set_eps(double v) { eps = v; return *this; }
+  constexpr AdamOptions& set_weight_decay(double v) { weight_decay = v; return *this; }
+  constexpr AdamOptions& set_betas(double b1, double b2) { beta1 = b1; beta2 = b2; return *this; }
+  // clang-format on
 };
 
 struct AdamWOptions {
@@ -91,31 +61,14 @@ struct AdamWOptions {
   double weight_decay = 1e-2;  // decoupled
   // Chainable setters, any order (designated initialisers must follow the
   // declaration order): AdamWOptions{}.set_weight_decay(...).set_lr(...).
-  constexpr AdamWOptions& set_lr(double v) {
-    lr = v;
-    return *this;
-  }
-  constexpr AdamWOptions& set_beta1(double v) {
-    beta1 = v;
-    return *this;
-  }
-  constexpr AdamWOptions& set_beta2(double v) {
-    beta2 = v;
-    return *this;
-  }
-  constexpr AdamWOptions& set_eps(double v) {
-    eps = v;
-    return *this;
-  }
-  constexpr AdamWOptions& set_weight_decay(double v) {
-    weight_decay = v;
-    return *this;
-  }
-  constexpr AdamWOptions& set_betas(double b1, double b2) {
-    beta1 = b1;
-    beta2 = b2;
-    return *this;
-  }
+  // clang-format off
+  constexpr AdamWOptions& set_lr(double v) { lr = v; return *this; }
+  constexpr AdamWOptions& set_beta1(double v) { beta1 = v; return *this; }
+  constexpr AdamWOptions& set_beta2(double v) { beta2 = v; return *this; }
+  constexpr AdamWOptions& set_eps(double v) { eps = v; return *this; }
+  constexpr AdamWOptions& set_weight_decay(double v) { weight_decay = v; return *this; }
+  constexpr AdamWOptions& set_betas(double b1, double b2) { beta1 = b1; beta2 = b2; return *this; }
+  // clang-format on
 };
 
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
