@@ -138,6 +138,19 @@ def torch_workload(p, dev):
         f = {"softmax": lambda: torch.softmax(x, -1), "log_softmax": lambda: torch.log_softmax(x, -1),
              "sum_rows": lambda: torch.sum(x, -1)}[k]
         return f, flush, 1, ""
+    if k in ("layer_norm", "layer_norm_backward"):
+        dt = dtype(p["dtype"])
+        c = p["cols"]
+        x = torch.randn(p["rows"], c, device=dev).to(dt)
+        w = torch.randn(c, device=dev).to(dt)
+        b = torch.randn(c, device=dev).to(dt)
+        if k == "layer_norm":
+            return (lambda: torch.nn.functional.layer_norm(x, [c], w, b, 1e-5)), flush, 1, ""
+        _, mean, rstd = torch.ops.aten.native_layer_norm(x, [c], w, b, 1e-5)
+        dy = torch.randn(p["rows"], c, device=dev).to(dt)
+        return (lambda: torch.ops.aten.native_layer_norm_backward(dy, x, [c], mean, rstd, w, b,
+                                                                   [True, True, True])), flush, 1, \
+            "aten.native_layer_norm_backward"
     if k == "adamw":
         dt = dtype(p["dtype"])
         g = torch.Generator(device="cpu").manual_seed(1)

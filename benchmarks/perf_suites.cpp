@@ -15,6 +15,7 @@
 #include "core/tensor.h"
 #include "kernels/gemm.h"
 #include "kernels/ops.h"
+#include "kernels/norm.h"
 #include "kernels/reduce.h"
 #include "kernels/softmax.h"
 
@@ -304,10 +305,38 @@ void add_bandwidth(Bench& b, std::vector<Workload>& out) {
                      emit_bandwidth(bb, self, s, static_cast<double>(rows * cols) * es);
                    }});
   }
-  out.push_back({"bandwidth", "bandwidth/layer_norm", {{"kind", "pending"}},
-                 [](Bench& bb, const Workload& self) {
-                   bb.emit_note(self, "pending: halfgrad has no layer_norm kernel yet (not measured)");
-                 }});
+  // LayerNorm over a GPT-2-wide row (768), forward and backward (d_x,
+  // d_weight, d_bias), with weight and bias in the activation dtype. Bytes:
+  // forward reads x and writes y; backward reads d_y and x and writes d_x (the
+  // [rows] statistics and the 768-wide parameters are under 0.2% of that).
+  for (DType dt : kFloatTypes) {
+    const std::string d = dtype_str(dt);
+    const double es = static_cast<double>(hg::dtype_size(dt));
+    const int64_t c = 768, r = n / c;
+    const std::string shape = std::to_string(r) + "x" + std::to_string(c);
+    for (const bool backward : {false, true}) {
+      const std::string kind = backward ? "layer_norm_backward" : "layer_norm";
+      out.push_back({"bandwidth",
+                     "bandwidth/" + kind + "/" + d + "/" + shape,
+                     {{"kind", kind}, {"dtype", d}, {"rows", r}, {"cols", c}},
+                     [dt, r, c, es, backward](Bench& bb, const Workload& self) {
+                       hg::NoGradGuard no_grad;
+                       Tensor x = randn_on(bb, {r, c}, dt), w = randn_on(bb, {c}, dt), bias = randn_on(bb, {c}, dt);
+                       const hg::ops::NormForward f = hg::ops::layer_norm(x, {c}, w, bias, 1e-5);
+                       Tensor d_y = randn_on(bb, {r, c}, dt);
+                       const Stats s = bb.time(
+                           [&] {
+                             if (backward) {
+                               (void)hg::ops::layer_norm_backward(d_y, x, {c}, f.mean, f.rstd, w, {true, true, true});
+                             } else {
+                               (void)hg::ops::layer_norm(x, {c}, w, bias, 1e-5);
+                             }
+                           },
+                           {.inner = 1, .before = l2_flush(bb), .runs = 0});
+                       emit_bandwidth(bb, self, s, (backward ? 3.0 : 2.0) * static_cast<double>(r * c) * es);
+                     }});
+    }
+  }
 }
 
 }  // namespace hgb
