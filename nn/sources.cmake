@@ -6,4 +6,5 @@ list(APPEND HG_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/init.cpp
   ${CMAKE_CURRENT_LIST_DIR}/functional.cpp
   ${CMAKE_CURRENT_LIST_DIR}/serialize.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/models/gpt.cpp
 )

@@ -2,6 +2,7 @@ hg_add_test(test_nn LABEL nn SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/test_serialize.cpp
   ${CMAKE_CURRENT_LIST_DIR}/test_modules.cpp
   ${CMAKE_CURRENT_LIST_DIR}/test_api.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/test_gpt.cpp
 )
 target_compile_definitions(test_nn PRIVATE
   HG_NN_FIXTURE_DIR="${CMAKE_CURRENT_LIST_DIR}/fixtures")
