@@ -114,8 +114,8 @@ Tensor GPT::forward(const Tensor& idx) {
   HG_CHECK(idx.defined() && idx.dim() == 2 && (idx.dtype() == kI64 || idx.dtype() == kI32),
            "GPT: idx must be [B, T] integer tokens, got ", idx.defined() ? idx.shape_str() : "an undefined tensor");
   const int64_t t = idx.size(1);
-  HG_CHECK(t >= 1 && t <= config_.block_size, "GPT: cannot forward a sequence of length ", t,
-           ", block_size is only ", config_.block_size);
+  HG_CHECK(t >= 1 && t <= config_.block_size, "GPT: cannot forward a sequence of length ", t, ", block_size is only ",
+           config_.block_size);
   const Tensor pos = arange(static_cast<double>(t), {.dtype = kI64, .device = idx.device()});
   Tensor x = drop->forward(add(wte->forward(idx), wpe->forward(pos)));  // [B, T, C] + [T, C]
   for (const auto& block : h) x = block->forward(x);
@@ -131,8 +131,7 @@ Tensor GPT::loss(const Tensor& idx, const Tensor& targets) {
   return cross_entropy(reshape(logits, {-1, v}), reshape(targets, {-1}), -1);
 }
 
-std::unique_ptr<optim::AdamW> GPT::configure_optimizers(double weight_decay, double lr, double beta1,
-                                                        double beta2) {
+std::unique_ptr<optim::AdamW> GPT::configure_optimizers(double weight_decay, double lr, double beta1, double beta2) {
   std::vector<Tensor> decay, no_decay;
   for (const Tensor& p : parameters()) (p.dim() >= 2 ? decay : no_decay).push_back(p);
   const optim::AdamWOptions options = optim::AdamWOptions(lr).set_betas(beta1, beta2).set_weight_decay(weight_decay);
