@@ -100,6 +100,64 @@ def l2_flush(dev):
     return buf.zero_
 
 
+def gpt_step(p, dev):
+    """hg-bench's train-gpt step: nanoGPT's model (nn/models/gpt.h maps it), AdamW with its two groups."""
+    nn, F = torch.nn, torch.nn.functional
+    L, H, C, block, vocab = p["n_layer"], p["n_head"], p["n_embd"], p["block_size"], p["vocab_size"]
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln_1, self.ln_2 = nn.LayerNorm(C), nn.LayerNorm(C)
+            self.c_attn, self.attn_proj = nn.Linear(C, 3 * C), nn.Linear(C, C)
+            self.c_fc, self.mlp_proj = nn.Linear(C, 4 * C), nn.Linear(4 * C, C)
+
+        def forward(self, x):
+            b, t, _ = x.shape
+            q, k, v = self.c_attn(self.ln_1(x)).split(C, dim=2)
+            q, k, v = (z.view(b, t, H, C // H).transpose(1, 2) for z in (q, k, v))
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).contiguous().view(b, t, C)
+            x = x + self.attn_proj(y)
+            return x + self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x))))
+
+    class Gpt(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.wte, self.wpe = nn.Embedding(vocab, C), nn.Embedding(block, C)
+            self.h = nn.ModuleList([Block() for _ in range(L)])
+            self.ln_f = nn.LayerNorm(C)
+
+        def forward(self, idx, targets):
+            x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1], device=idx.device))
+            for blk in self.h:
+                x = blk(x)
+            logits = self.ln_f(x) @ self.wte.weight.t()
+            return F.cross_entropy(logits.view(-1, vocab), targets.view(-1))
+
+    model = Gpt().to(dev)
+    groups = [{"params": [q for q in model.parameters() if q.dim() >= 2], "weight_decay": 0.1},
+              {"params": [q for q in model.parameters() if q.dim() < 2], "weight_decay": 0.0}]
+    try:
+        opt = torch.optim.AdamW(groups, lr=1e-4, betas=(0.9, 0.95), fused=True)
+    except (RuntimeError, TypeError):
+        opt = torch.optim.AdamW(groups, lr=1e-4, betas=(0.9, 0.95))
+    idx = torch.randint(0, vocab, (p["batch"], p["tokens"] + 1), device=dev)
+    x, y = idx[:, :-1].contiguous(), idx[:, 1:].contiguous()
+    dt = dtype(p["dtype"])
+    scaler = torch.amp.GradScaler(dev.type, enabled=(dt == torch.float16))
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast(dev.type, dtype=dt if dt != torch.float32 else torch.bfloat16,
+                            enabled=(dt != torch.float32)):
+            loss = model(x, y)
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+    note = "eager fp32" if dt == torch.float32 else f"eager, fp32 weights + autocast({p['dtype']})"
+    return step, None, 1, note + ("; GradScaler" if dt == torch.float16 else "") + "; F.scaled_dot_product_attention"
+
+
 def torch_workload(p, dev):
     """(fn, before, inner, note) running workload params p in PyTorch; None if there is no counterpart."""
     k = p["kind"]
@@ -205,6 +263,8 @@ def torch_workload(p, dev):
         if dt == torch.float32:
             return cnn_step, None, 1, "eager fp32"
         return cnn_step, None, 1, f"eager, fp32 weights + autocast({p['dtype']})" + (" + GradScaler" if dt == torch.float16 else "")
+    if k == "gpt":
+        return gpt_step(p, dev)
     if k == "mlp":
         dims, batch, dt = p["dims"], p["batch"], dtype(p["dtype"])
         layers = []

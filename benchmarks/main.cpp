@@ -25,7 +25,7 @@
 namespace {
 
 const std::vector<std::string> kSuites = {"ceilings",  "gemm",      "bandwidth", "optimizer",
-                                          "train-mlp", "train-cnn", "accuracy"};
+                                          "train-mlp", "train-cnn", "train-gpt", "accuracy"};
 
 }  // namespace
 
@@ -68,7 +68,7 @@ int main(int argc, char** argv) {
         continue;
       }
       HG_CHECK(std::find(kSuites.begin(), kSuites.end(), s) != kSuites.end(), "hg-bench: unknown suite '", s,
-               "'; the suites are ceilings gemm bandwidth optimizer train-mlp train-cnn accuracy (or all)");
+               "'; the suites are ceilings gemm bandwidth optimizer train-mlp train-cnn train-gpt accuracy (or all)");
       want.insert(s);
     }
     if (want.empty()) want.insert(kSuites.begin(), kSuites.end());
@@ -84,6 +84,7 @@ int main(int argc, char** argv) {
     if (want.count("optimizer")) hgb::add_optimizer(bench, all);
     if (want.count("train-mlp")) hgb::add_train_mlp(bench, all);
     if (want.count("train-cnn")) hgb::add_train_cnn(bench, all);
+    if (want.count("train-gpt")) hgb::add_train_gpt(bench, all);
     if (want.count("accuracy")) hgb::add_accuracy(bench, all);
     for (auto& w : all) {
       if (o.only.empty() || std::find(o.only.begin(), o.only.end(), w.name) != o.only.end()) selected.push_back(w);

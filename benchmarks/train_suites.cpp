@@ -15,6 +15,7 @@
 #include "core/tensor.h"
 #include "examples/models.h"
 #include "nn/layers.h"
+#include "nn/models/gpt.h"
 #include "optim/optimizer.h"
 
 #if defined(HG_WITH_CUDA)
@@ -312,6 +313,84 @@ void add_train_cnn(Bench& b, std::vector<Workload>& out) {
                                fmt("%.1f steps/s  ", steps) + fmt("%.0f samples/s  ", samples) +
                                    fmt("peak %.0f MiB", peak / 1048576.0) + (bb.on_cuda() ? "" : " RSS"));
                      }});
+    }
+  }
+}
+
+// The GPT (nn/models/gpt.h), one training step as in train-mlp: the
+// character-level default of hg-train --model gpt (n_layer 4, n_head 4,
+// n_embd 128, block 64, batch 12, vocab 65) everywhere, and GPT-2 124M
+// (block 1024, batch 8 on a GPU; 128 tokens, batch 1 on a CPU, full runs
+// only). Tokens/s and model TFLOP/s with the PaLM count: 6 N + 12 L T C per
+// token (N non-embedding parameters, L layers, T tokens of context, C width).
+void add_train_gpt(Bench& b, std::vector<Workload>& out) {
+  struct Case {
+    std::string name;
+    hg::nn::GPTConfig config;
+    int64_t batch, tokens;
+  };
+  std::vector<Case> cases = {
+      {"char", {.n_layer = 4, .n_head = 4, .n_embd = 128, .block_size = 64, .vocab_size = 65}, 12, 64}};
+  if (b.on_cuda()) {
+    cases.push_back({"gpt2-124M", {}, 8, 1024});
+  } else if (!b.quick()) {
+    cases.push_back({"gpt2-124M", {}, 1, 128});
+  }
+  struct Variant {
+    DType dt;
+    bool amp;
+  };
+  for (const Case& c : cases) {
+    for (Variant v : {Variant{hg::kF32, false}, Variant{hg::kBF16, true}, Variant{hg::kF16, true}}) {
+      const DType dt = v.dt;
+      const bool amp = v.amp;
+      const std::string d = dtype_str(dt);
+      const std::string variant = amp ? "amp-" + d : "f32";
+      out.push_back(
+          {"train-gpt",
+           "train-gpt/" + c.name + "/b" + std::to_string(c.batch) + "x" + std::to_string(c.tokens) + "/" + variant,
+           {{"kind", "gpt"},
+            {"dtype", d},
+            {"amp", amp},
+            {"n_layer", c.config.n_layer},
+            {"n_head", c.config.n_head},
+            {"n_embd", c.config.n_embd},
+            {"block_size", c.config.block_size},
+            {"vocab_size", c.config.vocab_size},
+            {"batch", c.batch},
+            {"tokens", c.tokens}},
+           [c, dt, amp](Bench& bb, const Workload& self) {
+             hg::Generator gen(7);
+             auto model = std::make_shared<hg::nn::GPT>(c.config, &gen);
+             model->to(bb.device());
+             auto opt = model->configure_optimizers(0.1, 1e-4, 0.9, 0.95);
+             hg::amp::GradScaler scaler({.enabled = amp && dt == hg::kF16});
+             const Tensor idx = (hg::rand({c.batch, c.tokens + 1}, {.device = bb.device()}, &gen) *
+                                 static_cast<double>(c.config.vocab_size))
+                                    .to(hg::kI64);
+             const Tensor x = hg::narrow(idx, 1, 0, c.tokens).contiguous();
+             const Tensor y = hg::narrow(idx, 1, 1, c.tokens).contiguous();
+             reset_peak(bb);
+             const Stats s = bb.time([&] {
+               opt->zero_grad();
+               Tensor loss;
+               {
+                 hg::amp::Autocast autocast(amp ? dt : hg::kBF16, amp);
+                 loss = model->loss(x, y);
+               }
+               scaler.scale(loss).backward();
+               scaler.step(*opt);
+               scaler.update();
+             });
+             const double tokens = static_cast<double>(c.batch * c.tokens) / s.median_s;
+             const double flops_per_token = 6.0 * static_cast<double>(model->num_params(true)) +
+                                            12.0 * static_cast<double>(c.config.n_layer * c.tokens * c.config.n_embd);
+             const double tflops = tokens * flops_per_token / 1e12;
+             const double peak = peak_bytes(bb);
+             bb.emit(self, s, {{"tokens_per_s", tokens}, {"model_tflops", tflops}, {"peak_bytes", peak}},
+                     fmt("%.0f tokens/s  ", tokens) + fmt("%.3f model TFLOP/s  ", tflops) +
+                         fmt("peak %.0f MiB", peak / 1048576.0) + (bb.on_cuda() ? "" : " RSS"));
+           }});
     }
   }
 }
