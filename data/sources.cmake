@@ -5,4 +5,5 @@ list(APPEND HG_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/dataloader.cpp
   ${CMAKE_CURRENT_LIST_DIR}/prefetch.cpp
   ${CMAKE_CURRENT_LIST_DIR}/npy.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/text.cpp
 )
