@@ -79,8 +79,6 @@ struct WmmaOf<bfloat16> {
   using type = __nv_bfloat16;
 };
 
-__device__ __forceinline__ float to_f(__half x) { return __half2float(x); }
-__device__ __forceinline__ float to_f(__nv_bfloat16 x) { return __bfloat162float(x); }
 template <typename W>
 __device__ __forceinline__ W from_f(float x);
 template <>
