@@ -78,8 +78,8 @@ FlashBackward flash_attention_backward(const Tensor& d_out, const Tensor& q, con
   HG_CHECK(d_out.sizes() == q.sizes() && out.sizes() == q.sizes(), what, ": d_out ", d_out.shape_str(), " and out ",
            out.shape_str(), " must have q's shape ", q.shape_str());
   const int64_t b = q.size(0), h = q.size(1), l = q.size(2), s = k.size(2), d = q.size(3);
-  HG_CHECK(lse.sizes() == Shape({b, h, l}), what, ": lse ", lse.shape_str(), " must be [B, H, L] = [", b, ", ", h,
-           ", ", l, "] (the forward's lse)");
+  HG_CHECK(lse.sizes() == Shape({b, h, l}), what, ": lse ", lse.shape_str(), " must be [B, H, L] = [", b, ", ", h, ", ",
+           l, "] (the forward's lse)");
   HG_CHECK(d_out.device() == q.device() && out.device() == q.device() && lse.device() == q.device(), what,
            ": d_out, out and lse must be on q's device ", q.device());
   FlashBackward g;

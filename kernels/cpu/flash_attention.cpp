@@ -89,7 +89,7 @@ void backward_impl(T* dq, T* dk, T* dv, const T* d_out, const T* q, const T* k, 
 #pragma omp parallel for if (parallel) schedule(static)
   for (int64_t r = 0; r < bh * l; ++r) delta[static_cast<size_t>(r)] = dot<T, A>(d_out + r * d, out + r * d, d);
 
-  // Pass 1: dk_j and dv_j, one key row per task, query rows in order.
+    // Pass 1: dk_j and dv_j, one key row per task, query rows in order.
 #pragma omp parallel for if (parallel) schedule(static)
   for (int64_t task = 0; task < bh * s; ++task) {
     const int64_t b = task / s, j = task % s;

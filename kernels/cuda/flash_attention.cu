@@ -160,7 +160,9 @@ __device__ void warp_store_rows(T* dst, const FragC (&acc)[D / 16], float mul, f
     __syncwarp();
     for (int e = lane; e < 256; e += 32) {
       const int r = e / 16;
-      if (row0 + r < n) dst[static_cast<int64_t>(row0 + r) * D + c * 16 + e % 16] = static_cast<T>(scratch[r * ld + e % 16]);
+      if (row0 + r < n) {
+        dst[static_cast<int64_t>(row0 + r) * D + c * 16 + e % 16] = static_cast<T>(scratch[r * ld + e % 16]);
+      }
     }
   }
 }
@@ -171,7 +173,9 @@ constexpr size_t forward_smem(int d) {
 constexpr size_t dkdv_smem(int d) {
   return (4 * size_t{kBr} * d) * 2 + 2 * size_t{kBc} * kBr * 4 + 2 * size_t{kBc} * kBr * 2 + 2 * size_t{kBr} * 4;
 }
-constexpr size_t dq_smem(int d) { return (4 * size_t{kBr} * d) * 2 + 2 * size_t{kBr} * kBc * 4 + size_t{kBr} * kBc * 2; }
+constexpr size_t dq_smem(int d) {
+  return (4 * size_t{kBr} * d) * 2 + 2 * size_t{kBr} * kBc * 4 + size_t{kBr} * kBc * 2;
+}
 
 // ---- forward -----------------------------------------------------------------------------
 template <typename T, int D>
@@ -247,8 +251,8 @@ __global__ void __launch_bounds__(kThreads)
 // delta[r] = dO_r . O_r, one warp per row (lanes stride the row, then a fixed
 // xor-shuffle tree).
 template <typename T, int D>
-__global__ void __launch_bounds__(kThreads)
-    flash_delta_kernel(const T* __restrict__ d_out, const T* __restrict__ out, float* __restrict__ delta, int64_t rows) {
+__global__ void __launch_bounds__(kThreads) flash_delta_kernel(const T* __restrict__ d_out, const T* __restrict__ out,
+                                                               float* __restrict__ delta, int64_t rows) {
   const int64_t r = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
   const int lane = static_cast<int>(threadIdx.x) % 32;
   float acc = 0.0f;
@@ -407,8 +411,8 @@ void backward_launch(const Tensor& dq, const Tensor& dk, const Tensor& dv, const
             static_cast<const T*>(out.data_ptr()), dp, bh * l);
   constexpr size_t smem_kv = dkdv_smem(D);
   allow_smem(flash_backward_dkdv_kernel<T, D>, smem_kv);
-  HG_LAUNCH((flash_backward_dkdv_kernel<T, D>), dim3(tiles(s, kBc), static_cast<unsigned>(bh)), dim3(kThreads),
-            smem_kv, stream, qp, kp, vp, dop, lp, dp, static_cast<T*>(dk.data_ptr()), static_cast<T*>(dv.data_ptr()),
+  HG_LAUNCH((flash_backward_dkdv_kernel<T, D>), dim3(tiles(s, kBc), static_cast<unsigned>(bh)), dim3(kThreads), smem_kv,
+            stream, qp, kp, vp, dop, lp, dp, static_cast<T*>(dk.data_ptr()), static_cast<T*>(dv.data_ptr()),
             static_cast<int>(l), static_cast<int>(s), scale, causal);
   constexpr size_t smem_q = dq_smem(D);
   allow_smem(flash_backward_dq_kernel<T, D>, smem_q);
@@ -448,8 +452,8 @@ void check_sizes(const char* what, const Tensor& q, const Tensor& k) {
 void flash_attention_forward(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
                              double scale, bool causal) {
   check_sizes("flash_attention_forward", q, k);
-  HG_CHECK(q.is_contiguous() && k.is_contiguous() && v.is_contiguous() && out.is_contiguous() &&
-               lse.is_contiguous() && lse.dtype() == kF32,
+  HG_CHECK(q.is_contiguous() && k.is_contiguous() && v.is_contiguous() && out.is_contiguous() && lse.is_contiguous() &&
+               lse.dtype() == kF32,
            "cuda::flash_attention_forward: wants contiguous inputs and an f32 lse");
   DeviceGuard guard(q.device().index);
   const cudaStream_t stream = current_stream().handle();

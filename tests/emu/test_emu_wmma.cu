@@ -60,8 +60,7 @@ void check_wmma(const char* name) {
     }
     DeviceBuffer<T> da(a), db(b);
     DeviceBuffer<float> dc(c), dd(512);
-    HG_LAUNCH((wmma_kernel<T, LA, LB>), dim3(1), dim3(64), 0, nullptr, da.get(), db.get(), dc.get(), dd.get(),
-              col_acc);
+    HG_LAUNCH((wmma_kernel<T, LA, LB>), dim3(1), dim3(64), 0, nullptr, da.get(), db.get(), dc.get(), dd.get(), col_acc);
     const std::vector<float> d = dd.download();
     for (int w = 0; w < 2; ++w) {
       for (int r = 0; r < 16; ++r) {

@@ -139,8 +139,7 @@ void check_case(const Case& c, Device dev, DType dt) {
   REQUIRE(f.out.sizes() == q.sizes());
   REQUIRE(f.out.dtype() == dt);
   REQUIRE(f.lse.sizes() == Shape({c.b, c.h, c.l}));
-  const ops::FlashBackward g =
-      ops::flash_attention_backward(d_out.to(dev), qd, kd, vd, f.out, f.lse, scale, c.causal);
+  const ops::FlashBackward g = ops::flash_attention_backward(d_out.to(dev), qd, kd, vd, f.out, f.lse, scale, c.causal);
   const Tolerance tol = tolerance_for(dt, OpKind::kReduction);
   const Tolerance lse_tol = tolerance_for(dt == kF64 ? kF64 : kF32, OpKind::kReduction);
   // lse is fp32 from 16-bit inputs: exact up to the fp32 sums of the scores.
@@ -167,9 +166,8 @@ std::vector<DType> dtypes_on(Device dev) {
 
 TEST_CASE("flash attention: small shapes against the f64 reference", "[flash]") {
   const std::vector<Case> cases{
-      {1, 2, 1, 1, 64, false},  {1, 1, 1, 17, 64, true},   {2, 1, 17, 17, 64, true},
-      {1, 2, 17, 17, 128, false}, {1, 1, 17, 40, 128, true}, {1, 1, 40, 17, 64, true},
-      {1, 1, 64, 64, 128, true},
+      {1, 2, 1, 1, 64, false},   {1, 1, 1, 17, 64, true},  {2, 1, 17, 17, 64, true},  {1, 2, 17, 17, 128, false},
+      {1, 1, 17, 40, 128, true}, {1, 1, 40, 17, 64, true}, {1, 1, 64, 64, 128, true},
   };
   for (Device dev : test_devices()) {
     for (DType dt : dtypes_on(dev)) {
@@ -180,7 +178,9 @@ TEST_CASE("flash attention: small shapes against the f64 reference", "[flash]") 
 
 TEST_CASE("flash attention: tile edges (257) and L != S", "[flash]") {
   const std::vector<Case> cases{
-      {1, 1, 257, 257, 64, true}, {1, 1, 257, 100, 128, false}, {1, 1, 100, 257, 64, true},
+      {1, 1, 257, 257, 64, true},
+      {1, 1, 257, 100, 128, false},
+      {1, 1, 100, 257, 64, true},
       {1, 1, 257, 257, 128, false},
   };
   for (Device dev : test_devices()) {
@@ -208,8 +208,8 @@ TEST_CASE("flash attention: cuda agrees with cpu", "[flash]") {
     const ops::FlashBackward gc = ops::flash_attention_backward(d_out, q, k, v, fc.out, fc.lse, 0.125, false);
     const Device cuda = Device::cuda(0);
     const ops::FlashForward fg = ops::flash_attention_forward(q.to(cuda), k.to(cuda), v.to(cuda), 0.125, false);
-    const ops::FlashBackward gg = ops::flash_attention_backward(d_out.to(cuda), q.to(cuda), k.to(cuda), v.to(cuda),
-                                                                fg.out, fg.lse, 0.125, false);
+    const ops::FlashBackward gg =
+        ops::flash_attention_backward(d_out.to(cuda), q.to(cuda), k.to(cuda), v.to(cuda), fg.out, fg.lse, 0.125, false);
     const Tolerance tol = tolerance_for(dt, OpKind::kReduction);
     CHECK(compare_values(values_of(fg.out), values_of(fc.out), tol) == "");
     CHECK(compare_values(values_of(fg.lse), values_of(fc.lse), Tolerance{1e-5, 1e-5}) == "");
