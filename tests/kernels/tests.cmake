@@ -24,3 +24,6 @@ endif()
 hg_add_test(test_seq_ops LABEL kernels SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_seq_ops.cpp)
 target_link_libraries(test_seq_ops PRIVATE nlohmann_json::nlohmann_json)
 target_compile_definitions(test_seq_ops PRIVATE HG_TEST_FIXTURE_DIR="${CMAKE_CURRENT_LIST_DIR}/fixtures")
+# The fused (flash) attention kernels of kernels/flash_attention.h against an
+# f64 reference, CPU vs CUDA (emu), bad input (issue 14).
+hg_add_test(test_flash_attention LABEL kernels SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_flash_attention.cpp)

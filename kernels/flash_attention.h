@@ -1,0 +1,83 @@
+// Fused (FlashAttention-2 style) scaled dot-product attention, forward and
+// backward, O(L) memory (issue 14, item 5; docs/kernels.md "Attention: the
+// flash kernel").
+//
+//   FlashForward f = hg::ops::flash_attention_forward(q, k, v, 1.0 / std::sqrt(64.0), true);
+//   FlashBackward g = hg::ops::flash_attention_backward(d_out, q, k, v, f.out, f.lse, scale, true);
+//
+// q [B, H, L, D], k and v [B, H, S, D] (any strides: non-contiguous inputs are
+// copied to contiguous first), one floating dtype, one device; D in {64, 128}.
+// With s_ij = scale * q_i . k_j and, when causal, s_ij = -inf for j > i
+// (top-left aligned, PyTorch's is_causal: tril(ones(L, S))):
+//
+//   forward   m_i = max_j s_ij,  l_i = sum_j exp(s_ij - m_i),  lse_i = m_i + log l_i
+//             out_i = sum_j exp(s_ij - lse_i) v_j
+//   backward  P_ij = exp(s_ij - lse_i)  (recomputed from the saved lse)
+//             D_i = sum_d dO_id O_id,  dP_ij = dO_i . v_j,  dS_ij = P_ij (dP_ij - D_i)
+//             dq_i = scale sum_j dS_ij k_j,  dk_j = scale sum_i dS_ij q_i,  dv_j = sum_i P_ij dO_i
+//
+// Precision contract: out, dq, dk, dv in q's dtype; lse [B, H, L] f32 (f64 for
+// f64 inputs), the natural log-sum-exp of the scaled, masked scores. Scores,
+// softmax statistics and every accumulator are fp32 (f64 for f64); on CUDA the
+// GEMM tiles run on tensor cores (WMMA, 16-bit inputs, fp32 accumulation) with
+// P and dS rounded to q's dtype before they enter the P V, P^T dO, dS K and
+// dS^T Q products, as in FlashAttention-2. No atomics: dq and dk/dv come from
+// two kernels that each own their outputs, so results are bit-identical from
+// run to run.
+//
+// Devices and dtypes: CPU f32, f64, f16, bf16; CUDA f16 and bf16 (tensor
+// cores need 16-bit inputs). L, S >= 1 (they need not be multiples of the tile
+// size); B * H may be 0.
+#pragma once
+
+#include "core/tensor.h"
+
+namespace hg::ops {
+
+struct FlashForward {
+  Tensor out;  // [B, H, L, D], q's dtype
+  Tensor lse;  // [B, H, L], f32 (f64 for f64 q)
+};
+
+struct FlashBackward {
+  Tensor dq;  // q's shape and dtype
+  Tensor dk;  // k's shape, q's dtype
+  Tensor dv;  // v's shape, q's dtype
+};
+
+FlashForward flash_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, double scale, bool causal);
+
+FlashBackward flash_attention_backward(const Tensor& d_out, const Tensor& q, const Tensor& k, const Tensor& v,
+                                       const Tensor& out, const Tensor& lse, double scale, bool causal);
+
+// True when the fused kernels apply: q, k, v defined, 4-D, on one device, one
+// dtype, q [B, H, L, D] and k, v [B, H, S, D] with equal B, H, D, L >= 1,
+// S >= 1, D in {64, 128}, no attention mask, dropout_p == 0, and the dtype is
+// f16/bf16 on CUDA (f32, f64, f16, bf16 on the CPU).
+bool flash_attention_supported(const Tensor& q, const Tensor& k, const Tensor& v, bool has_mask, double dropout_p);
+
+}  // namespace hg::ops
+
+// The backend kernels (hg::cpu:: in kernels/cpu/flash_attention.cpp, hg::cuda::
+// in kernels/cuda/flash_attention.cu). Preconditions, established by
+// kernels/flash_attention_ops.cpp: q, out, d_out, dq contiguous [BH, L, D];
+// k, v, dk, dv contiguous [BH, S, D]; lse contiguous [BH, L] in acc_t's dtype;
+// one dtype and device; BH >= 1, L >= 1, S >= 1, D in {64, 128}.
+// clang-format off
+#define HG_DECLARE_FLASH_ATTENTION_KERNELS                                                                 \
+  void flash_attention_forward(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k,     \
+                               const Tensor& v, double scale, bool causal);                                \
+  void flash_attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& d_out, \
+                                const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,      \
+                                const Tensor& lse, double scale, bool causal);
+// clang-format on
+
+namespace hg::cpu {
+HG_DECLARE_FLASH_ATTENTION_KERNELS
+}  // namespace hg::cpu
+
+#if defined(HG_WITH_CUDA)
+namespace hg::cuda {
+HG_DECLARE_FLASH_ATTENTION_KERNELS
+}  // namespace hg::cuda
+#endif

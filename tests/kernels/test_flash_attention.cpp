@@ -1,0 +1,268 @@
+// The fused attention kernels of kernels/flash_attention.h (CPU and CUDA:
+// cuda-emu runs the WMMA kernels of kernels/cuda/flash_attention.cu) against
+// an f64 reference computed here from the already-rounded inputs: naive
+// softmax(scale Q K^T + causal mask) V, its log-sum-exp and the analytic
+// gradients. Shapes cover L = S in {1, 17, 64, 257, 1024}, L != S both ways,
+// head dims 64 and 128, causal and not. Tolerances: tests/kernels/tolerance.h.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "kernels/flash_attention.h"
+#include "tests/kernels/test_support.h"
+
+using namespace hg;
+using namespace hg::test;
+using Catch::Matchers::Contains;
+
+namespace {
+
+struct Case {
+  int64_t b, h, l, s, d;
+  bool causal;
+};
+
+struct Reference {
+  std::vector<double> out, lse, dq, dk, dv;
+  // sum of |term| of each output's sum (|P_ij| |v_j| for out, and so on):
+  // the scale of the error of rounding each P_ij or dS_ij once.
+  std::vector<double> out_mag, dq_mag, dk_mag, dv_mag;
+};
+
+// f64 attention on [BH, L, D] / [BH, S, D] values, top-left causal mask.
+Reference reference(const Case& c, const std::vector<double>& q, const std::vector<double>& k,
+                    const std::vector<double>& v, const std::vector<double>& d_out, double scale) {
+  const int64_t bh = c.b * c.h, l = c.l, s = c.s, d = c.d;
+  Reference r;
+  r.out.assign(static_cast<size_t>(bh * l * d), 0.0);
+  r.lse.assign(static_cast<size_t>(bh * l), 0.0);
+  r.dq.assign(static_cast<size_t>(bh * l * d), 0.0);
+  r.dk.assign(static_cast<size_t>(bh * s * d), 0.0);
+  r.dv.assign(static_cast<size_t>(bh * s * d), 0.0);
+  r.out_mag = r.dq_mag = r.out;
+  r.dk_mag = r.dv_mag = r.dv;
+  std::vector<double> p(static_cast<size_t>(s)), dp(static_cast<size_t>(s));
+  for (int64_t b = 0; b < bh; ++b) {
+    for (int64_t i = 0; i < l; ++i) {
+      const double* qi = &q[static_cast<size_t>((b * l + i) * d)];
+      const double* doi = &d_out[static_cast<size_t>((b * l + i) * d)];
+      double m = -std::numeric_limits<double>::infinity();
+      for (int64_t j = 0; j < s; ++j) {
+        double acc = 0;
+        for (int64_t x = 0; x < d; ++x) acc += qi[x] * k[static_cast<size_t>((b * s + j) * d + x)];
+        p[static_cast<size_t>(j)] = (c.causal && j > i) ? -std::numeric_limits<double>::infinity() : acc * scale;
+        m = std::max(m, p[static_cast<size_t>(j)]);
+      }
+      double sum = 0;
+      for (int64_t j = 0; j < s; ++j) sum += (p[static_cast<size_t>(j)] = std::exp(p[static_cast<size_t>(j)] - m));
+      r.lse[static_cast<size_t>(b * l + i)] = m + std::log(sum);
+      double delta = 0;
+      for (int64_t j = 0; j < s; ++j) {
+        const double pj = p[static_cast<size_t>(j)] /= sum;
+        double acc = 0;
+        for (int64_t x = 0; x < d; ++x) {
+          const double vx = v[static_cast<size_t>((b * s + j) * d + x)];
+          r.out[static_cast<size_t>((b * l + i) * d + x)] += pj * vx;
+          r.out_mag[static_cast<size_t>((b * l + i) * d + x)] += pj * std::fabs(vx);
+          acc += doi[x] * vx;
+        }
+        dp[static_cast<size_t>(j)] = acc;
+        delta += pj * acc;
+      }
+      for (int64_t j = 0; j < s; ++j) {
+        const double pj = p[static_cast<size_t>(j)];
+        const double ds = pj * (dp[static_cast<size_t>(j)] - delta);
+        for (int64_t x = 0; x < d; ++x) {
+          const size_t kj = static_cast<size_t>((b * s + j) * d + x);
+          r.dq[static_cast<size_t>((b * l + i) * d + x)] += scale * ds * k[kj];
+          r.dk[kj] += scale * ds * qi[x];
+          r.dv[kj] += pj * doi[x];
+          r.dq_mag[static_cast<size_t>((b * l + i) * d + x)] += scale * std::fabs(ds * k[kj]);
+          r.dk_mag[kj] += scale * std::fabs(ds * qi[x]);
+          r.dv_mag[kj] += pj * std::fabs(doi[x]);
+        }
+      }
+    }
+  }
+  return r;
+}
+
+// Inputs in [-1.2, 1.2): scores stay O(1) after the 1/sqrt(D) scale, so the
+// softmax is neither uniform nor one-hot.
+Tensor input(const Shape& shape, DType dtype, uint64_t seed) {
+  std::vector<double> x = make_input(shape, kF64, Domain::kAny, seed).to_vector<double>();
+  for (double& e : x) e *= 0.4;
+  return from_vector(x, shape, {.dtype = dtype});
+}
+
+// The CUDA kernels round P and dS to the 16-bit input type before the
+// tensor-core products (the FlashAttention-2 precision contract, see
+// kernels/flash_attention.h), so an output sum_j x_j y_j carries, beyond the
+// table's error of a 16-bit reduction, the rounding of each x_j: at most
+// u sum_j |x_j y_j| with u the unit roundoff (2^-11 f16, 2^-8 bf16). That
+// term, computed from the f64 reference, is added per element; the CPU
+// kernels keep P and dS in fp32 and get the table's tolerance alone.
+// (Without it, bf16 gradients with cancellation miss by ~1e-3 absolute.)
+std::string compare_rounded_terms(const std::vector<double>& actual, const std::vector<double>& expected,
+                                  const std::vector<double>& magnitude, DType dt) {
+  const Tolerance tol = tolerance_for(dt, OpKind::kReduction);
+  const double u = dt == kBF16 ? 0x1p-8 : 0x1p-11;
+  std::vector<double> slack(actual.size());
+  for (size_t i = 0; i < actual.size(); ++i) {
+    const double allowed = tol.atol + tol.rtol * std::fabs(expected[i]) + u * magnitude[i];
+    // Report through compare_values: a passing element compares equal.
+    slack[i] = std::fabs(actual[i] - expected[i]) <= allowed ? expected[i] : actual[i];
+  }
+  return compare_values(slack, expected, Tolerance{0.0, 0.0});
+}
+
+std::string case_name(const Case& c, Device dev, DType dt) {
+  return label(dev, dt,
+               "B" + std::to_string(c.b) + " H" + std::to_string(c.h) + " L" + std::to_string(c.l) + " S" +
+                   std::to_string(c.s) + " D" + std::to_string(c.d) + (c.causal ? " causal" : ""));
+}
+
+void check_case(const Case& c, Device dev, DType dt) {
+  INFO(case_name(c, dev, dt));
+  const uint64_t seed = static_cast<uint64_t>(c.l * 131 + c.s * 7 + c.d + (c.causal ? 1 : 0));
+  const Tensor q = input({c.b, c.h, c.l, c.d}, dt, seed);
+  const Tensor k = input({c.b, c.h, c.s, c.d}, dt, seed + 1);
+  const Tensor v = input({c.b, c.h, c.s, c.d}, dt, seed + 2);
+  const Tensor d_out = input({c.b, c.h, c.l, c.d}, dt, seed + 3);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(c.d));
+  const Reference ref = reference(c, values_of(q), values_of(k), values_of(v), values_of(d_out), scale);
+  const Tensor qd = q.to(dev), kd = k.to(dev), vd = v.to(dev);
+  const ops::FlashForward f = ops::flash_attention_forward(qd, kd, vd, scale, c.causal);
+  REQUIRE(f.out.sizes() == q.sizes());
+  REQUIRE(f.out.dtype() == dt);
+  REQUIRE(f.lse.sizes() == Shape({c.b, c.h, c.l}));
+  const ops::FlashBackward g = ops::flash_attention_backward(d_out.to(dev), qd, kd, vd, f.out, f.lse, scale, c.causal);
+  const Tolerance tol = tolerance_for(dt, OpKind::kReduction);
+  const Tolerance lse_tol = tolerance_for(dt == kF64 ? kF64 : kF32, OpKind::kReduction);
+  // lse is fp32 from 16-bit inputs: exact up to the fp32 sums of the scores.
+  CHECK(compare_values(values_of(f.lse), ref.lse, dt == kF64 || dt == kF32 ? lse_tol : Tolerance{1e-5, 1e-5}) == "");
+  if (dev.is_cpu()) {
+    CHECK(compare_values(values_of(f.out), ref.out, tol) == "");
+    CHECK(compare_values(values_of(g.dq), ref.dq, tol) == "");
+    CHECK(compare_values(values_of(g.dk), ref.dk, tol) == "");
+    CHECK(compare_values(values_of(g.dv), ref.dv, tol) == "");
+  } else {
+    CHECK(compare_rounded_terms(values_of(f.out), ref.out, ref.out_mag, dt) == "");
+    CHECK(compare_rounded_terms(values_of(g.dq), ref.dq, ref.dq_mag, dt) == "");
+    CHECK(compare_rounded_terms(values_of(g.dk), ref.dk, ref.dk_mag, dt) == "");
+    CHECK(compare_rounded_terms(values_of(g.dv), ref.dv, ref.dv_mag, dt) == "");
+  }
+}
+
+std::vector<DType> dtypes_on(Device dev) {
+  if (dev.is_cpu()) return {kF32, kF64, kF16, kBF16};
+  return {kF16, kBF16};
+}
+
+}  // namespace
+
+TEST_CASE("flash attention: small shapes against the f64 reference", "[flash]") {
+  const std::vector<Case> cases{
+      {1, 2, 1, 1, 64, false},   {1, 1, 1, 17, 64, true},  {2, 1, 17, 17, 64, true},  {1, 2, 17, 17, 128, false},
+      {1, 1, 17, 40, 128, true}, {1, 1, 40, 17, 64, true}, {1, 1, 64, 64, 128, true},
+  };
+  for (Device dev : test_devices()) {
+    for (DType dt : dtypes_on(dev)) {
+      for (const Case& c : cases) check_case(c, dev, dt);
+    }
+  }
+}
+
+TEST_CASE("flash attention: tile edges (257) and L != S", "[flash]") {
+  const std::vector<Case> cases{
+      {1, 1, 257, 257, 64, true},
+      {1, 1, 257, 100, 128, false},
+      {1, 1, 100, 257, 64, true},
+      {1, 1, 257, 257, 128, false},
+  };
+  for (Device dev : test_devices()) {
+    for (DType dt : {kF16, kBF16}) {
+      for (const Case& c : cases) check_case(c, dev, dt);
+    }
+  }
+}
+
+TEST_CASE("flash attention: L = S = 1024", "[flash]") {
+  for (Device dev : test_devices()) {
+    check_case({1, 1, 1024, 1024, 64, true}, dev, kF16);
+  }
+}
+
+TEST_CASE("flash attention: cuda agrees with cpu", "[flash]") {
+  bool has_cuda = false;
+  for (Device dev : test_devices()) has_cuda = has_cuda || dev.is_cuda();
+  if (!has_cuda) return;
+  for (DType dt : {kF16, kBF16}) {
+    INFO(dtype_name(dt));
+    const Tensor q = input({2, 2, 70, 64}, dt, 11), k = input({2, 2, 33, 64}, dt, 12);
+    const Tensor v = input({2, 2, 33, 64}, dt, 13), d_out = input({2, 2, 70, 64}, dt, 14);
+    const ops::FlashForward fc = ops::flash_attention_forward(q, k, v, 0.125, false);
+    const ops::FlashBackward gc = ops::flash_attention_backward(d_out, q, k, v, fc.out, fc.lse, 0.125, false);
+    const Device cuda = Device::cuda(0);
+    const ops::FlashForward fg = ops::flash_attention_forward(q.to(cuda), k.to(cuda), v.to(cuda), 0.125, false);
+    const ops::FlashBackward gg =
+        ops::flash_attention_backward(d_out.to(cuda), q.to(cuda), k.to(cuda), v.to(cuda), fg.out, fg.lse, 0.125, false);
+    const Tolerance tol = tolerance_for(dt, OpKind::kReduction);
+    CHECK(compare_values(values_of(fg.out), values_of(fc.out), tol) == "");
+    CHECK(compare_values(values_of(fg.lse), values_of(fc.lse), Tolerance{1e-5, 1e-5}) == "");
+    CHECK(compare_values(values_of(gg.dq), values_of(gc.dq), tol) == "");
+    CHECK(compare_values(values_of(gg.dk), values_of(gc.dk), tol) == "");
+    CHECK(compare_values(values_of(gg.dv), values_of(gc.dv), tol) == "");
+  }
+}
+
+TEST_CASE("flash attention: non-contiguous inputs and B*H = 0", "[flash]") {
+  for (Device dev : test_devices()) {
+    const DType dt = dev.is_cpu() ? kF32 : kF16;
+    INFO(dev.str());
+    // [B, L, H, D] storage viewed as [B, H, L, D], as after a head split.
+    const Tensor q = input({1, 9, 2, 64}, dt, 21).to(dev).transpose(1, 2);
+    const Tensor k = input({1, 5, 2, 64}, dt, 22).to(dev).transpose(1, 2);
+    const Tensor v = input({1, 5, 2, 64}, dt, 23).to(dev).transpose(1, 2);
+    const ops::FlashForward a = ops::flash_attention_forward(q, k, v, 0.125, true);
+    const ops::FlashForward b =
+        ops::flash_attention_forward(q.contiguous(), k.contiguous(), v.contiguous(), 0.125, true);
+    CHECK(values_of(a.out) == values_of(b.out));
+    const Tensor e = zeros({0, 2, 3, 64}, {.dtype = dt, .device = dev});
+    const ops::FlashForward z = ops::flash_attention_forward(e, e, e, 0.125, false);
+    CHECK(z.out.sizes() == e.sizes());
+  }
+}
+
+TEST_CASE("flash attention: bad input names the shapes", "[flash]") {
+  for (Device dev : test_devices()) {
+    const DType dt = kF16;
+    const Tensor q = zeros({1, 2, 8, 64}, {.dtype = dt, .device = dev});
+    const Tensor k = zeros({1, 2, 5, 64}, {.dtype = dt, .device = dev});
+    const Tensor q96 = zeros({1, 2, 8, 96}, {.dtype = dt, .device = dev});
+    CHECK_THROWS_WITH(ops::flash_attention_forward(q96, q96, q96, 0.1, false),
+                      Contains("head dim D = 96") && Contains("[1, 2, 8, 96]"));
+    const Tensor k3 = zeros({1, 3, 5, 64}, {.dtype = dt, .device = dev});
+    CHECK_THROWS_WITH(ops::flash_attention_forward(q, k3, k3, 0.1, false),
+                      Contains("[1, 2, 8, 64]") && Contains("[1, 3, 5, 64]"));
+    CHECK_THROWS_WITH(ops::flash_attention_forward(q, k, q, 0.1, false), Contains("k and v"));
+    CHECK_THROWS_WITH(ops::flash_attention_forward(q, k.to(kF32), k, 0.1, false), Contains("one dtype"));
+    const Tensor qi = zeros({1, 2, 8, 64}, {.dtype = kI64, .device = dev});
+    CHECK_THROWS_WITH(ops::flash_attention_forward(qi, qi, qi, 0.1, false), Contains("not supported"));
+    if (dev.is_cuda()) {
+      const Tensor q32 = zeros({1, 2, 8, 64}, {.dtype = kF32, .device = dev});
+      CHECK_THROWS_WITH(ops::flash_attention_forward(q32, q32, q32, 0.1, false), Contains("f32"));
+      CHECK_FALSE(ops::flash_attention_supported(q32, q32, q32, false, 0.0));
+    }
+    const ops::FlashForward f = ops::flash_attention_forward(q, k, k, 0.1, false);
+    CHECK_THROWS_WITH(ops::flash_attention_backward(k, q, k, k, f.out, f.lse, 0.1, false), Contains("d_out"));
+    CHECK(ops::flash_attention_supported(q, k, k, false, 0.0));
+    CHECK_FALSE(ops::flash_attention_supported(q, k, k, true, 0.0));
+    CHECK_FALSE(ops::flash_attention_supported(q, k, k, false, 0.1));
+    CHECK_FALSE(ops::flash_attention_supported(q96, q96, q96, false, 0.0));
+    CHECK_FALSE(ops::flash_attention_supported(q, k3, k3, false, 0.0));
+  }
+}
