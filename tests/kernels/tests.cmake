@@ -24,3 +24,7 @@ endif()
 hg_add_test(test_seq_ops LABEL kernels SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_seq_ops.cpp)
 target_link_libraries(test_seq_ops PRIVATE nlohmann_json::nlohmann_json)
 target_compile_definitions(test_seq_ops PRIVATE HG_TEST_FIXTURE_DIR="${CMAKE_CURRENT_LIST_DIR}/fixtures")
+# Batched matmul and scaled_dot_product_attention's math path (issue 14, part 2).
+hg_add_test(test_attention LABEL kernels SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_attention.cpp)
+target_link_libraries(test_attention PRIVATE nlohmann_json::nlohmann_json)
+target_compile_definitions(test_attention PRIVATE HG_TEST_FIXTURE_DIR="${CMAKE_CURRENT_LIST_DIR}/fixtures")
