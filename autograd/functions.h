@@ -139,5 +139,5 @@ inline Tensor operator/(const Tensor& a, double b) { return mul(a, 1.0 / b); }
 
 }  // namespace hg
 
-#include "autograd/functions_conv.h"  // conv2d, pooling, batch_norm
+#include "autograd/functions_conv.h"       // conv2d, pooling, batch_norm
 #include "autograd/functions_attention.h"  // scaled_dot_product_attention

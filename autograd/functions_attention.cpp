@@ -21,8 +21,10 @@ using autograd::SavedTensor;
 
 const char* attention_path_name(AttentionPath path) {
   switch (path) {
-    case AttentionPath::math: return "math";
-    case AttentionPath::flash: return "flash";
+    case AttentionPath::math:
+      return "math";
+    case AttentionPath::flash:
+      return "flash";
   }
   return "?";
 }
@@ -110,8 +112,10 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
                attention_path_name(path), q.shape_str(), k.shape_str(), v.shape_str(), dtype_name(q.dtype()),
                options.is_causal, options.attn_mask.defined(), options.dropout_p);
   switch (path) {
-    case AttentionPath::math: return sdpa_math(q, k, v, options);
-    case AttentionPath::flash: break;
+    case AttentionPath::math:
+      return sdpa_math(q, k, v, options);
+    case AttentionPath::flash:
+      break;
   }
   HG_FAIL("scaled_dot_product_attention: the ", attention_path_name(path), " path is not available");
 }

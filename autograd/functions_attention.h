@@ -31,8 +31,7 @@ struct SdpaOptions {
   Generator* generator = nullptr;
 };
 
-Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
-                                    const SdpaOptions& options = {});
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const SdpaOptions& options = {});
 
 // The implementations behind scaled_dot_product_attention.
 //   math:  batched GEMM + fused scale-mask-softmax(-dropout) + batched GEMM,

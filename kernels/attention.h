@@ -46,7 +46,7 @@ enum class AttnMaskKind : uint8_t { kNone, kBool, kAdditive };
 // [batch * L, S] (contiguous). Row r is query i = r % q_len.
 struct AttnSoftmaxParams {
   int64_t rows = 0, cols = 0, q_len = 1;
-  double scale = 1.0;  // applied in acc_t (fp32; f64 for f64 scores)
+  double scale = 1.0;   // applied in acc_t (fp32; f64 for f64 scores)
   bool causal = false;  // top-left aligned: key j is allowed iff j <= i
   AttnMaskKind mask_kind = AttnMaskKind::kNone;
   // bool (true = attend) or additive (f32; f64 when the scores are f64),
@@ -69,8 +69,7 @@ Tensor attention_mask_for_kernel(const Tensor& mask, const Shape& scores_shape, 
 
 // y = softmax(scale * scores + mask) (and p = dropout(y) into *dropped when
 // params.dropout_p > 0; else p is y). scores: contiguous [..., L, S].
-Tensor attention_softmax(const Tensor& scores, const Tensor& kernel_mask, AttnSoftmaxParams params,
-                         Tensor* dropped);
+Tensor attention_softmax(const Tensor& scores, const Tensor& kernel_mask, AttnSoftmaxParams params, Tensor* dropped);
 // d_scores from d_p and the forward's y (same params, same seed/offset).
 Tensor attention_softmax_backward(const Tensor& d_p, const Tensor& y, const Tensor& kernel_mask,
                                   AttnSoftmaxParams params);

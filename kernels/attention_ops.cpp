@@ -54,10 +54,9 @@ AttnSoftmaxParams with_shape(AttnSoftmaxParams p, const Tensor& scores, const Te
 }
 }  // namespace
 
-Tensor attention_softmax(const Tensor& scores, const Tensor& kernel_mask, AttnSoftmaxParams params,
-                         Tensor* dropped) {
-  HG_CHECK(scores.dim() >= 2 && is_floating(scores.dtype()), "attention_softmax: scores must be floating [..., L, S], got ",
-           scores.shape_str(), " ", scores.dtype());
+Tensor attention_softmax(const Tensor& scores, const Tensor& kernel_mask, AttnSoftmaxParams params, Tensor* dropped) {
+  HG_CHECK(scores.dim() >= 2 && is_floating(scores.dtype()),
+           "attention_softmax: scores must be floating [..., L, S], got ", scores.shape_str(), " ", scores.dtype());
   const Tensor s = scores.contiguous();
   const AttnSoftmaxParams p = with_shape(params, s, kernel_mask);
   Tensor y = empty(s.sizes(), {.dtype = s.dtype(), .device = s.device()});
@@ -78,8 +77,8 @@ Tensor attention_softmax(const Tensor& scores, const Tensor& kernel_mask, AttnSo
 
 Tensor attention_softmax_backward(const Tensor& d_p, const Tensor& y, const Tensor& kernel_mask,
                                   AttnSoftmaxParams params) {
-  HG_CHECK(d_p.sizes() == y.sizes() && d_p.device() == y.device(), "attention_softmax_backward: d_p ",
-           d_p.shape_str(), " and y ", y.shape_str(), " differ");
+  HG_CHECK(d_p.sizes() == y.sizes() && d_p.device() == y.device(), "attention_softmax_backward: d_p ", d_p.shape_str(),
+           " and y ", y.shape_str(), " differ");
   const Tensor g = d_p.dtype() == y.dtype() ? d_p.contiguous() : d_p.to(y.dtype()).contiguous();
   const Tensor yc = y.contiguous();
   const AttnSoftmaxParams p = with_shape(params, yc, kernel_mask);

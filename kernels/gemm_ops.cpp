@@ -61,9 +61,9 @@ Operand layout(const Tensor& t, bool trans) {
 // each. [B,H,T,D] @ [B,H,D,T] (any transposed view included) is one GEMM;
 // [B,1,T,D] @ [H,D,T] is B GEMMs of batch H.
 struct BatchPlan {
-  Shape sizes;                          // batch dims after dropping size-1 dims
-  std::vector<int64_t> sa, sb, sc;      // their strides in a, b, out (elements)
-  int64_t inner_begin = 0;              // dims [inner_begin, n) form the GEMM batch
+  Shape sizes;                      // batch dims after dropping size-1 dims
+  std::vector<int64_t> sa, sb, sc;  // their strides in a, b, out (elements)
+  int64_t inner_begin = 0;          // dims [inner_begin, n) form the GEMM batch
 };
 
 std::vector<int64_t> batch_strides(const Tensor& t, const Shape& batch_shape) {
@@ -96,16 +96,15 @@ Shape matmul_batch_shape(const Tensor& a, const Tensor& b) {
   return out;
 }
 
-namespace {
-}  // namespace
+namespace {}  // namespace
 
 void set_allow_tf32(bool allow) { g_allow_tf32.store(allow); }
 bool allow_tf32() { return g_allow_tf32.load(); }
 
 Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b, const Tensor& bias) {
   HG_CHECK(a.defined() && b.defined(), "matmul: both operands must be defined tensors");
-  HG_CHECK(a.dim() >= 2 && b.dim() >= 2, "matmul: operands must be 2-D or batched (rank >= 2), got ",
-           a.shape_str(), " and ", b.shape_str(), "; hg::matmul (autograd) takes 1-D vectors as torch.matmul does");
+  HG_CHECK(a.dim() >= 2 && b.dim() >= 2, "matmul: operands must be 2-D or batched (rank >= 2), got ", a.shape_str(),
+           " and ", b.shape_str(), "; hg::matmul (autograd) takes 1-D vectors as torch.matmul does");
   HG_CHECK(a.device() == b.device(), "matmul: operands are on different devices (", a.device(),
            " and ", b.device(), "); move one with .to(device)");
   HG_CHECK(a.dtype() == b.dtype(), "matmul: operand dtypes differ (", a.dtype(), " and ",
@@ -155,8 +154,8 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b, cons
   auto collapses = [&](const std::vector<int64_t>& s, int64_t i) {
     return s[static_cast<size_t>(i)] == s[static_cast<size_t>(i + 1)] * plan.sizes[static_cast<size_t>(i + 1)];
   };
-  while (plan.inner_begin > 0 && collapses(plan.sa, plan.inner_begin - 1) &&
-         collapses(plan.sb, plan.inner_begin - 1) && collapses(plan.sc, plan.inner_begin - 1)) {
+  while (plan.inner_begin > 0 && collapses(plan.sa, plan.inner_begin - 1) && collapses(plan.sb, plan.inner_begin - 1) &&
+         collapses(plan.sc, plan.inner_begin - 1)) {
     --plan.inner_begin;
   }
   int64_t inner_batch = 1, outer_batch = 1;

@@ -66,7 +66,8 @@ __global__ void __launch_bounds__(kRowMaxThreads)
     for (int64_t c = split.lane; c < cols; c += split.threads) {
       m = max_nan(m, attn_value<A>(prm, row, c, static_cast<A>(s_row[c])));
     }
-    m = row_allreduce<kBlockPerRow>(m, [](A a, A b) { return max_nan(a, b); }, partials);
+    m = row_allreduce<kBlockPerRow>(
+        m, [](A a, A b) { return max_nan(a, b); }, partials);
     A z = A(0);
     if (m != A(-INFINITY)) {
       for (int64_t c = split.lane; c < cols; c += split.threads) {
@@ -74,7 +75,8 @@ __global__ void __launch_bounds__(kRowMaxThreads)
         if (x != A(-INFINITY)) z += dmath::exp(x - m);
       }
     }
-    z = row_allreduce<kBlockPerRow>(z, [](A a, A b) { return a + b; }, partials);
+    z = row_allreduce<kBlockPerRow>(
+        z, [](A a, A b) { return a + b; }, partials);
     for (int64_t c = split.lane; c < cols; c += split.threads) {
       const A x = attn_value<A>(prm, row, c, static_cast<A>(s_row[c]));
       const A yc = (m == A(-INFINITY) || x == A(-INFINITY)) ? A(0) : dmath::exp(x - m) / z;
@@ -99,7 +101,8 @@ __global__ void __launch_bounds__(kRowMaxThreads)
       const A dy = static_cast<A>(d_p[base + c]) * static_cast<A>(attn_dropout_factor(prm, row, c));
       dot += dy * static_cast<A>(y[base + c]);
     }
-    dot = row_allreduce<kBlockPerRow>(dot, [](A a, A b) { return a + b; }, partials);
+    dot = row_allreduce<kBlockPerRow>(
+        dot, [](A a, A b) { return a + b; }, partials);
     for (int64_t c = split.lane; c < cols; c += split.threads) {
       const A dy = static_cast<A>(d_p[base + c]) * static_cast<A>(attn_dropout_factor(prm, row, c));
       d_s[base + c] = static_cast<T>(static_cast<A>(prm.scale) * static_cast<A>(y[base + c]) * (dy - dot));

@@ -44,7 +44,8 @@ std::vector<double> ref_matmul(const Tensor& a, const Tensor& b) {
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n; ++j) {
         double s = 0;
-        for (int64_t t = 0; t < k; ++t) s += av[static_cast<size_t>((z * m + i) * k + t)] * bv[static_cast<size_t>((z * k + t) * n + j)];
+        for (int64_t t = 0; t < k; ++t)
+          s += av[static_cast<size_t>((z * m + i) * k + t)] * bv[static_cast<size_t>((z * k + t) * n + j)];
         out[static_cast<size_t>((z * m + i) * n + j)] = s;
       }
   return out;
@@ -70,7 +71,8 @@ std::vector<double> ref_sdpa(const std::vector<double>& q, const std::vector<dou
           if (!bool_mask) add = mv;
         }
         double s = 0;
-        for (int64_t e = 0; e < E; ++e) s += q[static_cast<size_t>((b * L + i) * E + e)] * k[static_cast<size_t>((b * S + j) * E + e)];
+        for (int64_t e = 0; e < E; ++e)
+          s += q[static_cast<size_t>((b * L + i) * E + e)] * k[static_cast<size_t>((b * S + j) * E + e)];
         x[static_cast<size_t>(j)] = scale * s + add;
         m = std::max(m, x[static_cast<size_t>(j)]);
       }
@@ -79,13 +81,16 @@ std::vector<double> ref_sdpa(const std::vector<double>& q, const std::vector<dou
       for (double xj : x) z += xj == -INFINITY ? 0.0 : std::exp(xj - m);
       for (int64_t j = 0; j < S; ++j) {
         const double p = x[static_cast<size_t>(j)] == -INFINITY ? 0.0 : std::exp(x[static_cast<size_t>(j)] - m) / z;
-        for (int64_t e = 0; e < Ev; ++e) out[static_cast<size_t>((b * L + i) * Ev + e)] += p * v[static_cast<size_t>((b * S + j) * Ev + e)];
+        for (int64_t e = 0; e < Ev; ++e)
+          out[static_cast<size_t>((b * L + i) * Ev + e)] += p * v[static_cast<size_t>((b * S + j) * Ev + e)];
       }
     }
   return out;
 }
 
-std::vector<double> f64_values(const Tensor& t) { return t.to(Device::cpu()).to(kF64).contiguous().to_vector<double>(); }
+std::vector<double> f64_values(const Tensor& t) {
+  return t.to(Device::cpu()).to(kF64).contiguous().to_vector<double>();
+}
 
 // Attention chains three roundings to the dtype (scores, probabilities, the
 // output GEMM), each within the reduction row, so 16-bit results get three
@@ -106,10 +111,10 @@ TEST_CASE("batched matmul broadcasts batch dims and matches an f64 reference", "
     Shape a, b;
     bool transpose_b;  // b is given as [..., N, K] and used as b.transpose(-2, -1)
   };
-  const std::vector<Case> cases{
-      {{2, 3, 4, 5}, {2, 3, 5, 3}, false}, {{2, 1, 4, 5}, {3, 5, 2}, false}, {{4, 5}, {2, 3, 5, 3}, false},
-      {{2, 3, 4, 5}, {5, 6}, false},       {{2, 3, 4, 5}, {2, 3, 6, 5}, true}, {{3, 1, 2, 4}, {1, 2, 4, 3}, false},
-      {{2, 3, 0, 5}, {2, 3, 5, 2}, false}, {{2, 1, 7, 3}, {1, 4, 3, 2}, false}};
+  const std::vector<Case> cases{{{2, 3, 4, 5}, {2, 3, 5, 3}, false}, {{2, 1, 4, 5}, {3, 5, 2}, false},
+                                {{4, 5}, {2, 3, 5, 3}, false},       {{2, 3, 4, 5}, {5, 6}, false},
+                                {{2, 3, 4, 5}, {2, 3, 6, 5}, true},  {{3, 1, 2, 4}, {1, 2, 4, 3}, false},
+                                {{2, 3, 0, 5}, {2, 3, 5, 2}, false}, {{2, 1, 7, 3}, {1, 4, 3, 2}, false}};
   for (Device dev : test_devices()) {
     for (DType dt : float_dtypes()) {
       uint64_t seed = 1;
@@ -169,7 +174,9 @@ TEST_CASE("transposed views reach the GEMM as a transpose flag, in one batched c
 }
 
 TEST_CASE("gradcheck: batched matmul, bmm, sdpa, repeat_interleave (f64, cpu)", "[autograd][gradcheck][attention]") {
-  auto in = [](Shape s, uint64_t seed) { return hg::mul(make_input(s, kF64, Domain::kAny, seed), 0.5).requires_grad_(true); };
+  auto in = [](Shape s, uint64_t seed) {
+    return hg::mul(make_input(s, kF64, Domain::kAny, seed), 0.5).requires_grad_(true);
+  };
   using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
   const Tensor bool_mask = from_vector<double>({1, 0, 1, 1, 0, 1, 1, 0, 0, 1, 1, 1, 0, 1, 0}, {3, 5}).to(kBool);
   const Tensor float_mask = make_input({2, 1, 3, 5}, kF64, Domain::kAny, 99);
@@ -180,31 +187,36 @@ TEST_CASE("gradcheck: batched matmul, bmm, sdpa, repeat_interleave (f64, cpu)", 
   };
   const std::vector<GradCase> cases{
       {"matmul 4-D", [](const auto& x) { return hg::matmul(x[0], x[1]); }, {in({2, 2, 3, 4}, 1), in({2, 2, 4, 2}, 2)}},
-      {"matmul broadcast", [](const auto& x) { return hg::matmul(x[0], x[1]); }, {in({2, 1, 3, 4}, 3), in({2, 4, 2}, 4)}},
+      {"matmul broadcast",
+       [](const auto& x) { return hg::matmul(x[0], x[1]); },
+       {in({2, 1, 3, 4}, 3), in({2, 4, 2}, 4)}},
       {"matmul transposed view",
-       [](const auto& x) { return hg::matmul(x[0], hg::transpose(x[1], -2, -1)); }, {in({2, 3, 4}, 5), in({2, 2, 4}, 6)}},
+       [](const auto& x) { return hg::matmul(x[0], hg::transpose(x[1], -2, -1)); },
+       {in({2, 3, 4}, 5), in({2, 2, 4}, 6)}},
       {"matmul vector", [](const auto& x) { return hg::matmul(x[0], x[1]); }, {in({4}, 7), in({2, 4, 3}, 8)}},
       {"bmm", [](const auto& x) { return hg::bmm(x[0], x[1]); }, {in({2, 3, 4}, 9), in({2, 4, 2}, 10)}},
-      {"sdpa", [](const auto& x) { return hg::scaled_dot_product_attention(x[0], x[1], x[2]); },
-                {in({2, 3, 4}, 11), in({2, 5, 4}, 12), in({2, 5, 3}, 13)}},
-      {"sdpa causal", [](const auto& x) { return hg::scaled_dot_product_attention(x[0], x[1], x[2], {.is_causal = true}); },
-                       {in({2, 3, 4}, 14), in({2, 5, 4}, 15), in({2, 5, 3}, 16)}},
+      {"sdpa",
+       [](const auto& x) { return hg::scaled_dot_product_attention(x[0], x[1], x[2]); },
+       {in({2, 3, 4}, 11), in({2, 5, 4}, 12), in({2, 5, 3}, 13)}},
+      {"sdpa causal",
+       [](const auto& x) { return hg::scaled_dot_product_attention(x[0], x[1], x[2], {.is_causal = true}); },
+       {in({2, 3, 4}, 14), in({2, 5, 4}, 15), in({2, 5, 3}, 16)}},
       {"sdpa bool mask + causal",
        [&](const auto& x) {
-          return hg::scaled_dot_product_attention(x[0], x[1], x[2], {.attn_mask = bool_mask, .is_causal = true});
-        },
-        {in({2, 3, 4}, 17), in({2, 5, 4}, 18), in({2, 5, 3}, 19)}},
+         return hg::scaled_dot_product_attention(x[0], x[1], x[2], {.attn_mask = bool_mask, .is_causal = true});
+       },
+       {in({2, 3, 4}, 17), in({2, 5, 4}, 18), in({2, 5, 3}, 19)}},
       {"sdpa float mask, broadcast heads",
        [&](const auto& x) {
-          return hg::scaled_dot_product_attention(x[0], x[1], x[2], {.attn_mask = float_mask, .scale = 0.7});
-        },
-        {in({2, 2, 3, 4}, 20), in({1, 2, 5, 4}, 21), in({2, 1, 5, 3}, 22)}},
+         return hg::scaled_dot_product_attention(x[0], x[1], x[2], {.attn_mask = float_mask, .scale = 0.7});
+       },
+       {in({2, 2, 3, 4}, 20), in({1, 2, 5, 4}, 21), in({2, 1, 5, 3}, 22)}},
       {"sdpa dropout (fixed seed)",
        [](const auto& x) {
-          Generator gen(1234);  // a fresh generator per call: the same keep mask every evaluation
-          return hg::scaled_dot_product_attention(x[0], x[1], x[2], {.dropout_p = 0.3, .generator = &gen});
-        },
-        {in({2, 3, 4}, 23), in({2, 5, 4}, 24), in({2, 5, 3}, 25)}},
+         Generator gen(1234);  // a fresh generator per call: the same keep mask every evaluation
+         return hg::scaled_dot_product_attention(x[0], x[1], x[2], {.dropout_p = 0.3, .generator = &gen});
+       },
+       {in({2, 3, 4}, 23), in({2, 5, 4}, 24), in({2, 5, 3}, 25)}},
       {"repeat_interleave", [](const auto& x) { return hg::repeat_interleave(x[0], 2, 1); }, {in({2, 3, 2}, 26)}},
   };
   for (const GradCase& c : cases) {
@@ -247,9 +259,8 @@ TEST_CASE("sdpa matches an f64 reference on every device and dtype", "[kernels][
         const Tensor y = hg::scaled_dot_product_attention(q, k, v, o);
         INFO(label(dev, dt, "variant " + std::to_string(variant)));
         REQUIRE(y.sizes() == Shape{B, L, Ev});
-        const std::vector<double> want =
-            ref_sdpa(f64_values(q), f64_values(k), f64_values(v), B, L, S, E, Ev, 1.0 / std::sqrt(8.0), causal, mask,
-                     variant == 2);
+        const std::vector<double> want = ref_sdpa(f64_values(q), f64_values(k), f64_values(v), B, L, S, E, Ev,
+                                                  1.0 / std::sqrt(8.0), causal, mask, variant == 2);
         CHECK(compare_values(f64_values(y), want, attention_tolerance(dt)) == "");
       }
     }
@@ -290,7 +301,9 @@ TEST_CASE("sdpa: fully masked rows give zeros (no NaN), gradients too", "[kernel
     Tensor v = randn({1, 5, 2}, {.dtype = kF64}).to(dev).requires_grad_(true);
     // row 1 masked entirely by the bool mask; row 2 entirely by -inf
     const Tensor bm = from_vector<double>({1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1}, {3, 5}).to(kBool).to(dev);
-    const Tensor fm = from_vector<double>({0, 0, 0, 0, 0, 0, 0, 0, 0, 0, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY}, {3, 5}).to(dev);
+    const Tensor fm = from_vector<double>(
+                          {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY}, {3, 5})
+                          .to(dev);
     for (const Tensor& m : {bm, fm}) {
       q.set_grad(Tensor());
       k.set_grad(Tensor());
@@ -309,13 +322,15 @@ TEST_CASE("sdpa: fully masked rows give zeros (no NaN), gradients too", "[kernel
   }
 }
 
-TEST_CASE("sdpa dropout: Philox stream, same mask on every device, scaled by 1/(1-p)", "[kernels][attention][dropout]") {
+TEST_CASE("sdpa dropout: Philox stream, same mask on every device, scaled by 1/(1-p)",
+          "[kernels][attention][dropout]") {
   const Tensor q = zeros({1, 64, 4}), k = zeros({1, 64, 4});  // uniform attention: p = 1/64 everywhere
   const Tensor v = ones({1, 64, 1});
   std::vector<std::vector<double>> outs;
   for (Device dev : test_devices()) {
     Generator gen(2024);
-    const Tensor y = hg::scaled_dot_product_attention(q.to(dev), k.to(dev), v.to(dev), {.dropout_p = 0.25, .generator = &gen});
+    const Tensor y =
+        hg::scaled_dot_product_attention(q.to(dev), k.to(dev), v.to(dev), {.dropout_p = 0.25, .generator = &gen});
     outs.push_back(f64_values(y));
     // Each output is (kept keys) / 64 / 0.75; over 64 rows x 64 keys about 3/4 are kept.
     double total = 0;
@@ -323,9 +338,11 @@ TEST_CASE("sdpa dropout: Philox stream, same mask on every device, scaled by 1/(
     CHECK(total > 0.70 * 4096);
     CHECK(total < 0.80 * 4096);
     Generator gen2(2024);
-    const Tensor y2 = hg::scaled_dot_product_attention(q.to(dev), k.to(dev), v.to(dev), {.dropout_p = 0.25, .generator = &gen2});
+    const Tensor y2 =
+        hg::scaled_dot_product_attention(q.to(dev), k.to(dev), v.to(dev), {.dropout_p = 0.25, .generator = &gen2});
     CHECK(f64_values(y2) == outs.back());  // same seed, same mask
-    const Tensor y3 = hg::scaled_dot_product_attention(q.to(dev), k.to(dev), v.to(dev), {.dropout_p = 0.25, .generator = &gen2});
+    const Tensor y3 =
+        hg::scaled_dot_product_attention(q.to(dev), k.to(dev), v.to(dev), {.dropout_p = 0.25, .generator = &gen2});
     CHECK(f64_values(y3) != outs.back());  // the next offset, another mask
     const Tensor all = hg::scaled_dot_product_attention(q.to(dev), k.to(dev), v.to(dev), {.dropout_p = 1.0});
     for (double x : f64_values(all)) CHECK(x == 0.0);
@@ -354,8 +371,7 @@ TEST_CASE("sdpa bad input names the shapes", "[kernels][attention][errors]") {
 TEST_CASE("repeat_interleave repeats slices in place", "[kernels][attention]") {
   const Tensor x = from_vector<double>({1, 2, 3, 4}, {2, 2});
   CHECK(hg::repeat_interleave(x, 2, 0).to_vector<double>() == std::vector<double>{1, 2, 1, 2, 3, 4, 3, 4});
-  CHECK(hg::repeat_interleave(x, 3, -1).to_vector<double>() ==
-        std::vector<double>{1, 1, 1, 2, 2, 2, 3, 3, 3, 4, 4, 4});
+  CHECK(hg::repeat_interleave(x, 3, -1).to_vector<double>() == std::vector<double>{1, 1, 1, 2, 2, 2, 3, 3, 3, 4, 4, 4});
   CHECK_THROWS_WITH(hg::repeat_interleave(x, 2, 2), Catch::Contains("dim 2 out of range for [2, 2]"));
 }
 
@@ -376,7 +392,9 @@ TEST_CASE("batched matmul and scaled_dot_product_attention match PyTorch", "[ker
       {"matmul_transposed_view", [](auto& in, auto&) { return hg::matmul(in["a"], hg::transpose(in["b"], -2, -1)); }},
       {"sdpa_plain", [](auto& in, auto&) { return hg::scaled_dot_product_attention(in["q"], in["k"], in["v"]); }},
       {"sdpa_causal",
-       [](auto& in, auto&) { return hg::scaled_dot_product_attention(in["q"], in["k"], in["v"], {.is_causal = true}); }},
+       [](auto& in, auto&) {
+         return hg::scaled_dot_product_attention(in["q"], in["k"], in["v"], {.is_causal = true});
+       }},
       {"sdpa_bool_mask",
        [](auto& in, auto& m) {
          return hg::scaled_dot_product_attention(in["q"], in["k"], in["v"], {.attn_mask = m["bool_mask"].to(kBool)});
@@ -398,7 +416,8 @@ TEST_CASE("batched matmul and scaled_dot_product_attention match PyTorch", "[ker
                       .requires_grad_(true);
         }
         for (const auto& [n, j] : c["masks"].items()) {
-          masks[n] = from_vector(j["values"].get<std::vector<double>>(), j["shape"].get<Shape>(), {.dtype = dt}).to(dev);
+          masks[n] =
+              from_vector(j["values"].get<std::vector<double>>(), j["shape"].get<Shape>(), {.dtype = dt}).to(dev);
         }
         Tensor out = run(in, masks);
         INFO(label(dev, dt, name));
