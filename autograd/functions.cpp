@@ -330,7 +330,32 @@ Tensor matmul_impl(const char* name, const Tensor& a, const Tensor& b, bool ta, 
 }
 }  // namespace
 
-Tensor matmul(const Tensor& a, const Tensor& b) { return matmul_impl("matmul", a, b, false, false, Tensor()); }
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  HG_CHECK(a.defined() && b.defined(), "matmul: both operands must be defined tensors");
+  HG_CHECK(a.dim() >= 1 && b.dim() >= 1, "matmul: operands must have at least 1 dim, got ", a.shape_str(), " and ",
+           b.shape_str());
+  // torch.matmul's vector rules: a 1-D a is a row [1, K] (that dim dropped from
+  // the result), a 1-D b a column [K, 1] (likewise).
+  if (a.dim() == 1 || b.dim() == 1) {
+    const Tensor a2 = a.dim() == 1 ? unsqueeze(a, 0) : a;
+    const Tensor b2 = b.dim() == 1 ? unsqueeze(b, 1) : b;
+    Tensor y = matmul_impl("matmul", a2, b2, false, false, Tensor());
+    if (b.dim() == 1) y = squeeze(y, -1);
+    if (a.dim() == 1) y = squeeze(y, -2 + (b.dim() == 1 ? 1 : 0));
+    return y;
+  }
+  return matmul_impl("matmul", a, b, false, false, Tensor());
+}
+
+Tensor bmm(const Tensor& a, const Tensor& b) {
+  HG_CHECK(a.defined() && b.defined() && a.dim() == 3 && b.dim() == 3,
+           "bmm: operands must be 3-D [B, M, K] and [B, K, N] (use matmul to broadcast), got ",
+           a.defined() ? a.shape_str() : "undefined", " and ", b.defined() ? b.shape_str() : "undefined");
+  HG_CHECK(a.size(0) == b.size(0), "bmm: batch sizes differ: ", a.shape_str(), " @ ", b.shape_str(),
+           " (bmm does not broadcast; use matmul)");
+  HG_CHECK(a.size(2) == b.size(1), "bmm: inner dims differ: ", a.shape_str(), " @ ", b.shape_str());
+  return matmul_impl("bmm", a, b, false, false, Tensor());
+}
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   HG_CHECK(weight.dim() == 2, "linear: weight must be [out_features, in_features], got ", weight.shape_str());

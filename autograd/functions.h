@@ -56,7 +56,13 @@ Tensor min(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim 
 Tensor norm(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
 
 // ---- GEMM -----------------------------------------------------------------------------------
+// torch.matmul: 2-D @ 2-D; batched operands of any rank with broadcast batch
+// dims ([B,H,T,D] @ [B,H,D,T], [B,1,T,D] @ [H,D,T]) through strided-batched
+// GEMMs (transposed views are not copied: kernels/gemm.h); 1-D operands as
+// vectors (the vector's dim is dropped from the result).
 Tensor matmul(const Tensor& a, const Tensor& b);
+// torch.bmm: a [B, M, K] @ b [B, K, N] -> [B, M, N]; no broadcasting.
+Tensor bmm(const Tensor& a, const Tensor& b);
 // x @ weight^T + bias, weight [out, in] (like torch.nn.functional.linear).
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
 
@@ -133,4 +139,5 @@ inline Tensor operator/(const Tensor& a, double b) { return mul(a, 1.0 / b); }
 
 }  // namespace hg
 
-#include "autograd/functions_conv.h"  // conv2d, pooling, batch_norm
+#include "autograd/functions_conv.h"       // conv2d, pooling, batch_norm
+#include "autograd/functions_attention.h"  // scaled_dot_product_attention

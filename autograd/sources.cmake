@@ -8,6 +8,7 @@ list(APPEND HG_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/functions_views.cpp
   ${CMAKE_CURRENT_LIST_DIR}/functions_conv.cpp
   ${CMAKE_CURRENT_LIST_DIR}/functions_norm_index.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/functions_attention.cpp
   ${CMAKE_CURRENT_LIST_DIR}/gradcheck.cpp
   ${CMAKE_CURRENT_LIST_DIR}/tensor_methods.cpp
 )

@@ -71,6 +71,8 @@ constexpr TorchRow kTorchRows[] = {
      "feeds a loss keeps its fp32 result here"},
     {"norm", "fp32", ""},
     {"matmul", "lower", ""},
+    {"bmm", "lower", ""},
+    {"scaled_dot_product_attention", "lower", ""},
     {"conv2d", "lower", ""},
     {"softmax", "fp32", ""},
     {"log_softmax", "fp32", ""},

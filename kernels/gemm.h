@@ -19,8 +19,18 @@
 
 namespace hg::ops {
 
+// a [..., M, K], b [..., K, N] (rank >= 2 each; op() applies to the last two
+// dims); the batch dims broadcast as in torch.matmul and the result is
+// [broadcast batch..., M, N]. One strided-batched GEMM wherever the strides
+// allow (Note [Batched GEMM strides] in gemm_ops.cpp): transposed views and
+// broadcast operands are never copied; only a matrix that is neither row- nor
+// column-major in its last two dims is made contiguous.
 Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a = false, bool trans_b = false,
               const Tensor& bias = Tensor());
+
+// The broadcast batch shape of a and b (dims before the last two), or an
+// hg::Error naming both shapes.
+Shape matmul_batch_shape(const Tensor& a, const Tensor& b);
 
 // TF32 for f32 GEMMs on CUDA (ignored on the CPU). Off by default.
 void set_allow_tf32(bool allow);
@@ -57,5 +67,18 @@ namespace cuda {
 void gemm(const GemmArgs& args);
 }
 #endif
+
+namespace ops::detail {
+// Observability for tests: how many backend GEMM calls ops::matmul has issued
+// (process-wide) and the flags/batch of the last one, so a test can check that
+// a transposed view reached the GEMM as a transpose flag, not as a copy.
+struct GemmCallStats {
+  int64_t calls = 0;
+  bool last_trans_a = false, last_trans_b = false;
+  int64_t last_batch = 0;
+};
+void note_gemm_call(const GemmArgs& args);
+GemmCallStats gemm_call_stats();
+}  // namespace ops::detail
 
 }  // namespace hg

@@ -5,6 +5,8 @@
 #include "core/copy.h"
 #include "kernels/gemm.h"
 
+#include <vector>
+
 namespace hg::ops {
 
 namespace {
@@ -39,25 +41,70 @@ Operand layout(const Tensor& t, bool trans) {
     op.ld = cols == 1 ? std::max<int64_t>(rows, 1) : s_col;  // stored transposed
     op.trans = !trans;
   } else {
+    // The only copy: a matrix whose last two dims are neither row- nor
+    // column-major (e.g. a slice with a step in both) is made contiguous.
     op.storage_owner = t.contiguous();
     op.ld = std::max<int64_t>(cols, 1);
   }
   op.data = op.storage_owner.data_ptr();
-  if (r == 3) {
-    op.batch_stride = t.size(0) == 1 ? 0 : op.storage_owner.stride(0);
-  }
   return op;
 }
 
+// Note [Batched GEMM strides]
+// The batch dims of a, b and out are broadcast against each other (torch.matmul
+// rules). Each operand's batch dims are read with their own strides (0 where
+// broadcast), so no operand is ever expanded or copied for broadcasting. Size-1
+// batch dims are dropped; then the innermost run of batch dims that every
+// operand can walk with one stride (stride[i] == stride[i+1] * size[i+1], which
+// also holds for two broadcast dims, 0 == 0 * size) becomes the GEMM's batch;
+// the remaining outer dims (if any) are looped over, one strided-batched GEMM
+// each. [B,H,T,D] @ [B,H,D,T] (any transposed view included) is one GEMM;
+// [B,1,T,D] @ [H,D,T] is B GEMMs of batch H.
+struct BatchPlan {
+  Shape sizes;                      // batch dims after dropping size-1 dims
+  std::vector<int64_t> sa, sb, sc;  // their strides in a, b, out (elements)
+  int64_t inner_begin = 0;          // dims [inner_begin, n) form the GEMM batch
+};
+
+std::vector<int64_t> batch_strides(const Tensor& t, const Shape& batch_shape) {
+  // The strides t's batch dims have when broadcast (right-aligned) to batch_shape.
+  const int64_t nb = static_cast<int64_t>(batch_shape.size());
+  const int64_t tb = t.dim() - 2;
+  std::vector<int64_t> out(static_cast<size_t>(nb), 0);
+  for (int64_t i = 0; i < tb; ++i) {
+    const int64_t d = nb - tb + i;
+    out[static_cast<size_t>(d)] = t.size(i) == 1 ? 0 : t.stride(i);
+  }
+  return out;
+}
+
 }  // namespace
+
+// Broadcast batch shape of two operands of rank >= 2 (their dims before the
+// last two), or an hg::Error naming both shapes.
+Shape matmul_batch_shape(const Tensor& a, const Tensor& b) {
+  const int64_t na = a.dim() - 2, nb = b.dim() - 2;
+  const int64_t n = std::max(na, nb);
+  Shape out(static_cast<size_t>(n), 1);
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t ia = i - (n - na), ib = i - (n - nb);
+    const int64_t da = ia >= 0 ? a.size(ia) : 1, db = ib >= 0 ? b.size(ib) : 1;
+    HG_CHECK(da == db || da == 1 || db == 1, "matmul: batch sizes differ: ", a.shape_str(), " @ ", b.shape_str(),
+             ": batch dims ", da, " and ", db, " do not broadcast (each pair must be equal or 1)");
+    out[static_cast<size_t>(i)] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+namespace {}  // namespace
 
 void set_allow_tf32(bool allow) { g_allow_tf32.store(allow); }
 bool allow_tf32() { return g_allow_tf32.load(); }
 
 Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b, const Tensor& bias) {
   HG_CHECK(a.defined() && b.defined(), "matmul: both operands must be defined tensors");
-  HG_CHECK((a.dim() == 2 || a.dim() == 3) && (b.dim() == 2 || b.dim() == 3), "matmul: operands must be 2-D or 3-D (batched), got ",
-           a.shape_str(), " and ", b.shape_str(), "; use unsqueeze()/reshape() for vectors");
+  HG_CHECK(a.dim() >= 2 && b.dim() >= 2, "matmul: operands must be 2-D or batched (rank >= 2), got ", a.shape_str(),
+           " and ", b.shape_str(), "; hg::matmul (autograd) takes 1-D vectors as torch.matmul does");
   HG_CHECK(a.device() == b.device(), "matmul: operands are on different devices (", a.device(),
            " and ", b.device(), "); move one with .to(device)");
   HG_CHECK(a.dtype() == b.dtype(), "matmul: operand dtypes differ (", a.dtype(), " and ",
@@ -70,15 +117,10 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b, cons
   const int64_t n = trans_b ? b.size(-2) : b.size(-1);
   HG_CHECK(ka == kb, "shape mismatch in matmul: ", a.shape_str(), trans_a ? "^T" : "", " @ ",
            b.shape_str(), trans_b ? "^T" : "", ": inner dims ", ka, " != ", kb);
-  int64_t batch = 1;
-  if (a.dim() == 3) batch = a.size(0);
-  if (b.dim() == 3) {
-    HG_CHECK(a.dim() == 2 || b.size(0) == batch || b.size(0) == 1 || batch == 1,
-             "matmul: batch sizes differ: ", a.shape_str(), " @ ", b.shape_str());
-    batch = std::max(batch, b.size(0));
-  }
-  const bool batched = a.dim() == 3 || b.dim() == 3;
-  Shape out_shape = batched ? Shape{batch, m, n} : Shape{m, n};
+  const Shape batch_shape = matmul_batch_shape(a, b);
+  Shape out_shape = batch_shape;
+  out_shape.push_back(m);
+  out_shape.push_back(n);
   Tensor out = empty(out_shape, {.dtype = a.dtype(), .device = a.device()});
   float beta = 0.0f;
   if (bias.defined()) {
@@ -96,6 +138,30 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b, cons
   }
   const Operand A = layout(a, trans_a);
   const Operand B = layout(b, trans_b);
+  // Batch strides (Note [Batched GEMM strides]).
+  const std::vector<int64_t> sa_all = batch_strides(A.storage_owner, batch_shape);
+  const std::vector<int64_t> sb_all = batch_strides(B.storage_owner, batch_shape);
+  BatchPlan plan;
+  for (size_t i = 0; i < batch_shape.size(); ++i) {
+    if (batch_shape[i] == 1) continue;
+    plan.sizes.push_back(batch_shape[i]);
+    plan.sa.push_back(sa_all[i]);
+    plan.sb.push_back(sb_all[i]);
+    plan.sc.push_back(out.stride(static_cast<int64_t>(i)));
+  }
+  const int64_t nbd = static_cast<int64_t>(plan.sizes.size());
+  plan.inner_begin = nbd == 0 ? 0 : nbd - 1;
+  auto collapses = [&](const std::vector<int64_t>& s, int64_t i) {
+    return s[static_cast<size_t>(i)] == s[static_cast<size_t>(i + 1)] * plan.sizes[static_cast<size_t>(i + 1)];
+  };
+  while (plan.inner_begin > 0 && collapses(plan.sa, plan.inner_begin - 1) && collapses(plan.sb, plan.inner_begin - 1) &&
+         collapses(plan.sc, plan.inner_begin - 1)) {
+    --plan.inner_begin;
+  }
+  int64_t inner_batch = 1, outer_batch = 1;
+  for (int64_t i = 0; i < nbd; ++i) {
+    (i >= plan.inner_begin ? inner_batch : outer_batch) *= plan.sizes[static_cast<size_t>(i)];
+  }
   GemmArgs args;
   args.dtype = a.dtype();
   args.trans_a = A.trans;
@@ -103,27 +169,58 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b, cons
   args.m = m;
   args.n = n;
   args.k = ka;
-  args.batch = batch;
-  args.a = A.data;
+  args.batch = inner_batch;
   args.lda = A.ld;
-  args.stride_a = a.dim() == 3 ? A.batch_stride : 0;
-  args.b = B.data;
+  args.stride_a = nbd == 0 ? 0 : plan.sa.back();
   args.ldb = B.ld;
-  args.stride_b = b.dim() == 3 ? B.batch_stride : 0;
-  args.c = out.data_ptr();
+  args.stride_b = nbd == 0 ? 0 : plan.sb.back();
   args.ldc = n;
-  args.stride_c = m * n;
+  args.stride_c = nbd == 0 ? m * n : plan.sc.back();
   args.beta = beta;
   args.allow_tf32 = allow_tf32();
   args.device_index = a.device().index;
+  const auto esize = static_cast<int64_t>(a.element_size());
+  for (int64_t o = 0; o < outer_batch; ++o) {
+    // Element offsets of this outer batch index in a, b and out.
+    int64_t off_a = 0, off_b = 0, off_c = 0, rest = o;
+    for (int64_t i = plan.inner_begin - 1; i >= 0; --i) {
+      const auto ui = static_cast<size_t>(i);
+      const int64_t idx = rest % plan.sizes[ui];
+      rest /= plan.sizes[ui];
+      off_a += idx * plan.sa[ui];
+      off_b += idx * plan.sb[ui];
+      off_c += idx * plan.sc[ui];
+    }
+    args.a = static_cast<const char*>(A.data) + off_a * esize;
+    args.b = static_cast<const char*>(B.data) + off_b * esize;
+    args.c = static_cast<char*>(out.data_ptr()) + off_c * esize;
+    detail::note_gemm_call(args);
 #if defined(HG_WITH_CUDA)
-  if (a.is_cuda()) {
-    cuda::gemm(args);
-    return out;
-  }
+    if (a.is_cuda()) {
+      cuda::gemm(args);
+      continue;
+    }
 #endif
-  cpu::gemm(args);
+    cpu::gemm(args);
+  }
   return out;
 }
+
+namespace detail {
+namespace {
+std::atomic<int64_t> g_gemm_calls{0};
+std::atomic<bool> g_last_trans_a{false}, g_last_trans_b{false};
+std::atomic<int64_t> g_last_batch{0};
+}  // namespace
+void note_gemm_call(const GemmArgs& args) {
+  g_gemm_calls.fetch_add(1, std::memory_order_relaxed);
+  g_last_trans_a.store(args.trans_a, std::memory_order_relaxed);
+  g_last_trans_b.store(args.trans_b, std::memory_order_relaxed);
+  g_last_batch.store(args.batch, std::memory_order_relaxed);
+}
+GemmCallStats gemm_call_stats() {
+  return {g_gemm_calls.load(), g_last_trans_a.load(), g_last_trans_b.load(), g_last_batch.load()};
+}
+}  // namespace detail
 
 }  // namespace hg::ops

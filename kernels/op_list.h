@@ -98,7 +98,8 @@ namespace hg {
   _(bernoulli, floating, passthrough, none)
 
 #define HG_FORALL_GEMM_OPS(_)                   \
-  _(matmul,    floating, lower,       rule)
+  _(matmul,    floating, lower,       rule)     \
+  _(bmm,       floating, lower,       rule)
 
 #define HG_FORALL_SOFTMAX_OPS(_)                          \
   _(softmax,                floating, fp32, rule)         \
@@ -149,6 +150,15 @@ namespace hg {
   _(arange,                 any,      passthrough, none)
 // ---- end of issue 14, part 1 ----
 
+// Attention (issue 14, part 2; kernels/attention.h). The op runs its GEMMs in
+// the autocast dtype, like PyTorch's CUDA autocast (scaled_dot_product_attention
+// is on its lower_precision_fp list); the fused row kernel between them takes
+// whatever dtype the scores have.
+#define HG_FORALL_ATTENTION_OPS(_)                                      \
+  _(scaled_dot_product_attention, floating, lower,       rule)          \
+  _(attention_softmax,            floating, passthrough, rule)          \
+  _(attention_softmax_backward,   floating, passthrough, none)
+
 // Every family, each with the OpFamily it stands for.
 #define HG_FORALL_OP_FAMILIES(_) \
   _(memory,     HG_FORALL_MEMORY_OPS)     \
@@ -162,7 +172,8 @@ namespace hg {
   _(softmax,    HG_FORALL_SOFTMAX_OPS)    \
   _(conv,       HG_FORALL_CONV_OPS)       \
   _(norm,       HG_FORALL_NORM_OPS)       \
-  _(index,      HG_FORALL_INDEX_OPS)
+  _(index,      HG_FORALL_INDEX_OPS)      \
+  _(attention,  HG_FORALL_ATTENTION_OPS)
 
 #define HG_FORALL_OPS(_)          \
   HG_FORALL_MEMORY_OPS(_)         \
@@ -176,7 +187,8 @@ namespace hg {
   HG_FORALL_SOFTMAX_OPS(_)        \
   HG_FORALL_CONV_OPS(_)           \
   HG_FORALL_NORM_OPS(_)           \
-  HG_FORALL_INDEX_OPS(_)
+  HG_FORALL_INDEX_OPS(_)          \
+  HG_FORALL_ATTENTION_OPS(_)
 // clang-format on
 
 // The enum and the table below both walk the families in HG_FORALL_OP_FAMILIES
@@ -206,7 +218,8 @@ enum class OpFamily : uint8_t {
   softmax,
   conv,
   norm,
-  index
+  index,
+  attention
 };
 enum class OpDTypes : uint8_t { any, floating };
 enum class AmpClass : uint8_t { lower, fp32, promote, passthrough, banned };

@@ -14,6 +14,7 @@ list(APPEND HG_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/norm.cpp
   ${CMAKE_CURRENT_LIST_DIR}/index.cpp
   ${CMAKE_CURRENT_LIST_DIR}/flash_attention.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/attention.cpp
 )
 # The f32 Adam loop in optimizer.cpp vectorises only when sqrt need not set
 # errno (its argument, v / bias_correction2, is never negative) and at -O3

@@ -22,4 +22,5 @@ list(APPEND HG_CUDA_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/norm.cu
   ${CMAKE_CURRENT_LIST_DIR}/index.cu
   ${CMAKE_CURRENT_LIST_DIR}/flash_attention.cu
+  ${CMAKE_CURRENT_LIST_DIR}/attention.cu
 )

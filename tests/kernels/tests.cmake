@@ -27,3 +27,7 @@ target_compile_definitions(test_seq_ops PRIVATE HG_TEST_FIXTURE_DIR="${CMAKE_CUR
 # The fused (flash) attention kernels of kernels/flash_attention.h against an
 # f64 reference, CPU vs CUDA (emu), bad input (issue 14).
 hg_add_test(test_flash_attention LABEL kernels SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_flash_attention.cpp)
+# Batched matmul and scaled_dot_product_attention's math path (issue 14, part 2).
+hg_add_test(test_attention LABEL kernels SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_attention.cpp)
+target_link_libraries(test_attention PRIVATE nlohmann_json::nlohmann_json)
+target_compile_definitions(test_attention PRIVATE HG_TEST_FIXTURE_DIR="${CMAKE_CURRENT_LIST_DIR}/fixtures")

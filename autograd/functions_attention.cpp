@@ -1,0 +1,140 @@
+// Differentiable scaled_dot_product_attention (math path) and
+// repeat_interleave. The forward is followed by its backward; the fused row
+// kernel and its rules are in kernels/attention.h.
+#include <cmath>
+
+#include "autograd/autocast.h"
+#include "autograd/functions.h"
+#include "autograd/node.h"
+#include "core/generator.h"
+#include "core/log.h"
+#include "kernels/attention.h"
+#include "kernels/gemm.h"
+
+namespace hg {
+
+using autograd::any_requires_grad;
+using autograd::FunctionNode;
+using autograd::Grads;
+using autograd::record;
+using autograd::SavedTensor;
+
+const char* attention_path_name(AttentionPath path) {
+  switch (path) {
+    case AttentionPath::math:
+      return "math";
+    case AttentionPath::flash:
+      return "flash";
+  }
+  return "?";
+}
+
+// ---- dispatch: the one place that picks the implementation ----------------------------------
+AttentionPath choose_attention_path(const Tensor& q, const Tensor& k, const Tensor& v, const SdpaOptions& options) {
+  (void)q;
+  (void)k;
+  (void)v;
+  (void)options;
+  return AttentionPath::math;  // the flash path (CUDA, f16/bf16, head dims 64/128) is wired in here
+}
+
+namespace {
+
+void check_sdpa_args(const Tensor& q, const Tensor& k, const Tensor& v, const SdpaOptions& o) {
+  HG_CHECK(q.defined() && k.defined() && v.defined(), "scaled_dot_product_attention: q, k and v must be defined");
+  HG_CHECK(q.dim() >= 2 && k.dim() >= 2 && v.dim() >= 2,
+           "scaled_dot_product_attention: q [..., L, E], k [..., S, E] and v [..., S, Ev] need at least 2 dims, got q ",
+           q.shape_str(), ", k ", k.shape_str(), ", v ", v.shape_str());
+  HG_CHECK(q.size(-1) == k.size(-1), "scaled_dot_product_attention: head dims differ: q ", q.shape_str(), " and k ",
+           k.shape_str(), " must share the last dim E");
+  HG_CHECK(k.size(-2) == v.size(-2), "scaled_dot_product_attention: k ", k.shape_str(), " and v ", v.shape_str(),
+           " must have the same number of keys S (dim -2)");
+  HG_CHECK(q.dtype() == k.dtype() && q.dtype() == v.dtype(), "scaled_dot_product_attention: q, k, v dtypes differ (",
+           q.dtype(), ", ", k.dtype(), ", ", v.dtype(), ")");
+  HG_CHECK(is_floating(q.dtype()), "scaled_dot_product_attention: needs floating q, k, v, got ", q.dtype());
+  HG_CHECK(q.device() == k.device() && q.device() == v.device(),
+           "scaled_dot_product_attention: q, k, v are on different devices");
+  HG_CHECK(o.dropout_p >= 0.0 && o.dropout_p <= 1.0, "scaled_dot_product_attention: dropout_p must be in [0, 1], got ",
+           o.dropout_p);
+  HG_CHECK(!o.scale || std::isfinite(*o.scale), "scaled_dot_product_attention: scale must be finite");
+}
+
+// Math path: scores = q k^T (batched GEMM, k's transpose is a flag), the fused
+// row kernel, out = p v (batched GEMM).
+Tensor sdpa_math(const Tensor& q, const Tensor& k, const Tensor& v, const SdpaOptions& o) {
+  const Tensor scores = ops::matmul(q, k, false, true);
+  const Tensor kmask = ops::attention_mask_for_kernel(o.attn_mask, scores.sizes(), scores.dtype());
+  AttnSoftmaxParams prm;
+  prm.scale = o.scale.value_or(1.0 / std::sqrt(static_cast<double>(q.size(-1))));
+  prm.causal = o.is_causal;
+  prm.dropout_p = static_cast<float>(o.dropout_p);
+  if (o.dropout_p > 0.0) {
+    Generator& gen = o.generator != nullptr ? *o.generator : default_generator();
+    prm.seed = gen.seed();
+    prm.offset = gen.next_offset();
+  }
+  Tensor p;
+  const Tensor y = ops::attention_softmax(scores, kmask, prm, &p);
+  Tensor out = ops::matmul(p, v);
+  if (any_requires_grad({&q, &k, &v})) {
+    const bool dropout = o.dropout_p > 0.0;
+    record("scaled_dot_product_attention", out, {&q, &k, &v},
+           {SavedTensor(q), SavedTensor(k), SavedTensor(v), SavedTensor(y), SavedTensor(dropout ? p : Tensor())},
+           [prm, kmask, dropout, sq = q.sizes(), sk = k.sizes(), sv = v.sizes(), nq = q.requires_grad(),
+            nk = k.requires_grad(), nv = v.requires_grad()](const Tensor& g, const FunctionNode& self) -> Grads {
+             const Tensor qs = self.saved(0), ks = self.saved(1), vs = self.saved(2), ys = self.saved(3);
+             const Tensor ps = dropout ? self.saved(4) : ys;
+             const Tensor gc = g.dtype() == ys.dtype() ? g : g.to(ys.dtype());
+             Grads grads(3);
+             if (nv) grads[2] = sum_to(ops::matmul(ps, gc, true, false), sv);
+             if (nq || nk) {
+               const Tensor d_p = ops::matmul(gc, vs, false, true);
+               const Tensor d_s = ops::attention_softmax_backward(d_p, ys, kmask, prm);
+               if (nq) grads[0] = sum_to(ops::matmul(d_s, ks), sq);
+               if (nk) grads[1] = sum_to(ops::matmul(d_s, qs, true, false), sk);
+             }
+             return grads;
+           });
+  }
+  return out;
+}
+
+}  // namespace
+
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const SdpaOptions& options) {
+  HG_AUTOCAST(
+      OpId::scaled_dot_product_attention,
+      [&](const Tensor& a, const Tensor& b, const Tensor& c) { return scaled_dot_product_attention(a, b, c, options); },
+      q, k, v);  // Note [Autocast]
+  check_sdpa_args(q, k, v, options);
+  const AttentionPath path = choose_attention_path(q, k, v, options);
+  HG_LOG_DEBUG("scaled_dot_product_attention: {} path (q {}, k {}, v {}, {}, causal {}, mask {}, dropout {})",
+               attention_path_name(path), q.shape_str(), k.shape_str(), v.shape_str(), dtype_name(q.dtype()),
+               options.is_causal, options.attn_mask.defined(), options.dropout_p);
+  switch (path) {
+    case AttentionPath::math:
+      return sdpa_math(q, k, v, options);
+    case AttentionPath::flash:
+      break;
+  }
+  HG_FAIL("scaled_dot_product_attention: the ", attention_path_name(path), " path is not available");
+}
+
+// ---- repeat_interleave -----------------------------------------------------------------------
+// A composition of differentiable views: unsqueeze after dim, expand the new
+// dim to `repeats`, merge it into dim (one copy, by reshape). The backward is
+// that of the composition (a sum over the repeats).
+Tensor repeat_interleave(const Tensor& x, int64_t repeats, int64_t dim) {
+  HG_CHECK(x.defined() && x.dim() >= 1, "repeat_interleave: needs a tensor of rank >= 1");
+  HG_CHECK(repeats >= 0, "repeat_interleave: repeats must be >= 0, got ", repeats);
+  const int64_t r = x.dim();
+  HG_CHECK(dim >= -r && dim < r, "repeat_interleave: dim ", dim, " out of range for ", x.shape_str());
+  const int64_t d = dim < 0 ? dim + r : dim;
+  Shape expanded = x.sizes();
+  expanded.insert(expanded.begin() + d + 1, repeats);
+  Shape out_shape = x.sizes();
+  out_shape[static_cast<size_t>(d)] *= repeats;
+  return reshape(expand(unsqueeze(x, d + 1), expanded), out_shape);
+}
+
+}  // namespace hg

@@ -1,0 +1,51 @@
+// Differentiable attention, like torch.nn.functional.scaled_dot_product_attention:
+//
+//   Tensor out = hg::scaled_dot_product_attention(q, k, v, {.is_causal = true});
+//   Tensor out2 = hg::scaled_dot_product_attention(q, k, v, {.attn_mask = mask, .dropout_p = 0.1});
+//
+// q [..., L, E], k [..., S, E], v [..., S, Ev] -> out [..., L, Ev]; the batch
+// dims broadcast (torch.matmul rules). Formulas, the fully-masked-row rule and
+// the dropout mapping: kernels/attention.h.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "core/tensor.h"
+
+namespace hg {
+
+class Generator;
+
+struct SdpaOptions {
+  // bool (true = attend) or floating (added to the scaled scores), broadcastable
+  // to [..., L, S]; never receives a gradient.
+  Tensor attn_mask{};
+  // Applied whenever > 0 (there is no training flag, as in torch); Philox
+  // stream from `generator` (the default generator when null).
+  double dropout_p = 0.0;
+  // Top-left aligned causal mask tril(ones(L, S)): query i sees keys j <= i.
+  // May be combined with attn_mask (torch refuses the combination; we AND them).
+  bool is_causal = false;
+  std::optional<double> scale{};  // default 1 / sqrt(E)
+  Generator* generator = nullptr;
+};
+
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const SdpaOptions& options = {});
+
+// The implementations behind scaled_dot_product_attention.
+//   math:  batched GEMM + fused scale-mask-softmax(-dropout) + batched GEMM,
+//          O(L * S) memory per head (every device, every floating dtype)
+//   flash: the fused FlashAttention kernel (CUDA; wired in by its own change)
+enum class AttentionPath : uint8_t { math, flash };
+// THE dispatch decision (one function, so the flash path plugs in here).
+// Today it always returns math.
+AttentionPath choose_attention_path(const Tensor& q, const Tensor& k, const Tensor& v, const SdpaOptions& options);
+const char* attention_path_name(AttentionPath path);
+
+// torch.repeat_interleave(x, repeats, dim): each slice along dim repeated
+// `repeats` times in place ([a, b] -> [a, a, b, b]); for grouped-query
+// attention (k/v heads shared by query heads).
+Tensor repeat_interleave(const Tensor& x, int64_t repeats, int64_t dim);
+
+}  // namespace hg
