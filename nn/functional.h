@@ -33,6 +33,11 @@ inline Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t
                             double label_smoothing = 0.0) {
   return hg::cross_entropy(logits, targets, ignore_index, label_smoothing);
 }
+// torch.nn.functional.scaled_dot_product_attention (autograd/functions_attention.h).
+inline Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                           const SdpaOptions& options = {}) {
+  return hg::scaled_dot_product_attention(q, k, v, options);
+}
 // mean((input - target)^2), computed in fp32 for 16-bit inputs.
 Tensor mse_loss(const Tensor& input, const Tensor& target);
 // Zeroes each element with probability p and scales the rest by 1/(1-p) when

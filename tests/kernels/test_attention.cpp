@@ -18,6 +18,7 @@
 #include "autograd/gradcheck.h"
 #include "core/generator.h"
 #include "kernels/gemm.h"
+#include "nn/functional.h"
 #include "tests/kernels/test_support.h"
 
 using namespace hg;
@@ -366,6 +367,9 @@ TEST_CASE("sdpa bad input names the shapes", "[kernels][attention][errors]") {
   CHECK_THROWS_WITH(hg::scaled_dot_product_attention(q, k, v, {.attn_mask = zeros({4, 6}, {.dtype = kI32})}),
                     Catch::Contains("bool (true = attend) or floating"));
   CHECK(hg::choose_attention_path(q, k, v, {}) == AttentionPath::math);
+  const Tensor q2 = randn({2, 4, 8}), k2 = randn({2, 6, 8}), v2 = randn({2, 6, 3});
+  CHECK(nn::functional::scaled_dot_product_attention(q2, k2, v2, {.is_causal = true}).to_vector<float>() ==
+        hg::scaled_dot_product_attention(q2, k2, v2, {.is_causal = true}).to_vector<float>());
 }
 
 TEST_CASE("repeat_interleave repeats slices in place", "[kernels][attention]") {
