@@ -9,6 +9,7 @@
 #include "core/generator.h"
 #include "core/log.h"
 #include "kernels/attention.h"
+#include "kernels/flash_attention.h"
 #include "kernels/gemm.h"
 
 namespace hg {
@@ -31,11 +32,16 @@ const char* attention_path_name(AttentionPath path) {
 
 // ---- dispatch: the one place that picks the implementation ----------------------------------
 AttentionPath choose_attention_path(const Tensor& q, const Tensor& k, const Tensor& v, const SdpaOptions& options) {
-  (void)q;
-  (void)k;
-  (void)v;
-  (void)options;
-  return AttentionPath::math;  // the flash path (CUDA, f16/bf16, head dims 64/128) is wired in here
+  // The fused kernel on CUDA wherever it applies (4-D [B, H, L, D] without
+  // broadcast, f16/bf16, D 64 or 128, no mask, no dropout: the conditions of
+  // ops::flash_attention_supported). On the CPU the math path stays the
+  // default: its two GEMMs are OpenBLAS's, faster there than the tiled loop,
+  // which the CPU keeps as the flash kernels' counterpart (kernels/cpu/).
+  if (q.device().is_cuda() &&
+      ops::flash_attention_supported(q, k, v, options.attn_mask.defined(), options.dropout_p)) {
+    return AttentionPath::flash;
+  }
+  return AttentionPath::math;
 }
 
 namespace {
@@ -99,6 +105,26 @@ Tensor sdpa_math(const Tensor& q, const Tensor& k, const Tensor& v, const SdpaOp
   return out;
 }
 
+// Flash path: the fused kernels (kernels/flash_attention.h); the backward
+// recomputes the probabilities from the saved log-sum-exp.
+Tensor sdpa_flash(const Tensor& q, const Tensor& k, const Tensor& v, const SdpaOptions& o) {
+  const double scale = o.scale.value_or(1.0 / std::sqrt(static_cast<double>(q.size(-1))));
+  const bool causal = o.is_causal;
+  ops::FlashForward f = ops::flash_attention_forward(q, k, v, scale, causal);
+  if (any_requires_grad({&q, &k, &v})) {
+    record("scaled_dot_product_attention", f.out, {&q, &k, &v},
+           {SavedTensor(q), SavedTensor(k), SavedTensor(v), SavedTensor(f.out), SavedTensor(f.lse)},
+           [scale, causal](const Tensor& g, const FunctionNode& self) -> Grads {
+             const Tensor qs = self.saved(0), ks = self.saved(1), vs = self.saved(2);
+             const Tensor gc = g.dtype() == qs.dtype() ? g : g.to(qs.dtype());
+             ops::FlashBackward b =
+                 ops::flash_attention_backward(gc, qs, ks, vs, self.saved(3), self.saved(4), scale, causal);
+             return {b.dq, b.dk, b.dv};
+           });
+  }
+  return f.out;
+}
+
 }  // namespace
 
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const SdpaOptions& options) {
@@ -115,9 +141,9 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
     case AttentionPath::math:
       return sdpa_math(q, k, v, options);
     case AttentionPath::flash:
-      break;
+      return sdpa_flash(q, k, v, options);
   }
-  HG_FAIL("scaled_dot_product_attention: the ", attention_path_name(path), " path is not available");
+  HG_FAIL("scaled_dot_product_attention: unknown path ", static_cast<int>(path));
 }
 
 // ---- repeat_interleave -----------------------------------------------------------------------

@@ -36,10 +36,12 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
 // The implementations behind scaled_dot_product_attention.
 //   math:  batched GEMM + fused scale-mask-softmax(-dropout) + batched GEMM,
 //          O(L * S) memory per head (every device, every floating dtype)
-//   flash: the fused FlashAttention kernel (CUDA; wired in by its own change)
+//   flash: the fused FlashAttention-2-style kernels (kernels/flash_attention.h),
+//          O(L) memory; chosen on CUDA wherever they apply
 enum class AttentionPath : uint8_t { math, flash };
-// THE dispatch decision (one function, so the flash path plugs in here).
-// Today it always returns math.
+// THE dispatch decision, in one function: flash on CUDA for 4-D f16/bf16
+// inputs with head dim 64 or 128, no mask and no dropout; math otherwise.
+// HG_LOG_LEVEL=debug logs the path of every call.
 AttentionPath choose_attention_path(const Tensor& q, const Tensor& k, const Tensor& v, const SdpaOptions& options);
 const char* attention_path_name(AttentionPath path);
 

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "autograd/functions.h"
+#include "autograd/functions_attention.h"
 #include "autograd/grad_mode.h"
 #include "core/generator.h"
 #include "nn/functional.h"
@@ -51,20 +52,16 @@ Tensor CausalSelfAttention::forward(const Tensor& x) {
   HG_CHECK(x.dim() == 3 && x.size(2) == n_embd_, "CausalSelfAttention: expected [B, T, ", n_embd_, "], got ",
            x.shape_str());
   const int64_t b = x.size(0), t = x.size(1), hd = n_embd_ / n_head_;
-  // [B, T, 3C] -> q, k, v, each [B, T, C] -> [B, H, T, D] -> [B*H, T, D].
+  // [B, T, 3C] -> q, k, v, each [B, T, C] -> [B, H, T, D] (views, no copies).
   std::vector<Tensor> qkv = split(c_attn->forward(x), n_embd_, 2);
-  auto heads = [&](const Tensor& z) {
-    return reshape(contiguous(transpose(view(z, {b, t, n_head_, hd}), 1, 2)), {b * n_head_, t, hd});
-  };
-  const Tensor q = heads(qkv[0]), k = heads(qkv[1]), v = heads(qkv[2]);
-  // Causal attention, the math path: softmax(q k^T / sqrt(D) + mask) v.
-  Tensor att = mul(matmul(q, contiguous(transpose(k, 1, 2))), 1.0 / std::sqrt(static_cast<double>(hd)));
-  // future[i, j] = j > i: the positions token i may not see (bool [T, T]).
-  const Tensor future = triu(ones({t, t}, {.device = x.device()}), 1) > 0.0;
-  att = softmax(masked_fill(att, future, -INFINITY), -1);
-  att = functional::dropout(att, dropout_, is_training(), gen_);
-  Tensor y = matmul(att, v);  // [B*H, T, D]
-  y = reshape(contiguous(transpose(view(y, {b, n_head_, t, hd}), 1, 2)), {b, t, n_embd_});
+  auto heads = [&](const Tensor& z) { return transpose(view(z, {b, t, n_head_, hd}), 1, 2); };
+  // Causal attention, softmax(q k^T / sqrt(D)) v with dropout on the
+  // probabilities: the fused kernel on CUDA, the math path elsewhere.
+  Tensor y = scaled_dot_product_attention(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]),
+                                          {.dropout_p = is_training() ? dropout_ : 0.0,
+                                           .is_causal = true,
+                                           .generator = gen_});
+  y = reshape(contiguous(transpose(y, 1, 2)), {b, t, n_embd_});  // [B, T, C]
   return resid_dropout->forward(c_proj->forward(y));
 }
 
