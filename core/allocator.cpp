@@ -16,8 +16,7 @@ namespace {
 
 void* aligned_host_alloc(size_t nbytes) {
   // aligned_alloc needs a size that is a multiple of the alignment.
-  HG_CHECK(nbytes <= SIZE_MAX - kCpuAlignment, "allocation of ", nbytes,
-           " bytes is too large; check the tensor sizes");
+  HG_CHECK(nbytes <= SIZE_MAX - kCpuAlignment, "allocation of ", nbytes, " bytes is too large; check the tensor sizes");
   const size_t rounded = (nbytes + kCpuAlignment - 1) / kCpuAlignment * kCpuAlignment;
   void* ptr = std::aligned_alloc(kCpuAlignment, rounded);
   HG_CHECK(ptr != nullptr, "out of host memory: could not allocate ", nbytes,

@@ -129,8 +129,7 @@ Tensor binary(OpId op, const Tensor& a, const Tensor& b) {
            " does not take bool tensors; convert with .to(hg::kF32) or .to(hg::kI64)");
   const DType out_dtype = is_comparison(op) ? kBool : compute;
   Tensor out = empty(shape, {.dtype = out_dtype, .device = a.device()});
-  HG_BACKEND_CALL(a.device(), binary, op, out, expand_to(a.to(compute), shape),
-                  expand_to(b.to(compute), shape));
+  HG_BACKEND_CALL(a.device(), binary, op, out, expand_to(a.to(compute), shape), expand_to(b.to(compute), shape));
   return out;
 }
 
