@@ -2,8 +2,11 @@
 
 #include <array>
 #include <cstdlib>
+#include <cstdint>
 #include <cstring>
+#include <mutex>
 #include <new>
+#include <vector>
 
 #include "core/error.h"
 
@@ -11,20 +14,101 @@ namespace hg {
 
 namespace {
 
+void* aligned_host_alloc(size_t nbytes) {
+  // aligned_alloc needs a size that is a multiple of the alignment.
+  HG_CHECK(nbytes <= SIZE_MAX - kCpuAlignment, "allocation of ", nbytes, " bytes is too large; check the tensor sizes");
+  const size_t rounded = (nbytes + kCpuAlignment - 1) / kCpuAlignment * kCpuAlignment;
+  void* ptr = std::aligned_alloc(kCpuAlignment, rounded);
+  HG_CHECK(ptr != nullptr, "out of host memory: could not allocate ", nbytes,
+           " bytes; reduce the batch size or the model size");
+  return ptr;
+}
+
+// Note [CPU block cache]
+// Small host blocks (<= kMaxCachedBlock bytes) are rounded up to a power of
+// two and, when freed, kept on a per-size free list for the next allocation of
+// that size class instead of going back to glibc (whose memalign path was
+// about a fifth of the host cost of a 1-element op; docs/benchmarks.md, "CPU
+// backend notes"). Every block then carries one 64-byte header in front of
+// the pointer handed out (so the alignment is kept) that records its class,
+// or kUncached for large blocks. At most kMaxCachedPerClass blocks per class
+// are kept: the cache holds at most 64 * 128 KiB = 8 MiB. HG_CPU_BLOCK_CACHE=0
+// (read once, at start-up) turns the cache off, and it is off under
+// AddressSanitizer, whose use-after-free checks need every free to reach it.
 class CpuAllocator final : public Allocator {
  public:
-  void* allocate(size_t nbytes, Device device) override {
-    if (nbytes == 0) return nullptr;
-    // aligned_alloc needs a size that is a multiple of the alignment.
-    HG_CHECK(nbytes <= SIZE_MAX - kCpuAlignment, "allocation of ", nbytes,
-             " bytes is too large; check the tensor sizes");
-    const size_t rounded = (nbytes + kCpuAlignment - 1) / kCpuAlignment * kCpuAlignment;
-    void* ptr = std::aligned_alloc(kCpuAlignment, rounded);
-    HG_CHECK(ptr != nullptr, "out of host memory: could not allocate ", nbytes,
-             " bytes; reduce the batch size or the model size");
-    return ptr;
+  CpuAllocator() {
+#if defined(__SANITIZE_ADDRESS__)
+    enabled_ = false;
+#else
+    const char* env = std::getenv("HG_CPU_BLOCK_CACHE");
+    enabled_ = !(env != nullptr && std::strcmp(env, "0") == 0);
+#endif
   }
-  void deallocate(void* ptr, Device) override { std::free(ptr); }
+  CpuAllocator(const CpuAllocator&) = delete;
+  CpuAllocator& operator=(const CpuAllocator&) = delete;
+  ~CpuAllocator() override = default;  // never runs: see cpu_allocator()
+
+  void* allocate(size_t nbytes, Device) override {
+    if (nbytes == 0) return nullptr;
+    if (!enabled_) return aligned_host_alloc(nbytes);
+    if (nbytes > kMaxCachedBlock) {
+      HG_CHECK(nbytes <= SIZE_MAX - 2 * kCpuAlignment, "allocation of ", nbytes,
+               " bytes is too large; check the tensor sizes");
+      return with_header(aligned_host_alloc(nbytes + kCpuAlignment), kUncached);
+    }
+    const uint8_t cls = size_class(nbytes);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto& list = free_[cls];
+      if (!list.empty()) {
+        void* base = list.back();
+        list.pop_back();
+        return static_cast<char*>(base) + kCpuAlignment;
+      }
+    }
+    return with_header(aligned_host_alloc((kMinBlock << cls) + kCpuAlignment), cls);
+  }
+
+  void deallocate(void* ptr, Device) override {
+    if (ptr == nullptr) return;
+    if (!enabled_) {
+      std::free(ptr);
+      return;
+    }
+    void* base = static_cast<char*>(ptr) - kCpuAlignment;
+    const uint8_t cls = *static_cast<const uint8_t*>(base);
+    if (cls != kUncached) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto& list = free_[cls];
+      if (list.size() < kMaxCachedPerClass) {
+        list.push_back(base);
+        return;
+      }
+    }
+    std::free(base);
+  }
+
+ private:
+  static constexpr size_t kMinBlock = kCpuAlignment;  // class 0
+  static constexpr size_t kNumClasses = 12;           // 64 B .. 128 KiB
+  static constexpr size_t kMaxCachedBlock = kMinBlock << (kNumClasses - 1);
+  static constexpr size_t kMaxCachedPerClass = 64;
+  static constexpr uint8_t kUncached = 0xff;
+
+  static uint8_t size_class(size_t nbytes) {
+    uint8_t cls = 0;
+    while ((kMinBlock << cls) < nbytes) ++cls;
+    return cls;
+  }
+  static void* with_header(void* base, uint8_t cls) {
+    *static_cast<uint8_t*>(base) = cls;
+    return static_cast<char*>(base) + kCpuAlignment;
+  }
+
+  bool enabled_ = true;
+  std::mutex mutex_;
+  std::array<std::vector<void*>, kNumClasses> free_;
 };
 
 class CpuHooks final : public DeviceHooks {
@@ -46,8 +130,10 @@ std::array<DeviceHooks*, kNumDeviceTypes>& hook_table() {
 }  // namespace
 
 Allocator& cpu_allocator() {
-  static CpuAllocator allocator;
-  return allocator;
+  // Never destroyed: tensors held by other static objects may be freed after
+  // this translation unit's statics are gone.
+  static CpuAllocator* allocator = new CpuAllocator;
+  return *allocator;
 }
 
 void register_device_hooks(DeviceType type, DeviceHooks* hooks) {

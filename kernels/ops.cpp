@@ -109,6 +109,15 @@ Tensor unary_backward(OpId op, const Tensor& d_out, const Tensor& saved_in, cons
 
 // ---- binary ---------------------------------------------------------------------------
 
+namespace {
+// x.expand(shape), or x itself when it already has that shape (no view, no
+// view record: one less Tensor built per small op).
+Tensor expand_to(Tensor x, const Shape& shape) {
+  if (x.sizes() == shape) return x;
+  return x.expand(shape);
+}
+}  // namespace
+
 Tensor binary(OpId op, const Tensor& a, const Tensor& b) {
   check_defined(a, op, "first input");
   check_defined(b, op, "second input");
@@ -120,8 +129,7 @@ Tensor binary(OpId op, const Tensor& a, const Tensor& b) {
            " does not take bool tensors; convert with .to(hg::kF32) or .to(hg::kI64)");
   const DType out_dtype = is_comparison(op) ? kBool : compute;
   Tensor out = empty(shape, {.dtype = out_dtype, .device = a.device()});
-  HG_BACKEND_CALL(a.device(), binary, op, out, a.to(compute).expand(shape),
-                  b.to(compute).expand(shape));
+  HG_BACKEND_CALL(a.device(), binary, op, out, expand_to(a.to(compute), shape), expand_to(b.to(compute), shape));
   return out;
 }
 
@@ -149,7 +157,7 @@ void binary_(OpId op, const Tensor& a, const Tensor& b) {
            "; the second operand must broadcast to the first");
   HG_CHECK(compute_dtype(op, a.dtype()) == a.dtype() && a.dtype() != kBool, op_name(op),
            "_ cannot write its result into a ", a.dtype(), " tensor; use the out-of-place form");
-  HG_BACKEND_CALL(a.device(), binary, op, a, a, b.to(a.dtype()).expand(shape));
+  HG_BACKEND_CALL(a.device(), binary, op, a, a, expand_to(b.to(a.dtype()), shape));
   a.bump_version();
 }
 
