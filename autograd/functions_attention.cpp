@@ -37,8 +37,7 @@ AttentionPath choose_attention_path(const Tensor& q, const Tensor& k, const Tens
   // ops::flash_attention_supported). On the CPU the math path stays the
   // default: its two GEMMs are OpenBLAS's, faster there than the tiled loop,
   // which the CPU keeps as the flash kernels' counterpart (kernels/cpu/).
-  if (q.device().is_cuda() &&
-      ops::flash_attention_supported(q, k, v, options.attn_mask.defined(), options.dropout_p)) {
+  if (q.device().is_cuda() && ops::flash_attention_supported(q, k, v, options.attn_mask.defined(), options.dropout_p)) {
     return AttentionPath::flash;
   }
   return AttentionPath::math;

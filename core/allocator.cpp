@@ -10,6 +10,17 @@
 
 #include "core/error.h"
 
+// GCC defines __SANITIZE_ADDRESS__ under -fsanitize=address; clang (the
+// fuzzers' build) answers __has_feature(address_sanitizer).
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define HG_HAS_ASAN_FEATURE 1
+#endif
+#endif
+#ifndef HG_HAS_ASAN_FEATURE
+#define HG_HAS_ASAN_FEATURE 0
+#endif
+
 namespace hg {
 
 namespace {
@@ -38,7 +49,7 @@ void* aligned_host_alloc(size_t nbytes) {
 class CpuAllocator final : public Allocator {
  public:
   CpuAllocator() {
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(__SANITIZE_ADDRESS__) || HG_HAS_ASAN_FEATURE
     enabled_ = false;
 #else
     const char* env = std::getenv("HG_CPU_BLOCK_CACHE");

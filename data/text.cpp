@@ -16,7 +16,9 @@ namespace hg::data {
 namespace fs = std::filesystem;
 
 namespace {
-bool integer_tokens(const Tensor& t) { return t.defined() && t.dim() == 1 && !is_floating(t.dtype()) && t.dtype() != kBool; }
+bool integer_tokens(const Tensor& t) {
+  return t.defined() && t.dim() == 1 && !is_floating(t.dtype()) && t.dtype() != kBool;
+}
 }  // namespace
 
 CharCorpus::CharCorpus(std::string text) : text_(std::move(text)), index_(256, -1) {
@@ -68,8 +70,7 @@ Tensor CharCorpus::encode(std::string_view s) const {
 }
 
 std::string CharCorpus::decode(const Tensor& tokens) const {
-  HG_CHECK(integer_tokens(tokens),
-           "CharCorpus::decode: expected a 1-D integer tensor of tokens, got ",
+  HG_CHECK(integer_tokens(tokens), "CharCorpus::decode: expected a 1-D integer tensor of tokens, got ",
            tokens.defined() ? tokens.shape_str() : "an undefined tensor");
   std::string s;
   for (const int64_t t : tokens.to_vector<int64_t>()) {
@@ -89,8 +90,7 @@ std::pair<Tensor, Tensor> CharCorpus::split(double fraction) const {
 
 std::pair<Tensor, Tensor> random_windows(const Tensor& tokens, int64_t batch, int64_t block, Generator& gen,
                                          Device device) {
-  HG_CHECK(integer_tokens(tokens) && tokens.is_cpu(),
-           "random_windows: tokens must be a 1-D integer CPU tensor, got ",
+  HG_CHECK(integer_tokens(tokens) && tokens.is_cpu(), "random_windows: tokens must be a 1-D integer CPU tensor, got ",
            tokens.defined() ? tokens.shape_str() : "an undefined tensor");
   HG_CHECK(batch >= 1 && block >= 1, "random_windows: batch and block must be >= 1, got ", batch, " and ", block);
   const int64_t n = tokens.numel();

@@ -57,10 +57,9 @@ Tensor CausalSelfAttention::forward(const Tensor& x) {
   auto heads = [&](const Tensor& z) { return transpose(view(z, {b, t, n_head_, hd}), 1, 2); };
   // Causal attention, softmax(q k^T / sqrt(D)) v with dropout on the
   // probabilities: the fused kernel on CUDA, the math path elsewhere.
-  Tensor y = scaled_dot_product_attention(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]),
-                                          {.dropout_p = is_training() ? dropout_ : 0.0,
-                                           .is_causal = true,
-                                           .generator = gen_});
+  Tensor y =
+      scaled_dot_product_attention(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]),
+                                   {.dropout_p = is_training() ? dropout_ : 0.0, .is_causal = true, .generator = gen_});
   y = reshape(contiguous(transpose(y, 1, 2)), {b, t, n_embd_});  // [B, T, C]
   return resid_dropout->forward(c_proj->forward(y));
 }

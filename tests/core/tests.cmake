@@ -6,4 +6,8 @@ hg_add_test(test_core LABEL core SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/test_half.cpp
   ${CMAKE_CURRENT_LIST_DIR}/test_bfloat16.cpp
   ${CMAKE_CURRENT_LIST_DIR}/test_philox.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/test_allocator.cpp
 )
+# The same tests through glibc (the CPU block cache off: Note [CPU block cache]).
+add_test(NAME test_core_no_block_cache COMMAND test_core)
+set_tests_properties(test_core_no_block_cache PROPERTIES ENVIRONMENT HG_CPU_BLOCK_CACHE=0 LABELS core)

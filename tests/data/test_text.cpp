@@ -36,7 +36,7 @@ TEST_CASE("CharCorpus::from_folder reads the text files in name order", "[data][
   test::TempDir dir;
   test::write_bytes(dir.path / "b", "second\n%\n");
   test::write_bytes(dir.path / "a", "first\n%\n");
-  test::write_bytes(dir.path / "a.dat", std::string("\0\1\2\3", 4));  // strfile index: skipped
+  test::write_bytes(dir.path / "a.dat", std::string("\0\1\2\3", 4));   // strfile index: skipped
   std::filesystem::create_symlink(dir.path / "a", dir.path / "a.u8");  // skipped
   const data::CharCorpus c = data::CharCorpus::from_folder(dir.path.string());
   CHECK(c.text() == "first\n%\nsecond\n%\n");
