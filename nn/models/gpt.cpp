@@ -10,7 +10,6 @@
 #include "autograd/functions_attention.h"
 #include "autograd/grad_mode.h"
 #include "core/generator.h"
-#include "nn/functional.h"
 #include "nn/init.h"
 
 namespace hg::nn {
@@ -36,13 +35,16 @@ std::shared_ptr<Linear> make_linear(int64_t in, int64_t out, bool bias, double s
   return l;
 }
 
+// GPT-2's scaled init of the residual projections (attn.c_proj, mlp.c_proj).
+double residual_proj_std(const GPTConfig& c) { return 0.02 / std::sqrt(2.0 * static_cast<double>(c.n_layer)); }
+
 }  // namespace
 
 // ---- attention --------------------------------------------------------------------------
 
 CausalSelfAttention::CausalSelfAttention(const GPTConfig& c, Generator* gen)
     : n_head_(c.n_head), n_embd_(c.n_embd), dropout_(c.dropout), gen_(gen) {
-  const double proj_std = 0.02 / std::sqrt(2.0 * static_cast<double>(c.n_layer));
+  const double proj_std = residual_proj_std(c);
   c_attn = register_module("c_attn", make_linear(c.n_embd, 3 * c.n_embd, c.bias, 0.02, gen));
   c_proj = register_module("c_proj", make_linear(c.n_embd, c.n_embd, c.bias, proj_std, gen));
   resid_dropout = register_module("resid_dropout", std::make_shared<Dropout>(c.dropout, gen));
@@ -67,7 +69,7 @@ Tensor CausalSelfAttention::forward(const Tensor& x) {
 // ---- MLP and block ----------------------------------------------------------------------
 
 MLP::MLP(const GPTConfig& c, Generator* gen) {
-  const double proj_std = 0.02 / std::sqrt(2.0 * static_cast<double>(c.n_layer));
+  const double proj_std = residual_proj_std(c);
   c_fc = register_module("c_fc", make_linear(c.n_embd, 4 * c.n_embd, c.bias, 0.02, gen));
   gelu = register_module("gelu", std::make_shared<GELU>());
   c_proj = register_module("c_proj", make_linear(4 * c.n_embd, c.n_embd, c.bias, proj_std, gen));
