@@ -46,11 +46,14 @@
 #include "core/version.h"
 #include "data/dataloader.h"
 #include "data/fashion_mnist.h"
+#include "data/text.h"
 #include "examples/models.h"
 #include "distributed/ddp.h"
 #include "distributed/process_group.h"
 #include "examples/run_folder.h"
 #include "examples/terminal.h"
+#include "examples/train_common.h"
+#include "examples/train_gpt.h"
 #include "examples/train_report.h"
 #include "kernels/reduce.h"
 #include "nn/layers.h"
@@ -67,7 +70,12 @@ namespace {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
+using hg::train::decimal;
+using hg::train::pick_device;
 using hg::train::Piece;
+using hg::train::Precision;
+using hg::train::precision_of;
+using hg::train::scale_text;
 
 struct Options {
   std::string model = "mlp";
@@ -91,22 +99,6 @@ struct Options {
   int nproc = 0;  // 0: one process, or WORLD_SIZE when launched
   int64_t log_every = 0;
 };
-
-// What --precision means for the weights, the forward and the loss scaling.
-struct Precision {
-  hg::DType weights = hg::kF32;  // parameters and input data
-  bool autocast = false;
-  hg::DType autocast_dtype = hg::kF16;  // the region's dtype
-  bool scaler = false;
-};
-
-Precision precision_of(const std::string& name) {
-  if (name == "amp-fp16") return {hg::kF32, true, hg::kF16, true};
-  if (name == "amp-bf16") return {hg::kF32, true, hg::kBF16, true};
-  if (name == "fp16-master") return {hg::kF16, true, hg::kF16, true};
-  if (name == "bf16-master") return {hg::kBF16, true, hg::kBF16, true};
-  return {};  // fp32
-}
 
 // ---- the model: --model picks it here, and only here --------------------------
 
@@ -139,13 +131,6 @@ std::map<std::string, std::string> run_config(const Options& o) {
           {"config.clip_grad", hg::optim::exact_double_string(o.clip_grad)},
           {"config.seed", std::to_string(o.seed)},
           {"config.limit", std::to_string(o.limit)}};
-}
-
-// The shortest decimal that reads back as `v` (0.002, not 0x1.0624dd2f1a9fcp-9).
-std::string decimal(double v) {
-  char buf[64];
-  const auto r = std::to_chars(buf, buf + sizeof buf, v);
-  return std::string(buf, r.ptr);
 }
 
 // A checkpoint's config value as the user typed it: the exact hex form of
@@ -186,16 +171,6 @@ CLI::Validator positive_finite() {
         return std::string();
       },
       "");
-}
-
-hg::Device pick_device(const std::string& name) {
-  if (name == "auto") {
-#if defined(HG_WITH_CUDA)
-    if (hg::cuda::is_available()) return hg::Device::cuda(0);
-#endif
-    return hg::Device::cpu();
-  }
-  return hg::Device::parse(name);
 }
 
 // Under a GradScaler the schedule counts applied steps from the start (not
@@ -254,10 +229,11 @@ double extra_sum(const hg::optim::TrainingProgress& p, const std::string& key) {
 // batch is one step, so step = epoch x batches per epoch + batch.
 void check_resume(const hg::optim::TrainingProgress& p, const Options& o, int64_t num_batches, bool scheduled) {
   const auto config = run_config(o);
-  // The precision first: a different one would otherwise surface as a dtype mismatch.
-  for (const std::string first : {"config.precision", ""}) {
+  // The model and the precision first: a different one would otherwise
+  // surface as a missing option or a dtype mismatch.
+  for (const std::string first : {"config.model", "config.precision", ""}) {
     for (const auto& [key, value] : config) {
-      if (!first.empty() ? key != first : key == "config.precision") continue;
+      if (!first.empty() ? key != first : key == "config.model" || key == "config.precision") continue;
       auto it = p.extra.find(key);
       HG_CHECK(
           it != p.extra.end() && it->second == value, "--resume: the checkpoint was written with --", key.substr(7),
@@ -319,19 +295,6 @@ EvalResult evaluate(hg::nn::Module& model, hg::data::DataLoader& loader, const P
           std::chrono::duration<double>(Clock::now() - start).count()};
 }
 
-// 65536 -> "2^16"; other values as %g.
-std::string scale_text(double s) {
-  int e = 0;
-  const double m = std::frexp(s, &e);
-  char buf[32];
-  if (m == 0.5) {
-    std::snprintf(buf, sizeof buf, "2^%d", e - 1);
-  } else {
-    std::snprintf(buf, sizeof buf, "%g", s);
-  }
-  return buf;
-}
-
 // A point of the sub-epoch curve, still on the device (read when flushed).
 struct PendingPoint {
   long long step;
@@ -350,12 +313,17 @@ int main(int argc, char** argv) {
   app.option_defaults()->always_capture_default();
   app.set_version_flag("--version", std::string("hg-train (halfgrad) ") + hg::version(),
                        "print the halfgrad version and exit");
-  app.add_option("--model", o.model, "model: mlp | cnn (docs/training.md)")->check(CLI::IsMember({"mlp", "cnn"}));
+  app.add_option("--model", o.model,
+                 "model: mlp | cnn (Fashion-MNIST, docs/training.md) | gpt (a character-level GPT on text, "
+                 "docs/gpt.md; its own defaults: --precision auto (fp32 on a CPU, amp-bf16 on a GPU), "
+                 "--batch-size 12, --lr 1e-3, --warmup-steps 100, --clip-grad 1, --data " +
+                     std::string(hg::data::CharCorpus::kFortunesRoot) + ", --out runs/hg-train-gpt)")
+      ->check(CLI::IsMember({"mlp", "cnn", "gpt"}));
   app.add_option("--device", o.device, "auto | cpu | cuda | cuda:N");
   app.add_option("--precision", o.precision,
                  "amp-fp16 | amp-bf16 (fp32 weights, autocast, loss scaler) | fp16-master | bf16-master "
                  "(16-bit weights with fp32 masters, autocast, loss scaler) | fp32")
-      ->check(CLI::IsMember({"fp32", "fp16-master", "bf16-master", "amp-fp16", "amp-bf16"}));
+      ->check(CLI::IsMember({"fp32", "fp16-master", "bf16-master", "amp-fp16", "amp-bf16", "auto"}));
   app.add_option("--epochs", o.epochs, "passes over the training set (>= 1)")->check(at_least(1, "an integer"));
   app.add_option("--batch-size", o.batch_size, "samples per step (>= 1)")->check(at_least(1, "an integer"));
   app.add_option("--lr", o.lr, "AdamW peak learning rate (> 0)")->check(positive_finite());
@@ -372,7 +340,8 @@ int main(int argc, char** argv) {
       ->check(at_least(0, "an integer"));
   app.add_option("--test-limit", o.test_limit, "evaluate on only the first N test samples (0 = all)")
       ->check(at_least(0, "an integer"));
-  app.add_option("--data", o.data, "folder with the Fashion-MNIST .gz files");
+  app.add_option("--data", o.data,
+                 "folder with the Fashion-MNIST .gz files (--model gpt: a text file or a folder of them)");
   app.add_option("--out", o.out, "folder for checkpoint.safetensors, metrics.jsonl and curves.svg");
   auto* resume_flag = app.add_flag("--resume", o.resume, "continue from <out>/checkpoint.safetensors (bit-exact)");
   app.add_flag("--overwrite", o.overwrite,
@@ -390,7 +359,75 @@ int main(int argc, char** argv) {
                  "data-parallel over N local processes started through hg-run (gloo on cpu, nccl on cuda); "
                  "--batch-size is the global batch and must be divisible by N")
       ->check(CLI::PositiveNumber);
+  // The GPT job's own options (--model gpt; docs/gpt.md).
+  hg::train::GptJobOptions g;
+  const std::vector<CLI::Option*> gpt_only{
+      app.add_option("--iters", g.iters, "--model gpt: training iterations (>= 1)")->check(at_least(1, "an integer")),
+      app.add_option("--eval-every", g.eval_every, "--model gpt: evaluate, log and checkpoint every N steps (>= 1)")
+          ->check(at_least(1, "an integer")),
+      app.add_option("--eval-batches", g.eval_batches,
+                     "--model gpt: validation windows = this x --batch-size, evenly spaced over the split (>= 1)")
+          ->check(at_least(1, "an integer")),
+      app.add_option("--n-layer", g.n_layer, "--model gpt: transformer blocks (>= 1)")
+          ->check(at_least(1, "an integer")),
+      app.add_option("--n-head", g.n_head, "--model gpt: attention heads (>= 1)")->check(at_least(1, "an integer")),
+      app.add_option("--n-embd", g.n_embd, "--model gpt: width, a multiple of --n-head (>= 1)")
+          ->check(at_least(1, "an integer")),
+      app.add_option("--block-size", g.block_size, "--model gpt: context length in characters (>= 1)")
+          ->check(at_least(1, "an integer")),
+      app.add_option("--dropout", g.dropout, "--model gpt: dropout probability in [0, 1)")
+          ->check(CLI::Range(0.0, 0.999999)),
+      app.add_option("--weight-decay", g.weight_decay, "--model gpt: AdamW weight decay of the matrices (>= 0)")
+          ->check(at_least(0)),
+      app.add_option("--sample-tokens", g.sample_tokens, "--model gpt: characters to generate at the end (>= 0)")
+          ->check(at_least(0, "an integer")),
+      app.add_option("--temperature", g.temperature, "--model gpt: sampling temperature (> 0)")
+          ->check(positive_finite()),
+      app.add_option("--top-k", g.top_k, "--model gpt: sample from the k most likely characters (0 = all)")
+          ->check(at_least(0, "an integer"))};
   CLI11_PARSE(app, argc, argv);
+  if (o.model == "gpt") {
+    // Options of the epoch-based job mean nothing here: refuse them rather than ignore them.
+    for (const char* name : {"--epochs", "--limit", "--test-limit"}) {
+      if (app.count(name) != 0) {
+        std::fprintf(stderr, "hg-train: %s is for --model mlp|cnn; --model gpt counts --iters instead\n", name);
+        return 1;
+      }
+    }
+    if (o.nproc > 1 || hg::distributed::launch_env().launched()) {
+      std::fprintf(stderr, "hg-train: --model gpt trains in one process; data-parallel runs are --model mlp|cnn\n");
+      return 1;
+    }
+    if (o.schedule == "step") {
+      std::fprintf(stderr, "hg-train: --model gpt counts iterations, not epochs: use --schedule cosine or constant\n");
+      return 1;
+    }
+    // Shared options keep the GPT's defaults unless given.
+    auto given = [&](const char* name) { return app.count(name) != 0; };
+    g.device = o.device;
+    if (given("--precision")) g.precision = o.precision;
+    if (given("--batch-size")) g.batch_size = o.batch_size;
+    if (given("--lr")) g.lr = o.lr;
+    g.schedule = o.schedule;
+    if (given("--warmup-steps")) g.warmup_steps = o.warmup_steps;
+    if (given("--clip-grad")) g.clip_grad = o.clip_grad;
+    g.seed = o.seed;
+    if (given("--data")) g.data = o.data;
+    if (given("--out")) g.out = o.out;
+    g.resume = o.resume;
+    g.overwrite = o.overwrite;
+    g.checkpoint_every = o.checkpoint_every;
+    g.max_steps = o.max_steps;
+    g.log_every = o.log_every;
+    return hg::train::train_gpt(g);
+  }
+  for (const CLI::Option* opt : gpt_only) {
+    if (opt->count() != 0) {
+      std::fprintf(stderr, "hg-train: %s is an option of --model gpt\n", opt->get_name().c_str());
+      return 1;
+    }
+  }
+  if (o.precision == "auto") o.precision = "amp-fp16";  // the Fashion-MNIST job's default
   const hg::distributed::LaunchEnv launch = hg::distributed::launch_env();
   if (o.nproc > 1 && !launch.launched()) {
     // Not launched yet: become hg-run, which starts N copies of this command.

@@ -20,7 +20,7 @@ namespace {
 namespace fs = std::filesystem;
 
 // The files hg-train writes into --out.
-constexpr const char* kOwnFiles[] = {"checkpoint.safetensors", "metrics.jsonl", "curves.svg"};
+constexpr const char* kOwnFiles[] = {"checkpoint.safetensors", "metrics.jsonl", "curves.svg", "sample.txt"};
 
 // The pid in an AtomicFile temp name "<file>.tmp.<pid>.<n>", or -1.
 long temp_file_pid(const std::string& name) {

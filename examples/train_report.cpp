@@ -82,7 +82,7 @@ enum class YAxis { kLinear, kLog2 };
 // label, one entry a row.
 void panel(std::ostringstream& svg, double x0, double y0, double w, double h, const std::string& title,
            const std::string& y_label, double x_lo, double x_hi, const std::vector<Series>& series, double y_scale,
-           YAxis y_axis) {
+           YAxis y_axis, const std::string& x_label) {
   constexpr double kPad = 8.0;  // px between the frame and the data area
   auto yv = [&](double v) { return y_axis == YAxis::kLog2 ? std::log2(v) : v * y_scale; };
   double lo = INFINITY, hi = -INFINITY;
@@ -134,8 +134,8 @@ void panel(std::ostringstream& svg, double x0, double y0, double w, double h, co
                   x)
         << "</text>\n";
   }
-  svg << "<text x=\"" << x0 + w / 2 << "\" y=\"" << y0 + h + 32
-      << "\" text-anchor=\"middle\" font-size=\"12\">epoch</text>\n";
+  svg << "<text x=\"" << x0 + w / 2 << "\" y=\"" << y0 + h + 32 << "\" text-anchor=\"middle\" font-size=\"12\">"
+      << x_label << "</text>\n";
   svg << "<text transform=\"translate(" << x0 - 44 << "," << y0 + h / 2
       << ") rotate(-90)\" text-anchor=\"middle\" font-size=\"12\">" << y_label << "</text>\n";
   int row = 0;
@@ -204,6 +204,22 @@ Metrics read_metrics(const std::string& path) {
         out.steps.push_back(r);
         continue;
       }
+      if (type == "eval") {
+        EvalRecord r;
+        r.step = j.at("step").get<long long>();
+        r.lr = number(j, "lr");
+        r.train_loss = number(j, "train_loss");
+        r.val_loss = number(j, "val_loss");
+        r.val_accuracy = number(j, "val_accuracy");
+        r.seconds = number(j, "seconds");
+        r.tokens_per_second = number(j, "tokens_per_second");
+        if (j.contains("loss_scale")) {
+          r.loss_scale = number(j, "loss_scale");
+          r.steps_skipped = j.at("steps_skipped").get<long long>();
+        }
+        out.evals.push_back(r);
+        continue;
+      }
       HG_CHECK(type == "epoch", "unknown record type '", type, "'");
       EpochRecord r;
       r.epoch = j.at("epoch").get<int>();
@@ -259,15 +275,36 @@ void write_metrics(const std::string& path, const Metrics& metrics) {
     }
     text += j.dump() + "\n";
   }
+  for (const EvalRecord& r : metrics.evals) {
+    for (; s < metrics.steps.size() && metrics.steps[s].step <= r.step; ++s) write_step(metrics.steps[s]);
+    nlohmann::json j = {{"type", "eval"},
+                        {"step", r.step},
+                        {"lr", r.lr},
+                        {"train_loss", r.train_loss},
+                        {"val_loss", r.val_loss},
+                        {"val_accuracy", r.val_accuracy},
+                        {"seconds", r.seconds},
+                        {"tokens_per_second", r.tokens_per_second}};
+    if (r.has_scaler()) {
+      j["loss_scale"] = r.loss_scale;
+      j["steps_skipped"] = r.steps_skipped;
+    }
+    text += j.dump() + "\n";
+  }
   for (; s < metrics.steps.size(); ++s) write_step(metrics.steps[s]);
   write_atomically(path, text);
 }
 
 std::string curves_svg(const Metrics& metrics, const std::string& title) {
-  Series sub{"train loss (sub-epoch)", "#9ecae1", {}};
+  // An iteration-based run (eval records) is drawn against the step, an
+  // epoch-based one against the (fractional) epoch.
+  const bool by_step = !metrics.evals.empty();
+  const std::string x_label = by_step ? "step" : "epoch";
+  Series sub{by_step ? "train loss" : "train loss (sub-epoch)", "#9ecae1", {}};
   sub.width = 1.5;
-  Series train{"train loss (epoch mean)", "#1f77b4", {}}, test{"test loss", "#d62728", {}};
-  Series acc{"test accuracy", "#2ca02c", {}};
+  Series train{"train loss (epoch mean)", "#1f77b4", {}};
+  Series test{by_step ? "validation loss" : "test loss", "#d62728", {}};
+  Series acc{by_step ? "validation next-token accuracy" : "test accuracy", "#2ca02c", {}};
   train.markers = test.markers = acc.markers = true;
   Series scale{"loss scale", "#6a3d9a", {}};
   scale.steps = true;
@@ -277,12 +314,13 @@ std::string curves_svg(const Metrics& metrics, const std::string& title) {
   bool has_scale = false;
   long long total_skipped = 0;
   for (const StepRecord& r : metrics.steps) {
-    sub.points.push_back({r.epoch, r.train_loss});
-    x_hi = std::max(x_hi, r.epoch);
+    const double x = by_step ? static_cast<double>(r.step) : r.epoch;
+    sub.points.push_back({x, r.train_loss});
+    x_hi = std::max(x_hi, x);
     if (!std::isnan(r.loss_scale)) {
       has_scale = true;
-      scale.points.push_back({r.epoch, r.loss_scale});
-      if (r.steps_skipped > total_skipped) skipped.points.push_back({r.epoch, 0.0});
+      scale.points.push_back({x, r.loss_scale});
+      if (r.steps_skipped > total_skipped) skipped.points.push_back({x, 0.0});
       total_skipped = std::max(total_skipped, r.steps_skipped);
     }
   }
@@ -302,6 +340,13 @@ std::string curves_svg(const Metrics& metrics, const std::string& title) {
       }
     }
   }
+  for (const EvalRecord& r : metrics.evals) {
+    const double x = static_cast<double>(r.step);
+    test.points.push_back({x, r.val_loss});
+    acc.points.push_back({x, r.val_accuracy});
+    x_hi = std::max(x_hi, x);
+    has_scale = has_scale || r.has_scaler();
+  }
   if (x_hi <= 0.0) x_hi = 1.0;
   skipped.name = "skipped steps (" + std::to_string(total_skipped) + " in all)";
 
@@ -315,12 +360,14 @@ std::string curves_svg(const Metrics& metrics, const std::string& title) {
       << escape_xml(title) << "</text>\n";
   std::vector<Series> losses;
   if (sub_epoch) losses.push_back(sub);
-  losses.push_back(train);
+  if (!by_step) losses.push_back(train);
   losses.push_back(test);
-  panel(svg, 70, 60, 330, 240, "loss", "cross-entropy", 0.0, x_hi, losses, 1.0, YAxis::kLinear);
-  panel(svg, 500, 60, 330, 240, "test accuracy", "accuracy (%)", 0.0, x_hi, {acc}, 100.0, YAxis::kLinear);
+  panel(svg, 70, 60, 330, 240, "loss", "cross-entropy", 0.0, x_hi, losses, 1.0, YAxis::kLinear, x_label);
+  panel(svg, 500, 60, 330, 240, by_step ? "validation accuracy" : "test accuracy", "accuracy (%)", 0.0, x_hi, {acc},
+        100.0, YAxis::kLinear, x_label);
   if (has_scale) {
-    panel(svg, 930, 60, 330, 240, "loss scale", "scale (log2)", 0.0, x_hi, {scale, skipped}, 1.0, YAxis::kLog2);
+    panel(svg, 930, 60, 330, 240, "loss scale", "scale (log2)", 0.0, x_hi, {scale, skipped}, 1.0, YAxis::kLog2,
+          x_label);
   }
   svg << "</svg>\n";
   return svg.str();

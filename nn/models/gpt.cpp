@@ -145,7 +145,13 @@ Tensor GPT::generate(Tensor idx, int64_t max_new_tokens, double temperature, int
   HG_CHECK(temperature > 0.0, "GPT::generate: temperature must be > 0, got ", temperature);
   HG_CHECK(max_new_tokens >= 0 && top_k >= 0, "GPT::generate: max_new_tokens and top_k must be >= 0");
   NoGradGuard no_grad;
-  const bool was_training = is_training();
+  // Eval mode for the sampling, and the caller's mode back afterwards, also
+  // when a forward throws.
+  struct RestoreMode {
+    GPT& model;
+    bool was_training;
+    ~RestoreMode() { model.train(was_training); }
+  } restore{*this, is_training()};
   train(false);
   const int64_t b = idx.size(0), v = config_.vocab_size;
   for (int64_t step = 0; step < max_new_tokens; ++step) {
@@ -186,7 +192,6 @@ Tensor GPT::generate(Tensor idx, int64_t max_new_tokens, double temperature, int
     col = col.to(idx.device(), idx.dtype());
     idx = cat({idx, col}, 1);
   }
-  train(was_training);
   return idx;
 }
 

@@ -129,6 +129,14 @@ TEST_CASE("GPT::generate is seeded and appends tokens in range", "[gpt]") {
   Generator g3(1), g4(2);
   CHECK(model.generate(start, 5, 1.0, 1, &g3).to_vector<int64_t>() ==
         model.generate(start, 5, 1.0, 1, &g4).to_vector<int64_t>());
+  // The caller's mode comes back, also when the forward throws (a token out of the vocabulary).
+  CHECK(model.is_training());
+  CHECK_THROWS_WITH(model.generate(full({1, 1}, 65.0, {.dtype = kI64}), 3, 1.0, 0, &g3), Catch::Contains("65"));
+  CHECK(model.is_training());
+  model.eval();
+  model.generate(start, 2, 1.0, 0, &g3);
+  CHECK_FALSE(model.is_training());
+  model.train();
   // num_params: nanoGPT's count (tied head once, minus wpe when non_embedding).
   const int64_t c = 32, v = 65, bs = 16;
   const int64_t per_block = 2 * 2 * c + (3 * c * c + 3 * c) + (c * c + c) + (4 * c * c + 4 * c) + (4 * c * c + c);

@@ -1,0 +1,66 @@
+// What hg-train's two jobs share: the meaning of --precision, --device auto,
+// and how numbers are shown.
+#pragma once
+
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+#include "core/device.h"
+#include "core/dtype.h"
+
+#if defined(HG_WITH_CUDA)
+#include "kernels/cuda/runtime.h"
+#endif
+
+namespace hg::train {
+
+// What --precision means for the weights, the forward and the loss scaling.
+struct Precision {
+  DType weights = kF32;  // parameters and input data
+  bool autocast = false;
+  DType autocast_dtype = kF16;  // the region's dtype
+  bool scaler = false;
+};
+
+inline Precision precision_of(const std::string& name) {
+  if (name == "amp-fp16") return {kF32, true, kF16, true};
+  if (name == "amp-bf16") return {kF32, true, kBF16, true};
+  if (name == "fp16-master") return {kF16, true, kF16, true};
+  if (name == "bf16-master") return {kBF16, true, kBF16, true};
+  return {};  // fp32
+}
+
+// --device: auto is the first GPU when there is one, else the CPU.
+inline Device pick_device(const std::string& name) {
+  if (name == "auto") {
+#if defined(HG_WITH_CUDA)
+    if (cuda::is_available()) return Device::cuda(0);
+#endif
+    return Device::cpu();
+  }
+  return Device::parse(name);
+}
+
+// The shortest decimal that reads back as `v` (0.002, not 0x1.0624dd2f1a9fcp-9).
+inline std::string decimal(double v) {
+  char buf[64];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, r.ptr);
+}
+
+// 65536 -> "2^16"; other values as %g.
+inline std::string scale_text(double s) {
+  int e = 0;
+  const double m = std::frexp(s, &e);
+  char buf[32];
+  if (m == 0.5) {
+    std::snprintf(buf, sizeof buf, "2^%d", e - 1);
+  } else {
+    std::snprintf(buf, sizeof buf, "%g", s);
+  }
+  return buf;
+}
+
+}  // namespace hg::train
