@@ -154,6 +154,23 @@ void copy_strided(const Tensor& dst, const Tensor& src) {
     std::memmove(dst.data_ptr(), src.data_ptr(), dst.nbytes());
     return;
   }
+  // Same dtype, rows contiguous on both sides (a transpose of outer dims,
+  // e.g. attention's [B, T, H, D] -> [B, H, T, D]): one memcpy a row.
+  const int64_t rank = dst.dim();
+  if (dst.dtype() == src.dtype() && rank >= 2 && dst.strides()[rank - 1] == 1 && src.strides()[rank - 1] == 1 &&
+      dst.sizes()[rank - 1] >= 8) {
+    const int64_t row_bytes = dst.sizes()[rank - 1] * static_cast<int64_t>(dtype_size(dst.dtype()));
+    const Shape outer(dst.sizes().begin(), dst.sizes().end() - 1);
+    const Shape dst_outer(dst.strides().begin(), dst.strides().end() - 1);
+    const Shape src_outer(src.strides().begin(), src.strides().end() - 1);
+    const int64_t item = static_cast<int64_t>(dtype_size(dst.dtype()));
+    char* out = static_cast<char*>(dst.data_ptr());
+    const char* in = static_cast<const char*>(src.data_ptr());
+    for_each_offset_pair(outer, dst_outer, src_outer, [&](int64_t o, int64_t i) {
+      std::memmove(out + o * item, in + i * item, static_cast<size_t>(row_bytes));
+    });
+    return;
+  }
   dispatch_dtype(dst.dtype(), [&](auto dst_tag) {
     using D = decltype(dst_tag);
     dispatch_dtype(src.dtype(), [&](auto src_tag) {

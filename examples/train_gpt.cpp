@@ -65,7 +65,8 @@ std::map<std::string, std::string> run_config(const GptJobOptions& o, const data
 // A checkpoint extra as an integer in [0, max] or a finite double, else an hg::Error.
 int64_t extra_int(const optim::TrainingProgress& p, const std::string& key, int64_t max) {
   auto it = p.extra.find(key);
-  HG_CHECK(it != p.extra.end(), "--resume: the checkpoint lacks '", key, "'; it was not written by hg-train --model gpt");
+  HG_CHECK(it != p.extra.end(), "--resume: the checkpoint lacks '", key,
+           "'; it was not written by hg-train --model gpt");
   const std::string& text = it->second;
   char* end = nullptr;
   errno = 0;
@@ -76,7 +77,8 @@ int64_t extra_int(const optim::TrainingProgress& p, const std::string& key, int6
 }
 double extra_sum(const optim::TrainingProgress& p, const std::string& key) {
   auto it = p.extra.find(key);
-  HG_CHECK(it != p.extra.end(), "--resume: the checkpoint lacks '", key, "'; it was not written by hg-train --model gpt");
+  HG_CHECK(it != p.extra.end(), "--resume: the checkpoint lacks '", key,
+           "'; it was not written by hg-train --model gpt");
   const double v = optim::parse_exact_double(it->second);
   HG_CHECK(std::isfinite(v), "--resume: the checkpoint's '", key, "' is not finite; the file is corrupt");
   return v;
@@ -208,9 +210,7 @@ int run(const GptJobOptions& options) {
     GptJobOptions o = options;
     o.precision = resolve_precision(options.precision, device);
     // The run folder first: locked, writable, not someone else's results.
-    RunFolder folder(o.out, o.resume      ? StartMode::kResume
-                            : o.overwrite ? StartMode::kOverwrite
-                                          : StartMode::kFresh);
+    RunFolder folder(o.out, o.resume ? StartMode::kResume : o.overwrite ? StartMode::kOverwrite : StartMode::kFresh);
     if (folder.stale_temp_files_removed() > 0) {
       term.paragraph("hg-train: removed " + std::to_string(folder.stale_temp_files_removed()) +
                      " temp file(s) left in " + o.out + " by killed saves");
@@ -268,7 +268,8 @@ int run(const GptJobOptions& options) {
                               std::to_string(o.n_embd) + ", block " + std::to_string(o.block_size);
     const std::string title = "hg-train: gpt (" + shape + "), " + o.precision + ", " + device.str() + ", " +
                               std::to_string(o.iters) + " iters, batch " + std::to_string(o.batch_size) + ", lr " +
-                              decimal(o.lr) + " " + o.schedule + (o.seed != 0 ? ", seed " + std::to_string(o.seed) : "");
+                              decimal(o.lr) + " " + o.schedule +
+                              (o.seed != 0 ? ", seed " + std::to_string(o.seed) : "");
 
     // Running loss sums on the device: since the last curve point and since the last evaluation.
     Tensor interval_sum = zeros({}, {.device = device}), eval_sum = zeros({}, {.device = device});
@@ -354,8 +355,9 @@ int run(const GptJobOptions& options) {
                    " validation tokens; " + std::to_string(o.iters) + " iterations of batch " +
                    std::to_string(o.batch_size) + ", AdamW lr " + decimal(o.lr) + " (" + o.schedule + ")");
     if (o.max_steps > 0 && global_step >= o.max_steps) {
-      term.paragraph("hg-train: the checkpoint is at step " + std::to_string(global_step) + ", already at --max-steps " +
-                     std::to_string(o.max_steps) + ": nothing to do (raise --max-steps, or drop it, to continue)");
+      term.paragraph("hg-train: the checkpoint is at step " + std::to_string(global_step) +
+                     ", already at --max-steps " + std::to_string(o.max_steps) +
+                     ": nothing to do (raise --max-steps, or drop it, to continue)");
       return 0;
     }
     const std::vector<Tensor> params = model->parameters();
@@ -446,9 +448,9 @@ int run(const GptJobOptions& options) {
                      .val_loss = ev.loss,
                      .val_accuracy = ev.accuracy,
                      .seconds = interval_seconds,
-                     .tokens_per_second = interval_seconds > 0 ? static_cast<double>(eval_batches * tokens_per_step) /
-                                                                     interval_seconds
-                                                               : 0.0};
+                     .tokens_per_second = interval_seconds > 0
+                                              ? static_cast<double>(eval_batches * tokens_per_step) / interval_seconds
+                                              : 0.0};
         if (prec.scaler) {
           const amp::GradScalerStats st = scaler.stats();
           r.loss_scale = st.scale;
@@ -473,8 +475,8 @@ int run(const GptJobOptions& options) {
       }
       if (o.max_steps > 0 && global_step >= o.max_steps && global_step < o.iters) {
         if (!eval_now) save();
-        term.line("stopped after step " + std::to_string(global_step) + " (--max-steps); continue with --resume --out " +
-                  o.out);
+        term.line("stopped after step " + std::to_string(global_step) +
+                  " (--max-steps); continue with --resume --out " + o.out);
         stopped = true;
         break;
       }
@@ -501,8 +503,8 @@ int run(const GptJobOptions& options) {
     const double val_loss = metrics.evals.empty() ? NAN : metrics.evals.back().val_loss;
     term.paragraph("done in " + fixed("%.1f s", elapsed()) + "; validation loss " + fixed("%.4f", val_loss) + "; " +
                    o.out + " holds checkpoint.safetensors, metrics.jsonl, curves.svg and sample.txt");
-    const std::string how = "temperature " + decimal(o.temperature) +
-                            (o.top_k > 0 ? ", top-k " + std::to_string(o.top_k) : std::string());
+    const std::string how =
+        "temperature " + decimal(o.temperature) + (o.top_k > 0 ? ", top-k " + std::to_string(o.top_k) : std::string());
     std::printf("sample (%lld tokens, %s):\n%s\n", static_cast<long long>(o.sample_tokens), how.c_str(), text.c_str());
   } catch (const Error& e) {
     term.end_progress();
