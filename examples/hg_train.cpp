@@ -71,6 +71,8 @@ namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 using hg::train::decimal;
+using hg::train::extra_int;
+using hg::train::extra_sum;
 using hg::train::pick_device;
 using hg::train::Piece;
 using hg::train::Precision;
@@ -199,28 +201,6 @@ std::unique_ptr<hg::optim::LRScheduler> make_schedule(const Options& o, hg::opti
         hg::optim::StepLROptions{.step_size = std::max<int64_t>(steps_per_epoch, 1), .gamma = 0.5, .clock = clock});
   }
   return nullptr;  // constant
-}
-
-// The checkpoint extra `key` as an integer in [0, max], or an hg::Error.
-int64_t extra_int(const hg::optim::TrainingProgress& p, const std::string& key, int64_t max) {
-  auto it = p.extra.find(key);
-  HG_CHECK(it != p.extra.end(), "--resume: the checkpoint lacks '", key, "'; it was not written by hg-train");
-  const std::string& text = it->second;
-  char* end = nullptr;
-  errno = 0;
-  const long long value = std::strtoll(text.c_str(), &end, 10);
-  HG_CHECK(!text.empty() && errno == 0 && *end == '\0' && value >= 0 && value <= max, "--resume: the checkpoint's '",
-           key, "' = '", text.substr(0, 40), "' is not an integer in [0, ", max, "]; the file is corrupt");
-  return value;
-}
-
-// A finite loss sum stored in the checkpoint's extras, or an hg::Error.
-double extra_sum(const hg::optim::TrainingProgress& p, const std::string& key) {
-  auto it = p.extra.find(key);
-  HG_CHECK(it != p.extra.end(), "--resume: the checkpoint lacks '", key, "'; it was not written by hg-train");
-  const double v = hg::optim::parse_exact_double(it->second);
-  HG_CHECK(std::isfinite(v), "--resume: the checkpoint's '", key, "' is not finite; the file is corrupt");
-  return v;
 }
 
 // Checks a checkpoint's counters and options against this run before

@@ -2,13 +2,17 @@
 // and how numbers are shown.
 #pragma once
 
+#include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "core/device.h"
 #include "core/dtype.h"
+#include "core/error.h"
+#include "optim/checkpoint.h"
 
 #if defined(HG_WITH_CUDA)
 #include "kernels/cuda/runtime.h"
@@ -61,6 +65,28 @@ inline std::string scale_text(double s) {
     std::snprintf(buf, sizeof buf, "%g", s);
   }
   return buf;
+}
+
+// The checkpoint extra `key` as an integer in [0, max], or an hg::Error.
+inline int64_t extra_int(const optim::TrainingProgress& p, const std::string& key, int64_t max) {
+  auto it = p.extra.find(key);
+  HG_CHECK(it != p.extra.end(), "--resume: the checkpoint lacks '", key, "'; it was not written by this hg-train job");
+  const std::string& text = it->second;
+  char* end = nullptr;
+  errno = 0;
+  const long long value = std::strtoll(text.c_str(), &end, 10);
+  HG_CHECK(!text.empty() && errno == 0 && *end == '\0' && value >= 0 && value <= max, "--resume: the checkpoint's '",
+           key, "' = '", text.substr(0, 40), "' is not an integer in [0, ", max, "]; the file is corrupt");
+  return value;
+}
+
+// A finite loss sum stored in the checkpoint's extras, or an hg::Error.
+inline double extra_sum(const optim::TrainingProgress& p, const std::string& key) {
+  auto it = p.extra.find(key);
+  HG_CHECK(it != p.extra.end(), "--resume: the checkpoint lacks '", key, "'; it was not written by this hg-train job");
+  const double v = optim::parse_exact_double(it->second);
+  HG_CHECK(std::isfinite(v), "--resume: the checkpoint's '", key, "' is not finite; the file is corrupt");
+  return v;
 }
 
 }  // namespace hg::train

@@ -62,28 +62,6 @@ std::map<std::string, std::string> run_config(const GptJobOptions& o, const data
           {"data.vocab_size", std::to_string(corpus.vocab_size())}};
 }
 
-// A checkpoint extra as an integer in [0, max] or a finite double, else an hg::Error.
-int64_t extra_int(const optim::TrainingProgress& p, const std::string& key, int64_t max) {
-  auto it = p.extra.find(key);
-  HG_CHECK(it != p.extra.end(), "--resume: the checkpoint lacks '", key,
-           "'; it was not written by hg-train --model gpt");
-  const std::string& text = it->second;
-  char* end = nullptr;
-  errno = 0;
-  const long long value = std::strtoll(text.c_str(), &end, 10);
-  HG_CHECK(!text.empty() && errno == 0 && *end == '\0' && value >= 0 && value <= max, "--resume: the checkpoint's '",
-           key, "' = '", text.substr(0, 40), "' is not an integer in [0, ", max, "]; the file is corrupt");
-  return value;
-}
-double extra_sum(const optim::TrainingProgress& p, const std::string& key) {
-  auto it = p.extra.find(key);
-  HG_CHECK(it != p.extra.end(), "--resume: the checkpoint lacks '", key,
-           "'; it was not written by hg-train --model gpt");
-  const double v = optim::parse_exact_double(it->second);
-  HG_CHECK(std::isfinite(v), "--resume: the checkpoint's '", key, "' is not finite; the file is corrupt");
-  return v;
-}
-
 // Before anything is loaded: the same options and data, and counters this
 // loop can have produced.
 void check_resume(const optim::TrainingProgress& p, const std::map<std::string, std::string>& config,
