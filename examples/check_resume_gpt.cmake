@@ -16,16 +16,7 @@ set(common --model gpt --data "${TEXT}" --device ${DEVICE} --precision ${PRECISI
            --n-embd 16 --block-size 16 --batch-size 4 --iters 30 --eval-every 10 --eval-batches 2
            --warmup-steps 5 --log-every 3 --sample-tokens 40 --lr 0.01)
 
-function(train expect_ok)
-  execute_process(COMMAND "${HG_TRAIN}" ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-  if(expect_ok AND NOT rc EQUAL 0)
-    message(FATAL_ERROR "hg-train ${ARGN} failed (${rc}):\n${out}\n${err}")
-  endif()
-  string(REGEX REPLACE "\n  +" " " out "${out}")  # hg-train word-wraps its messages
-  set(last_out "${out}" PARENT_SCOPE)
-  set(last_err "${err}" PARENT_SCOPE)
-  set(last_rc "${rc}" PARENT_SCOPE)
-endfunction()
+include("${CMAKE_CURRENT_LIST_DIR}/check_common.cmake")
 
 train(TRUE ${common} --out "${WORK}/full")
 train(TRUE ${common} --out "${WORK}/split" --max-steps 7)
@@ -38,11 +29,7 @@ if(NOT last_out MATCHES "resuming from .* at step 7")
 endif()
 train(TRUE ${common} --out "${WORK}/split" --resume)
 
-file(SHA256 "${WORK}/full/checkpoint.safetensors" full_hash)
-file(SHA256 "${WORK}/split/checkpoint.safetensors" split_hash)
-if(NOT full_hash STREQUAL split_hash)
-  message(FATAL_ERROR "the resumed run's checkpoint differs from the uninterrupted run's")
-endif()
+require_same_checkpoints()
 foreach(run full split)
   file(READ "${WORK}/${run}/metrics.jsonl" text)
   string(REGEX REPLACE ",\"(seconds|tokens_per_second)\":[^,}]*" "" text_${run} "${text}")
