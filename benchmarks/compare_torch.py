@@ -26,6 +26,7 @@ Exit status: 0 with ratios; 3 when torch cannot be imported (says so).
 import argparse
 import json
 import math
+import os
 import statistics
 import subprocess
 import sys
@@ -47,7 +48,8 @@ def parse_args():
     p.add_argument("--quick", action="store_true")
     p.add_argument("--rounds", type=int, default=2, help="A/B rounds per workload (default 2)")
     p.add_argument("--runs", type=int, default=20)
-    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--warmup", type=int, default=None,
+                   help="untimed warm-up calls per workload and side (default 3; 1 with --quick, as hg-bench)")
     p.add_argument("--device", default="auto", help="cpu | cuda | auto")
     p.add_argument("--json", help="append one JSON line per comparison to this file")
     p.add_argument("--only", action="append", default=[], help="only these workload names")
@@ -56,6 +58,8 @@ def parse_args():
     if unknown:
         print(f"compare_torch.py: ignoring hg-bench options it does not use: {' '.join(unknown)}", file=sys.stderr)
     args.suites = args.suites + args.suite
+    if args.warmup is None:
+        args.warmup = 1 if args.quick else 3
     return args
 
 
@@ -474,8 +478,9 @@ def main():
         by_name = {w["name"]: w for w in listed}
         listed = [by_name[n] for n in args.only if n in by_name]
     out = open(args.json, "a") if args.json else None
-    print(f"compare_torch.py: PyTorch {torch.__version__} on {dev} ({torch.get_num_threads()} threads), "
-          f"{args.rounds} A/B rounds per workload, median of {args.runs} runs each")
+    print(f"compare_torch.py: PyTorch {torch.__version__} on {dev} ({torch.get_num_threads()} threads, "
+          f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', 'unset')}), {args.rounds} A/B rounds per workload, "
+          f"{args.warmup} warm-up call(s) then the median of {args.runs} runs each")
     print("speed ratio = PyTorch time / halfgrad time (> 1: halfgrad faster)\n")
     print(f"{'workload':46} {'halfgrad':>11} {'PyTorch':>11} {'ratio':>7}  PyTorch variant")
     ratios = []
@@ -511,6 +516,7 @@ def main():
             out.write(json.dumps({"name": w["name"], "suite": w["suite"], "params": p, "halfgrad_s": hg_t,
                                   "torch_s": pt_t, "speed_ratio": ratio, "torch": torch.__version__,
                                   "torch_threads": torch.get_num_threads(), "device": dev_name,
+                                  "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "unset"),
                                   "torch_variant": note}) + "\n")
             out.flush()
     if acc:

@@ -170,7 +170,9 @@ Bench::Bench(Options options) : options_(std::move(options)) {
       {"threads",
        {{"omp_max_threads", omp_get_max_threads()},
         {"OMP_NUM_THREADS", env_or("OMP_NUM_THREADS", "unset")},
-        {"OPENBLAS_NUM_THREADS", env_or("OPENBLAS_NUM_THREADS", "unset")}}},
+        {"OPENBLAS_NUM_THREADS", env_or("OPENBLAS_NUM_THREADS", "unset")},
+        {"OMP_WAIT_POLICY", env_or("OMP_WAIT_POLICY", "unset")},
+        {"GOMP_SPINCOUNT", env_or("GOMP_SPINCOUNT", "unset")}}},
       {"device", options_.device.str()},
       {"quick", options_.quick},
       {"timing", options_.device.is_cuda() ? "cuda events" : "steady_clock"},
@@ -197,9 +199,10 @@ std::string Bench::header() const {
   os << "threads   OpenMP " << context_["threads"]["omp_max_threads"].get<int>()
      << " (OMP_NUM_THREADS=" << context_["threads"]["OMP_NUM_THREADS"].get<std::string>()
      << ", OPENBLAS_NUM_THREADS=" << context_["threads"]["OPENBLAS_NUM_THREADS"].get<std::string>()
-     << ")\n";
+     << ", OMP_WAIT_POLICY=" << context_["threads"]["OMP_WAIT_POLICY"].get<std::string>() << ")\n";
   os << "timing    " << options_.warmup << " warm-up calls, then the median of " << options_.runs
-     << " timed runs [min .. max] by " << context_["timing"].get<std::string>() << "\n";
+     << " timed runs [min .. max] by " << context_["timing"].get<std::string>()
+     << "; cpu = process CPU time / wall time over the timed runs\n";
   return os.str();
 }
 
