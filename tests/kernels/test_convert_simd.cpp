@@ -35,8 +35,7 @@ bool upper_ymm_in_use() {
 
 TEST_CASE("the AVX2 converters return with the upper YMM state clean", "[kernels][cpu]") {
   if (!xinuse_supported() || std::strcmp(hg::cpu::convert_isa(), "avx2-f16c") != 0) {
-    WARN("skipped: needs XGETBV(1) and the avx2-f16c converters (this process: " << hg::cpu::convert_isa()
-                                                                                   << ")");
+    WARN("skipped: needs XGETBV(1) and the avx2-f16c converters (this process: " << hg::cpu::convert_isa() << ")");
     return;
   }
   // 8 + 3 elements: the vector loop, then the portable tail (the path that
@@ -55,7 +54,5 @@ TEST_CASE("the AVX2 converters return with the upper YMM state clean", "[kernels
   }
 }
 #else
-TEST_CASE("the AVX2 converters return with the upper YMM state clean", "[kernels][cpu]") {
-  WARN("skipped: x86 only");
-}
+TEST_CASE("the AVX2 converters return with the upper YMM state clean", "[kernels][cpu]") { WARN("skipped: x86 only"); }
 #endif
