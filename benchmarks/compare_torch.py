@@ -46,7 +46,12 @@ def parse_args():
     p.add_argument("suites", nargs="*", help="hg-bench suites (default: all)")
     p.add_argument("--hg-bench", required=True, help="path of the hg-bench binary")
     p.add_argument("--quick", action="store_true")
-    p.add_argument("--rounds", type=int, default=2, help="A/B rounds per workload (default 2)")
+    p.add_argument("--rounds", type=int, default=None,
+                   help="A/B rounds per workload (default 2: A/B/A/B; 1 with --quick: A/B)")
+    p.add_argument("--max-call-s", type=float, default=None,
+                   help="a PyTorch workload whose first (warm-up) call takes longer than this is not timed "
+                        "20 times: its one call is reported, marked '~', outside the geometric mean "
+                        "(default: 2 s with --quick, no limit otherwise)")
     p.add_argument("--runs", type=int, default=20)
     p.add_argument("--warmup", type=int, default=None,
                    help="untimed warm-up calls per workload and side (default 3; 1 with --quick, as hg-bench)")
@@ -60,6 +65,10 @@ def parse_args():
     args.suites = args.suites + args.suite
     if args.warmup is None:
         args.warmup = 1 if args.quick else 3
+    if args.rounds is None:
+        args.rounds = 1 if args.quick else 2
+    if args.max_call_s is None and args.quick:
+        args.max_call_s = 2.0
     return args
 
 
@@ -501,8 +510,33 @@ def main():
             m, lo, hi = time_fn(many, dev, args.runs, args.warmup, before)
             return m / inner
         hg_t, pt_t = [], []
+        if args.max_call_s is not None:
+            t0 = time.perf_counter()
+            for _ in range(inner):
+                fn()
+            if dev.type == "cuda":
+                torch.cuda.synchronize()
+            one = (time.perf_counter() - t0) / inner
+            if one > args.max_call_s:
+                try:
+                    h = run_hg(args.hg_bench, args, w["name"], dev_name)["median_s"]
+                except Exception as e:
+                    print(f"{w['name']:46} FAILED: {e}")
+                    continue
+                print(f"{w['name']:46} {fmt_s(h):>11} {fmt_s(one):>11} ~{one / h:5.2f}x  {note}"
+                      f"{'; ' if note else ''}PyTorch: one call (> --max-call-s {args.max_call_s:g} s), "
+                      "not in the mean", flush=True)
+                if out:
+                    out.write(json.dumps({"name": w["name"], "suite": w["suite"], "params": p, "halfgrad_s": [h],
+                                          "torch_s": [one], "torch_single_call": True,
+                                          "speed_ratio_estimate": one / h, "torch": torch.__version__,
+                                          "torch_threads": torch.get_num_threads(), "device": dev_name,
+                                          "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "unset"),
+                                          "torch_variant": note}) + "\n")
+                    out.flush()
+                continue
         try:
-            for _ in range(args.rounds):  # A/B/A/B
+            for _ in range(args.rounds):  # A/B, or A/B/A/B
                 hg_t.append(run_hg(args.hg_bench, args, w["name"], dev_name)["median_s"])
                 pt_t.append(torch_run())
         except Exception as e:  # one failed workload does not stop the rest
