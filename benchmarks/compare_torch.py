@@ -57,6 +57,11 @@ def parse_args():
                    help="untimed warm-up calls per workload and side (default 3; 1 with --quick, as hg-bench)")
     p.add_argument("--device", default="auto", help="cpu | cuda | auto")
     p.add_argument("--json", help="append one JSON line per comparison to this file")
+    p.add_argument("--hg-json", help="also keep halfgrad's own results: run hg-bench's ceilings suite first, pass "
+                                     "its ceilings to every `--only` run (so fractions are reported), append "
+                                     "halfgrad's JSON line of each workload (the first A run) to this file and print "
+                                     "halfgrad's table at the end. ./run bench uses it so that halfgrad's work is "
+                                     "done once, not once for the table and again for the ratios")
     p.add_argument("--only", action="append", default=[], help="only these workload names")
     p.add_argument("--suite", "-s", action="append", default=[], help="same as the positional names")
     args, unknown = p.parse_known_args()
@@ -457,12 +462,51 @@ def hg_lines(hg, args, extra):
     return res.stdout
 
 
-def run_hg(hg, args, name, device):
+HG_KEEP = {"ceilings": [], "rows": [], "header": "", "file": None}  # --hg-json
+
+
+def run_hg(hg, args, name, device, keep=False):
+    """One `hg-bench --only name` run; with keep (--hg-json), its JSON line and table row are kept."""
     with tempfile.NamedTemporaryFile(suffix=".jsonl") as f:
-        hg_lines(hg, args, ["--only", name, "--json", f.name, "--device", device,
-                            "--runs", str(args.runs), "--warmup", str(args.warmup)])
-        lines = [json.loads(x) for x in open(f.name) if x.strip()]
-    return lines[-1]
+        text = hg_lines(hg, args, ["--only", name, "--json", f.name, "--device", device,
+                                   "--runs", str(args.runs), "--warmup", str(args.warmup)] + HG_KEEP["ceilings"])
+        raw = [x for x in open(f.name) if x.strip()]
+    if keep and HG_KEEP["file"]:
+        HG_KEEP["file"].write(raw[-1] if raw[-1].endswith("\n") else raw[-1] + "\n")
+        HG_KEEP["file"].flush()
+        HG_KEEP["rows"].append((name.split("/")[0], [x for x in text.splitlines() if x.startswith(name + " ")]))
+    return json.loads(raw[-1])
+
+
+def hg_ceilings(args, device):
+    """--hg-json: hg-bench's ceilings suite, once; its lines are kept and its figures passed on as --ceiling."""
+    with tempfile.NamedTemporaryFile(suffix=".jsonl") as f:
+        text = hg_lines(args.hg_bench, args, ["--suite", "ceilings", "--json", f.name, "--device", device,
+                                              "--runs", str(args.runs), "--warmup", str(args.warmup)])
+        raw = [x for x in open(f.name) if x.strip()]
+    HG_KEEP["header"] = text.split("\n== ")[0]
+    for line in raw:
+        HG_KEEP["file"].write(line if line.endswith("\n") else line + "\n")
+        r = json.loads(line)
+        HG_KEEP["rows"].append(("ceilings", [x for x in text.splitlines() if x.startswith(r["name"] + " ")]))
+        parts = r["name"].split("/")
+        if parts[1] == "copy" and "gbps" in r.get("metrics", {}):
+            HG_KEEP["ceilings"] += ["--ceiling", f"copy_gbps={r['metrics']['gbps']}"]
+        elif parts[1] == "gemm-peak" and "tflops" in r.get("metrics", {}):
+            HG_KEEP["ceilings"] += ["--ceiling", f"gemm_{parts[2]}={r['metrics']['tflops']}"]
+    HG_KEEP["file"].flush()
+
+
+def print_hg_table():
+    print("\nhalfgrad's results (the first A run of each workload; --hg-json has the JSON lines)\n")
+    print(HG_KEEP["header"].rstrip("\n"))
+    last = None
+    for suite, rows in HG_KEEP["rows"]:
+        if suite != last:
+            print(f"\n== {suite} ==\n{'workload':44} {'median':>11} {'[min .. max]':>23} {'cpu':>5}  result")
+            last = suite
+        for row in rows:
+            print(row)
 
 
 def fmt_s(s):
@@ -487,6 +531,9 @@ def main():
         by_name = {w["name"]: w for w in listed}
         listed = [by_name[n] for n in args.only if n in by_name]
     out = open(args.json, "a") if args.json else None
+    if args.hg_json:
+        HG_KEEP["file"] = open(args.hg_json, "a")
+        hg_ceilings(args, dev_name)
     print(f"compare_torch.py: PyTorch {torch.__version__} on {dev} ({torch.get_num_threads()} threads, "
           f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', 'unset')}), {args.rounds} A/B rounds per workload, "
           f"{args.warmup} warm-up call(s) then the median of {args.runs} runs each")
@@ -496,10 +543,15 @@ def main():
     acc = [w for w in listed if w["params"]["kind"] == "accuracy"]
     for w in listed:
         p = w["params"]
-        if p["kind"] in ("accuracy", "pending", "empty_kernel"):
-            continue
-        made = torch_workload(p, dev)
+        if p["kind"] == "accuracy" or (args.hg_json and w["suite"] == "ceilings"):
+            continue  # the accuracy suite below; with --hg-json the ceilings ran first
+        made = None if p["kind"] in ("pending", "empty_kernel") else torch_workload(p, dev)
         if made is None:
+            if args.hg_json:  # no PyTorch twin: halfgrad's line still belongs in its results
+                try:
+                    run_hg(args.hg_bench, args, w["name"], dev_name, keep=True)
+                except Exception as e:
+                    print(f"{w['name']:46} FAILED: {e}")
             continue
         fn, before, inner, note = made
 
@@ -519,7 +571,7 @@ def main():
             one = (time.perf_counter() - t0) / inner
             if one > args.max_call_s:
                 try:
-                    h = run_hg(args.hg_bench, args, w["name"], dev_name)["median_s"]
+                    h = run_hg(args.hg_bench, args, w["name"], dev_name, keep=True)["median_s"]
                 except Exception as e:
                     print(f"{w['name']:46} FAILED: {e}")
                     continue
@@ -536,8 +588,8 @@ def main():
                     out.flush()
                 continue
         try:
-            for _ in range(args.rounds):  # A/B, or A/B/A/B
-                hg_t.append(run_hg(args.hg_bench, args, w["name"], dev_name)["median_s"])
+            for i in range(args.rounds):  # A/B, or A/B/A/B
+                hg_t.append(run_hg(args.hg_bench, args, w["name"], dev_name, keep=i == 0)["median_s"])
                 pt_t.append(torch_run())
         except Exception as e:  # one failed workload does not stop the rest
             print(f"{w['name']:46} FAILED: {e}")
@@ -555,8 +607,14 @@ def main():
             out.flush()
     if acc:
         with tempfile.NamedTemporaryFile(suffix=".jsonl") as f:
-            hg_lines(args.hg_bench, args, ["--suite", "accuracy", "--json", f.name, "--device", dev_name])
-            rows = [json.loads(line) for line in open(f.name) if line.strip()]
+            text = hg_lines(args.hg_bench, args, ["--suite", "accuracy", "--json", f.name, "--device", dev_name])
+            raw = [line for line in open(f.name) if line.strip()]
+            rows = [json.loads(line) for line in raw]
+            if HG_KEEP["file"]:
+                for line, r in zip(raw, rows):
+                    HG_KEEP["file"].write(line if line.endswith("\n") else line + "\n")
+                    HG_KEEP["rows"].append(("accuracy", [x for x in text.splitlines() if x.startswith(r["name"] + " ")]))
+                HG_KEEP["file"].flush()
             hg_acc = {x["name"]: x["metrics"] for x in rows if "metrics" in x}
         print(f"\n{'accuracy: max ulp / % correctly rounded':46} {'halfgrad':>26} {'PyTorch':>26}")
         print("(ulps of each side's output dtype, named after the figures: PyTorch returns a 16-bit loss\n"
@@ -579,6 +637,8 @@ def main():
                                       "torch": {"max_ulps": "inf" if math.isinf(mu) else mu,
                                                 "correctly_rounded": share, "outputs": n, "output_dtype": odt},
                                       "torch_version": torch.__version__, "device": dev_name}) + "\n")
+    if HG_KEEP["file"]:
+        print_hg_table()
     if ratios:
         geo = math.exp(sum(map(math.log, ratios)) / len(ratios))
         print(f"\n{len(ratios)} timed workloads; geometric mean speed ratio {geo:.2f}x (PyTorch time / halfgrad time)")
