@@ -543,11 +543,12 @@ def main():
     acc = [w for w in listed if w["params"]["kind"] == "accuracy"]
     for w in listed:
         p = w["params"]
-        if p["kind"] == "accuracy" or (args.hg_json and w["suite"] == "ceilings"):
-            continue  # the accuracy suite below; with --hg-json the ceilings ran first
+        if p["kind"] == "accuracy":
+            continue  # the accuracy suite below
+        keep = w["suite"] != "ceilings"  # with --hg-json, halfgrad's ceilings lines come from hg_ceilings
         made = None if p["kind"] in ("pending", "empty_kernel") else torch_workload(p, dev)
         if made is None:
-            if args.hg_json:  # no PyTorch twin: halfgrad's line still belongs in its results
+            if args.hg_json and keep:  # no PyTorch twin: halfgrad's line still belongs in its results
                 try:
                     run_hg(args.hg_bench, args, w["name"], dev_name, keep=True)
                 except Exception as e:
@@ -571,7 +572,7 @@ def main():
             one = (time.perf_counter() - t0) / inner
             if one > args.max_call_s:
                 try:
-                    h = run_hg(args.hg_bench, args, w["name"], dev_name, keep=True)["median_s"]
+                    h = run_hg(args.hg_bench, args, w["name"], dev_name, keep=keep)["median_s"]
                 except Exception as e:
                     print(f"{w['name']:46} FAILED: {e}")
                     continue
@@ -589,7 +590,7 @@ def main():
                 continue
         try:
             for i in range(args.rounds):  # A/B, or A/B/A/B
-                hg_t.append(run_hg(args.hg_bench, args, w["name"], dev_name, keep=i == 0)["median_s"])
+                hg_t.append(run_hg(args.hg_bench, args, w["name"], dev_name, keep=keep and i == 0)["median_s"])
                 pt_t.append(torch_run())
         except Exception as e:  # one failed workload does not stop the rest
             print(f"{w['name']:46} FAILED: {e}")
