@@ -26,6 +26,7 @@ Exit status: 0 with ratios; 3 when torch cannot be imported (says so).
 import argparse
 import json
 import math
+import os
 import statistics
 import subprocess
 import sys
@@ -45,17 +46,34 @@ def parse_args():
     p.add_argument("suites", nargs="*", help="hg-bench suites (default: all)")
     p.add_argument("--hg-bench", required=True, help="path of the hg-bench binary")
     p.add_argument("--quick", action="store_true")
-    p.add_argument("--rounds", type=int, default=2, help="A/B rounds per workload (default 2)")
+    p.add_argument("--rounds", type=int, default=None,
+                   help="A/B rounds per workload (default 2: A/B/A/B; 1 with --quick: A/B)")
+    p.add_argument("--max-call-s", type=float, default=None,
+                   help="a PyTorch workload whose first (warm-up) call takes longer than this is not timed "
+                        "20 times: its one call is reported, marked '~', outside the geometric mean "
+                        "(default: 2 s with --quick, no limit otherwise)")
     p.add_argument("--runs", type=int, default=20)
-    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--warmup", type=int, default=None,
+                   help="untimed warm-up calls per workload and side (default 3; 1 with --quick, as hg-bench)")
     p.add_argument("--device", default="auto", help="cpu | cuda | auto")
     p.add_argument("--json", help="append one JSON line per comparison to this file")
+    p.add_argument("--hg-json", help="also keep halfgrad's own results: run hg-bench's ceilings suite first, pass "
+                                     "its ceilings to every `--only` run (so fractions are reported), append "
+                                     "halfgrad's JSON line of each workload (the first A run) to this file and print "
+                                     "halfgrad's table at the end. ./run bench uses it so that halfgrad's work is "
+                                     "done once, not once for the table and again for the ratios")
     p.add_argument("--only", action="append", default=[], help="only these workload names")
     p.add_argument("--suite", "-s", action="append", default=[], help="same as the positional names")
     args, unknown = p.parse_known_args()
     if unknown:
         print(f"compare_torch.py: ignoring hg-bench options it does not use: {' '.join(unknown)}", file=sys.stderr)
     args.suites = args.suites + args.suite
+    if args.warmup is None:
+        args.warmup = 1 if args.quick else 3
+    if args.rounds is None:
+        args.rounds = 1 if args.quick else 2
+    if args.max_call_s is None and args.quick:
+        args.max_call_s = 2.0
     return args
 
 
@@ -444,12 +462,51 @@ def hg_lines(hg, args, extra):
     return res.stdout
 
 
-def run_hg(hg, args, name, device):
+HG_KEEP = {"ceilings": [], "rows": [], "header": "", "file": None}  # --hg-json
+
+
+def run_hg(hg, args, name, device, keep=False):
+    """One `hg-bench --only name` run; with keep (--hg-json), its JSON line and table row are kept."""
     with tempfile.NamedTemporaryFile(suffix=".jsonl") as f:
-        hg_lines(hg, args, ["--only", name, "--json", f.name, "--device", device,
-                            "--runs", str(args.runs), "--warmup", str(args.warmup)])
-        lines = [json.loads(x) for x in open(f.name) if x.strip()]
-    return lines[-1]
+        text = hg_lines(hg, args, ["--only", name, "--json", f.name, "--device", device,
+                                   "--runs", str(args.runs), "--warmup", str(args.warmup)] + HG_KEEP["ceilings"])
+        raw = [x for x in open(f.name) if x.strip()]
+    if keep and HG_KEEP["file"]:
+        HG_KEEP["file"].write(raw[-1] if raw[-1].endswith("\n") else raw[-1] + "\n")
+        HG_KEEP["file"].flush()
+        HG_KEEP["rows"].append((name.split("/")[0], [x for x in text.splitlines() if x.startswith(name + " ")]))
+    return json.loads(raw[-1])
+
+
+def hg_ceilings(args, device):
+    """--hg-json: hg-bench's ceilings suite, once; its lines are kept and its figures passed on as --ceiling."""
+    with tempfile.NamedTemporaryFile(suffix=".jsonl") as f:
+        text = hg_lines(args.hg_bench, args, ["--suite", "ceilings", "--json", f.name, "--device", device,
+                                              "--runs", str(args.runs), "--warmup", str(args.warmup)])
+        raw = [x for x in open(f.name) if x.strip()]
+    HG_KEEP["header"] = text.split("\n== ")[0]
+    for line in raw:
+        HG_KEEP["file"].write(line if line.endswith("\n") else line + "\n")
+        r = json.loads(line)
+        HG_KEEP["rows"].append(("ceilings", [x for x in text.splitlines() if x.startswith(r["name"] + " ")]))
+        parts = r["name"].split("/")
+        if parts[1] == "copy" and "gbps" in r.get("metrics", {}):
+            HG_KEEP["ceilings"] += ["--ceiling", f"copy_gbps={r['metrics']['gbps']}"]
+        elif parts[1] == "gemm-peak" and "tflops" in r.get("metrics", {}):
+            HG_KEEP["ceilings"] += ["--ceiling", f"gemm_{parts[2]}={r['metrics']['tflops']}"]
+    HG_KEEP["file"].flush()
+
+
+def print_hg_table():
+    print("\nhalfgrad's results (the first A run of each workload; --hg-json has the JSON lines)\n")
+    print(HG_KEEP["header"].rstrip("\n"))
+    last = None
+    for suite, rows in HG_KEEP["rows"]:
+        if suite != last:
+            print(f"\n== {suite} ==\n{'workload':44} {'median':>11} {'[min .. max]':>23} {'cpu':>5}  result")
+            last = suite
+        for row in rows:
+            print(row)
 
 
 def fmt_s(s):
@@ -474,18 +531,28 @@ def main():
         by_name = {w["name"]: w for w in listed}
         listed = [by_name[n] for n in args.only if n in by_name]
     out = open(args.json, "a") if args.json else None
-    print(f"compare_torch.py: PyTorch {torch.__version__} on {dev} ({torch.get_num_threads()} threads), "
-          f"{args.rounds} A/B rounds per workload, median of {args.runs} runs each")
+    if args.hg_json:
+        HG_KEEP["file"] = open(args.hg_json, "a")
+        hg_ceilings(args, dev_name)
+    print(f"compare_torch.py: PyTorch {torch.__version__} on {dev} ({torch.get_num_threads()} threads, "
+          f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', 'unset')}), {args.rounds} A/B rounds per workload, "
+          f"{args.warmup} warm-up call(s) then the median of {args.runs} runs each")
     print("speed ratio = PyTorch time / halfgrad time (> 1: halfgrad faster)\n")
     print(f"{'workload':46} {'halfgrad':>11} {'PyTorch':>11} {'ratio':>7}  PyTorch variant")
     ratios = []
     acc = [w for w in listed if w["params"]["kind"] == "accuracy"]
     for w in listed:
         p = w["params"]
-        if p["kind"] in ("accuracy", "pending", "empty_kernel"):
-            continue
-        made = torch_workload(p, dev)
+        if p["kind"] == "accuracy":
+            continue  # the accuracy suite below
+        keep = w["suite"] != "ceilings"  # with --hg-json, halfgrad's ceilings lines come from hg_ceilings
+        made = None if p["kind"] in ("pending", "empty_kernel") else torch_workload(p, dev)
         if made is None:
+            if args.hg_json and keep:  # no PyTorch twin: halfgrad's line still belongs in its results
+                try:
+                    run_hg(args.hg_bench, args, w["name"], dev_name, keep=True)
+                except Exception as e:
+                    print(f"{w['name']:46} FAILED: {e}")
             continue
         fn, before, inner, note = made
 
@@ -493,13 +560,42 @@ def main():
             def many():
                 for _ in range(inner):
                     fn()
-            m, lo, hi = time_fn(many, dev, args.runs, args.warmup, before)
+            # the --max-call-s probe was PyTorch's first warm-up call
+            m, lo, hi = time_fn(many, dev, args.runs, max(0, args.warmup - probed), before)
             return m / inner
         hg_t, pt_t = [], []
+        probed = 0
+        if args.max_call_s is not None:
+            probed = 1
+            t0 = time.perf_counter()
+            for _ in range(inner):
+                fn()
+            if dev.type == "cuda":
+                torch.cuda.synchronize()
+            one = (time.perf_counter() - t0) / inner
+            if one > args.max_call_s:
+                try:
+                    h = run_hg(args.hg_bench, args, w["name"], dev_name, keep=keep)["median_s"]
+                except Exception as e:
+                    print(f"{w['name']:46} FAILED: {e}")
+                    continue
+                print(f"{w['name']:46} {fmt_s(h):>11} {fmt_s(one):>11} ~{one / h:5.2f}x  {note}"
+                      f"{'; ' if note else ''}PyTorch: one call (> --max-call-s {args.max_call_s:g} s), "
+                      "not in the mean", flush=True)
+                if out:
+                    out.write(json.dumps({"name": w["name"], "suite": w["suite"], "params": p, "halfgrad_s": [h],
+                                          "torch_s": [one], "torch_single_call": True,
+                                          "speed_ratio_estimate": one / h, "torch": torch.__version__,
+                                          "torch_threads": torch.get_num_threads(), "device": dev_name,
+                                          "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "unset"),
+                                          "torch_variant": note}) + "\n")
+                    out.flush()
+                continue
         try:
-            for _ in range(args.rounds):  # A/B/A/B
-                hg_t.append(run_hg(args.hg_bench, args, w["name"], dev_name)["median_s"])
+            for i in range(args.rounds):  # A/B, or A/B/A/B
+                hg_t.append(run_hg(args.hg_bench, args, w["name"], dev_name, keep=keep and i == 0)["median_s"])
                 pt_t.append(torch_run())
+                probed = 0  # later rounds warm up in full
         except Exception as e:  # one failed workload does not stop the rest
             print(f"{w['name']:46} FAILED: {e}")
             continue
@@ -511,12 +607,19 @@ def main():
             out.write(json.dumps({"name": w["name"], "suite": w["suite"], "params": p, "halfgrad_s": hg_t,
                                   "torch_s": pt_t, "speed_ratio": ratio, "torch": torch.__version__,
                                   "torch_threads": torch.get_num_threads(), "device": dev_name,
+                                  "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "unset"),
                                   "torch_variant": note}) + "\n")
             out.flush()
     if acc:
         with tempfile.NamedTemporaryFile(suffix=".jsonl") as f:
-            hg_lines(args.hg_bench, args, ["--suite", "accuracy", "--json", f.name, "--device", dev_name])
-            rows = [json.loads(line) for line in open(f.name) if line.strip()]
+            text = hg_lines(args.hg_bench, args, ["--suite", "accuracy", "--json", f.name, "--device", dev_name])
+            raw = [line for line in open(f.name) if line.strip()]
+            rows = [json.loads(line) for line in raw]
+            if HG_KEEP["file"]:
+                for line, r in zip(raw, rows):
+                    HG_KEEP["file"].write(line if line.endswith("\n") else line + "\n")
+                    HG_KEEP["rows"].append(("accuracy", [x for x in text.splitlines() if x.startswith(r["name"] + " ")]))
+                HG_KEEP["file"].flush()
             hg_acc = {x["name"]: x["metrics"] for x in rows if "metrics" in x}
         print(f"\n{'accuracy: max ulp / % correctly rounded':46} {'halfgrad':>26} {'PyTorch':>26}")
         print("(ulps of each side's output dtype, named after the figures: PyTorch returns a 16-bit loss\n"
@@ -539,6 +642,8 @@ def main():
                                       "torch": {"max_ulps": "inf" if math.isinf(mu) else mu,
                                                 "correctly_rounded": share, "outputs": n, "output_dtype": odt},
                                       "torch_version": torch.__version__, "device": dev_name}) + "\n")
+    if HG_KEEP["file"]:
+        print_hg_table()
     if ratios:
         geo = math.exp(sum(map(math.log, ratios)) / len(ratios))
         print(f"\n{len(ratios)} timed workloads; geometric mean speed ratio {geo:.2f}x (PyTorch time / halfgrad time)")

@@ -2,6 +2,7 @@
 #include "benchmarks/harness.h"
 
 #include <omp.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -76,6 +77,14 @@ std::string commit() {
   }
   while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
   return out.empty() ? "unknown" : out;
+}
+
+// User + system CPU time of the whole process (every thread), in seconds.
+double process_cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
 }
 
 std::string utc_now() {
@@ -161,7 +170,9 @@ Bench::Bench(Options options) : options_(std::move(options)) {
       {"threads",
        {{"omp_max_threads", omp_get_max_threads()},
         {"OMP_NUM_THREADS", env_or("OMP_NUM_THREADS", "unset")},
-        {"OPENBLAS_NUM_THREADS", env_or("OPENBLAS_NUM_THREADS", "unset")}}},
+        {"OPENBLAS_NUM_THREADS", env_or("OPENBLAS_NUM_THREADS", "unset")},
+        {"OMP_WAIT_POLICY", env_or("OMP_WAIT_POLICY", "unset")},
+        {"GOMP_SPINCOUNT", env_or("GOMP_SPINCOUNT", "unset")}}},
       {"device", options_.device.str()},
       {"quick", options_.quick},
       {"timing", options_.device.is_cuda() ? "cuda events" : "steady_clock"},
@@ -188,9 +199,10 @@ std::string Bench::header() const {
   os << "threads   OpenMP " << context_["threads"]["omp_max_threads"].get<int>()
      << " (OMP_NUM_THREADS=" << context_["threads"]["OMP_NUM_THREADS"].get<std::string>()
      << ", OPENBLAS_NUM_THREADS=" << context_["threads"]["OPENBLAS_NUM_THREADS"].get<std::string>()
-     << ")\n";
+     << ", OMP_WAIT_POLICY=" << context_["threads"]["OMP_WAIT_POLICY"].get<std::string>() << ")\n";
   os << "timing    " << options_.warmup << " warm-up calls, then the median of " << options_.runs
-     << " timed runs [min .. max] by " << context_["timing"].get<std::string>() << "\n";
+     << " timed runs [min .. max] by " << context_["timing"].get<std::string>()
+     << "; cpu = process CPU time / wall time over the timed runs\n";
   return os.str();
 }
 
@@ -209,6 +221,8 @@ Stats Bench::time(const std::function<void()>& fn, const TimeArgs& args) {
   sync();
   std::vector<double> t;
   t.reserve(static_cast<size_t>(runs));
+  const double cpu0 = process_cpu_seconds();
+  const auto wall0 = std::chrono::steady_clock::now();
   for (int r = 0; r < runs; ++r) {
     if (args.before) args.before();
 #if defined(HG_WITH_CUDA)
@@ -226,8 +240,12 @@ Stats Bench::time(const std::function<void()>& fn, const TimeArgs& args) {
     const auto t1 = std::chrono::steady_clock::now();
     t.push_back(std::chrono::duration<double>(t1 - t0).count() / args.inner);
   }
+  const double cpu1 = process_cpu_seconds();
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
   std::sort(t.begin(), t.end());
   Stats s;
+  s.cpu_s = (cpu1 - cpu0) / (static_cast<double>(runs) * args.inner);
+  s.cpu_share = wall > 0 ? (cpu1 - cpu0) / wall : 0;
   s.runs = runs;
   s.min_s = t.front();
   s.max_s = t.back();
@@ -238,18 +256,20 @@ Stats Bench::time(const std::function<void()>& fn, const TimeArgs& args) {
 
 void Bench::emit(const Workload& w, const Stats& s, nlohmann::json metrics, const std::string& text) {
   if (w.suite != last_suite_) {
-    std::printf("\n== %s ==\n%-44s %11s %23s  %s\n", w.suite.c_str(), "workload", "median",
-                "[min .. max]", "result");
+    std::printf("\n== %s ==\n%-44s %11s %23s %5s  %s\n", w.suite.c_str(), "workload", "median", "[min .. max]", "cpu",
+                "result");
     last_suite_ = w.suite;
   }
   const std::string range = "[" + format_seconds(s.min_s) + " .. " + format_seconds(s.max_s) + "]";
-  std::printf("%-44s %11s %23s  %s\n", w.name.c_str(), format_seconds(s.median_s).c_str(),
-              range.c_str(), text.c_str());
+  std::printf("%-44s %11s %23s %5.2f  %s\n", w.name.c_str(), format_seconds(s.median_s).c_str(), range.c_str(),
+              s.cpu_share, text.c_str());
   std::fflush(stdout);
   write_json_line(w, {{"median_s", s.median_s},
                       {"min_s", s.min_s},
                       {"max_s", s.max_s},
                       {"runs", s.runs},
+                      {"cpu_s_per_call", s.cpu_s},
+                      {"cpu_share", s.cpu_share},
                       {"metrics", std::move(metrics)}});
 }
 

@@ -31,6 +31,10 @@ namespace hgb {
 struct Stats {
   double median_s = 0, min_s = 0, max_s = 0;
   int runs = 0;
+  // Over the timed runs: the process's CPU time (user + system, all threads)
+  // per call, and that CPU time over the wall time (the threads' busy share:
+  // up to the thread count; well below it when the machine is shared).
+  double cpu_s = 0, cpu_share = 0;
 };
 
 class Bench;

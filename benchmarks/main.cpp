@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <set>
 #include <string>
@@ -46,6 +47,10 @@ int main(int argc, char** argv) {
   app.add_option("--json", o.json_path, "append one JSON line per result to this file");
   app.add_option("--only", o.only, "run only these workloads (exact names from --list; repeatable)");
   app.add_flag("--list", list, "print the selected workloads as JSON lines and exit");
+  std::vector<std::string> ceilings_given;
+  app.add_option("--ceiling", ceilings_given,
+                 "KEY=VALUE (repeatable): a ceiling measured earlier in the same session (copy_gbps, gemm_f32, "
+                 "gemm_f16, gemm_bf16), so that --only runs report fractions (compare_torch.py --hg-json)");
   app.add_option("--device", device, "cpu | cuda | auto (cuda in a gpu build with a GPU, else cpu)");
   app.add_option("--runs", o.runs, "timed runs per workload (median, min, max)")->check(CLI::Range(20, 100000));
   app.add_option("--warmup", o.warmup, "untimed warm-up calls per workload (default 3; 1 with --quick)")->check(CLI::Range(0, 1000));
@@ -74,6 +79,16 @@ int main(int argc, char** argv) {
     if (want.empty()) want.insert(kSuites.begin(), kSuites.end());
 
     hgb::Bench bench(o);
+    for (const auto& kv : ceilings_given) {
+      const auto eq = kv.find('=');
+      HG_CHECK(eq != std::string::npos && eq > 0, "hg-bench: --ceiling takes KEY=VALUE (e.g. copy_gbps=11.2), got '",
+               kv, "'");
+      char* end = nullptr;
+      const double v = std::strtod(kv.c_str() + eq + 1, &end);
+      HG_CHECK(end != nullptr && *end == '\0' && v > 0, "hg-bench: --ceiling ", kv,
+               ": the value must be a positive number");
+      bench.set_ceiling(kv.substr(0, eq), v);
+    }
     std::vector<hgb::Workload> all, selected;
     // The ceilings are always registered: the other suites ask for them.
     std::vector<hgb::Workload> ceilings;

@@ -131,7 +131,7 @@ def fmt_time(s):
 
 
 def markdown(hg, cmp_rows):
-    ratio = {r["name"]: r for r in cmp_rows if "speed_ratio" in r}
+    ratio = {r["name"]: r for r in cmp_rows if "speed_ratio" in r or "speed_ratio_estimate" in r}
     out = [f"Run: {context_line(hg)}; threads: OpenMP {hg[0]['threads']['omp_max_threads']}; "
            f"build {hg[0]['build']['cuda_mode']} {hg[0]['build']['type']} ({hg[0]['build']['compiler']}); "
            f"started {hg[0].get('started', '?')}.", ""]
@@ -159,25 +159,32 @@ def markdown(hg, cmp_rows):
                            f"{100 * m.get('correctly_rounded', 0):.2f}% | {m.get('output_dtype', '?')} | {tcols} |")
             out.append("")
             continue
-        out.append("| workload | median | min .. max | result | PyTorch | speed ratio |")
-        out.append("|---|---:|---:|---|---:|---:|")
+        out.append("| workload | median | min .. max | cpu | result | PyTorch | speed ratio |")
+        out.append("|---|---:|---:|---:|---|---:|---:|")
         for r in rows:
             if "median_s" not in r:
-                out.append(f"| {r['name']} | - | - | {r.get('note', '')} | | |")
+                out.append(f"| {r['name']} | - | - | | {r.get('note', '')} | | |")
                 continue
             m = r["metrics"]
             parts = []
             for key, f in (("tflops", "{:.3f} TFLOP/s"), ("gbps", "{:.1f} GB/s"), ("fraction_of_peak", "{:.0%} of peak"),
                            ("fraction_of_copy", "{:.0%} of copy"), ("us_per_op", "{:.2f} us/op"),
                            ("us_per_launch", "{:.2f} us/launch"), ("steps_per_s", "{:.1f} steps/s"),
-                           ("samples_per_s", "{:.0f} samples/s"), ("host_syncs", "host syncs {}")):
+                           ("samples_per_s", "{:.0f} samples/s"), ("tokens_per_s", "{:.0f} tokens/s"),
+                           ("model_tflops", "{:.3f} model TFLOP/s"), ("host_syncs", "host syncs {}")):
                 if key in m:
                     parts.append(f.format(m[key]))
             c = ratio.get(r["name"])
             pt = fmt_time(statistics.median(c["torch_s"])) if c else ""
-            rt = f"{c['speed_ratio']:.2f}x" if c else ""
+            rt = ""
+            if c and "speed_ratio" in c:
+                rt = f"{c['speed_ratio']:.2f}x"
+            elif c:  # compare_torch.py --max-call-s: one PyTorch call, not a median of 20
+                pt += " (one call)"
+                rt = f"~{c['speed_ratio_estimate']:.2f}x"
+            cpu = f"{r['cpu_share']:.2f}" if "cpu_share" in r else ""
             out.append(f"| {r['name']} | {fmt_time(r['median_s'])} | {fmt_time(r['min_s'])} .. {fmt_time(r['max_s'])} | "
-                       f"{', '.join(parts)} | {pt} | {rt} |")
+                       f"{cpu} | {', '.join(parts)} | {pt} | {rt} |")
         out.append("")
     return "\n".join(out) + "\n"
 

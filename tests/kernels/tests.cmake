@@ -11,6 +11,7 @@ hg_add_test(test_kernels LABEL kernels ARGS "~[cuda]" SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/test_conv_cuda.cpp
   ${CMAKE_CURRENT_LIST_DIR}/test_random.cpp
   ${CMAKE_CURRENT_LIST_DIR}/test_numerics.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/test_convert_simd.cpp
 )
 find_package(nlohmann_json 3 REQUIRED)
 target_link_libraries(test_kernels PRIVATE nlohmann_json::nlohmann_json)
