@@ -53,8 +53,7 @@ const Policy& policy() {
   static const Policy p = [] {
     Policy r;
     const char* forced = std::getenv("HG_CPU_GEMM");
-    if (forced != nullptr && *forced != '\0' && std::strcmp(forced, "widen") != 0 &&
-        std::strcmp(forced, "auto") != 0) {
+    if (forced != nullptr && *forced != '\0' && std::strcmp(forced, "widen") != 0 && std::strcmp(forced, "auto") != 0) {
       HG_LOG_WARN("ignoring HG_CPU_GEMM={} (expected widen or auto)", forced);
     }
     if (env_is("HG_CPU_GEMM", "widen")) {
@@ -146,8 +145,7 @@ const dnnl::engine& engine() {
 
 // A (rows x cols) operand stored with row stride ld, transposed or not, as a
 // [batch, r, c] descriptor of the logical op(X); stride 0 -> a batch dim of 1.
-memory::desc operand_desc(dt type, int64_t batch, int64_t batch_stride, int64_t r, int64_t c, bool trans,
-                          int64_t ld) {
+memory::desc operand_desc(dt type, int64_t batch, int64_t batch_stride, int64_t r, int64_t c, bool trans, int64_t ld) {
   const memory::dim row = trans ? 1 : ld, col = trans ? ld : 1;
   if (batch == 1) return memory::desc({r, c}, type, {row, col});
   const int64_t extent = (trans ? c : r) * ld;  // the stride of a dim of size 1 is not read
@@ -174,15 +172,15 @@ Entry make_entry(const GemmArgs& g) {
     const dnnl::matmul::primitive_desc pd(desc, attr, engine());
     const std::string impl = pd.impl_info_str();
     if (impl.rfind("ref", 0) == 0) {  // the scalar reference kernels: widening is faster
-      HG_LOG_DEBUG("oneDNN bf16 matmul m={} n={} k={} batch={}: only '{}', widening instead", g.m, g.n, g.k,
-                   g.batch, impl);
+      HG_LOG_DEBUG("oneDNN bf16 matmul m={} n={} k={} batch={}: only '{}', widening instead", g.m, g.n, g.k, g.batch,
+                   impl);
       return e;
     }
     e.prim = dnnl::matmul(pd);
     e.supported = true;
   } catch (const dnnl::error& err) {
-    HG_LOG_DEBUG("oneDNN bf16 matmul m={} n={} k={} batch={} not available ({}); widening instead", g.m, g.n,
-                 g.k, g.batch, err.what());
+    HG_LOG_DEBUG("oneDNN bf16 matmul m={} n={} k={} batch={} not available ({}); widening instead", g.m, g.n, g.k,
+                 g.batch, err.what());
     e.supported = false;
   }
   return e;

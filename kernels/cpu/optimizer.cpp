@@ -57,8 +57,8 @@ struct AdamScalars {
 };
 
 template <bool kDecoupled>
-void adam_f32_range(float* __restrict param, const float* __restrict grad, float* __restrict m,
-                    float* __restrict v, int64_t n, const AdamScalars& c) {
+void adam_f32_range(float* __restrict param, const float* __restrict grad, float* __restrict m, float* __restrict v,
+                    int64_t n, const AdamScalars& c) {
   const float inv_scale = c.inv_scale, beta1 = c.beta1, beta2 = c.beta2;
   const float one_minus_beta1 = c.one_minus_beta1, one_minus_beta2 = c.one_minus_beta2;
   const float lr = c.lr, eps = c.eps, bc1 = c.bc1, bc2 = c.bc2, weight_decay = c.weight_decay, decay = c.decay;

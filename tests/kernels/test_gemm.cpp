@@ -238,11 +238,14 @@ TEST_CASE("CPU GEMM paths: bf16 is native where it can be, HG_CPU_GEMM=widen for
     CHECK(reason == "HG_CPU_GEMM=widen");
     // The switch is honoured by the native entry point too; matmul still works.
     for (const auto& [c, what] : native_cases()) {
-      check_native(c, [](const GemmArgs& g) {
-        if (cpu::gemm_native(g)) return false;  // must not run natively
-        cpu::gemm(g);
-        return true;
-      }, "widened: " + what);
+      check_native(
+          c,
+          [](const GemmArgs& g) {
+            if (cpu::gemm_native(g)) return false;  // must not run natively
+            cpu::gemm(g);
+            return true;
+          },
+          "widened: " + what);
     }
   }
 }
