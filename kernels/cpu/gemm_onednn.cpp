@@ -215,11 +215,16 @@ bool gemm_onednn(const GemmArgs& g) {
   const std::shared_ptr<const Entry> e = cache().get(key, [&] { return make_entry(g); });
   if (!e->supported) return false;
   thread_local dnnl::stream stream(engine());
-  const memory a(e->a, engine(), const_cast<void*>(g.a));
-  const memory b(e->b, engine(), const_cast<void*>(g.b));
-  const memory c(e->c, engine(), g.c);
-  e->prim.execute(stream, {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}});
-  stream.wait();
+  try {
+    const memory a(e->a, engine(), const_cast<void*>(g.a));
+    const memory b(e->b, engine(), const_cast<void*>(g.b));
+    const memory c(e->c, engine(), g.c);
+    e->prim.execute(stream, {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}});
+    stream.wait();
+  } catch (const dnnl::error& err) {
+    HG_FAIL("matmul: oneDNN's bf16 matmul failed (m=", g.m, " n=", g.n, " k=", g.k, " batch=", g.batch,
+            "): ", err.what(), "; HG_CPU_GEMM=widen runs bf16 GEMMs without oneDNN");
+  }
   return true;
 }
 
