@@ -467,10 +467,9 @@ int main(int argc, char** argv) {
           std::string(hg::cpu::gemm_path(hg::kBF16)) == "onednn-bf16") {
         // Measured on a 2-core AVX512_BF16 VM (docs/benchmarks.md, "CPU backend notes").
         term.paragraph(
-            "hg-train: bf16 matmuls run natively on this CPU (oneDNN), about 3x as fast as widened ones; "
-            "they pay off on wide layers (a 4096-wide MLP steps faster in bf16 than in fp32), but this small "
-            "MLP's step is mostly per-op work and casts, so bf16 is no faster than fp32 here (docs/training.md); "
-            "--precision fp32 is as fast on a CPU");
+            "hg-train: bf16 matmuls run natively on this CPU (oneDNN, about 4x as fast as widened ones), so "
+            "a bf16 step takes about 0.6-1.0x as long as in fp32 on this MLP, and less on wide layers "
+            "(docs/training.md)");
       } else if (device.is_cpu()) {
         term.paragraph(std::string("hg-train: autocast on the CPU costs time: the ") +
                        (prec.autocast_dtype == hg::kF16 ? "f16" : "bf16") +
