@@ -6,9 +6,8 @@
 // once into the 16-bit output. The widening and the rounding are vectorised
 // (F16C/AVX2 with run-time dispatch, kernels/cpu/convert_simd.h) and split
 // over the threads; they are exact / correctly rounded. oneDNN has no f16
-// matmul on CPUs without AVX512-FP16, and its f32 matmul beat OpenBLAS's
-// sgemm only on large shapes, by 5-25% on a loaded machine, so f32 keeps one
-// path (measured: docs/benchmarks.md, "CPU backend notes").
+// matmul on CPUs without AVX512-FP16; its f32 matmul beat OpenBLAS's sgemm
+// by 7-14% here, a candidate not taken yet (docs/kernels.md, "CPU GEMM paths").
 #include <cblas.h>
 
 #include <type_traits>
