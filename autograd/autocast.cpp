@@ -13,6 +13,7 @@
 #include "autograd/grad_mode.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "kernels/gemm.h"
 
 #if defined(HG_WITH_CUDA)
 #include "kernels/cuda/runtime.h"
@@ -269,7 +270,18 @@ std::string capability_report(Device device) {
     out += yn(avx512bf16);
     out += ", AMX-BF16 ";
     out += yn(amx);
-    out += "; halfgrad's CPU kernels widen f16/bf16 to f32 for the math (16-bit saves memory, not time)";
+    const std::string bf16_path = cpu::gemm_path(kBF16);
+    if (bf16_path == "onednn-bf16") {
+      out +=
+          "; bf16 matmuls run natively (oneDNN, fp32 accumulation); f16 matmuls and the element-wise "
+          "kernels widen 16-bit to f32 for the math";
+    } else {
+      out +=
+          "; halfgrad's CPU kernels widen f16/bf16 to f32 for the math (16-bit saves memory, not time; bf16 "
+          "matmuls: ";
+      out += cpu::gemm_bf16_widen_reason();
+      out += ")";
+    }
     return out;
   }
 #if defined(HG_WITH_CUDA)

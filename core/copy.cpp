@@ -1,6 +1,7 @@
 #include "core/copy.h"
 
 #include <array>
+#include <atomic>
 #include <cstring>
 #include <mutex>
 
@@ -50,6 +51,7 @@ void for_each_offset_pair(const Shape& sizes, const Shape& dst_strides, const Sh
 std::array<CopyKernel, kNumDeviceTypes> g_copy_kernels{};
 std::array<FillKernel, kNumDeviceTypes> g_fill_kernels{};
 std::array<ArangeKernel, kNumDeviceTypes> g_arange_kernels{};
+std::atomic<CpuConvertKernel> g_cpu_convert{nullptr};
 
 Tensor stage_to_host(const Tensor& t) {
   const Storage& storage = t.storage();
@@ -101,6 +103,7 @@ void register_fill_kernel(DeviceType type, FillKernel kernel) {
 void register_arange_kernel(DeviceType type, ArangeKernel kernel) {
   g_arange_kernels[static_cast<size_t>(type)] = kernel;
 }
+void register_cpu_convert_kernel(CpuConvertKernel kernel) { g_cpu_convert.store(kernel); }
 ArangeKernel arange_kernel(DeviceType type) { return g_arange_kernels[static_cast<size_t>(type)]; }
 
 void copy_into(const Tensor& dst, const Tensor& src) {
@@ -170,6 +173,9 @@ void copy_strided(const Tensor& dst, const Tensor& src) {
       std::memmove(out + o * item, in + i * item, static_cast<size_t>(row_bytes));
     });
     return;
+  }
+  if (dst.dtype() != src.dtype() && dst.is_contiguous() && src.is_contiguous()) {
+    if (CpuConvertKernel kernel = g_cpu_convert.load(); kernel != nullptr && kernel(dst, src)) return;
   }
   dispatch_dtype(dst.dtype(), [&](auto dst_tag) {
     using D = decltype(dst_tag);

@@ -31,6 +31,14 @@ using ArangeKernel = void (*)(const Tensor& dst, double start, double step);
 void register_arange_kernel(DeviceType type, ArangeKernel kernel);
 ArangeKernel arange_kernel(DeviceType type);  // nullptr when none is registered
 
+// A faster host conversion between two contiguous tensors of different
+// dtypes, with results identical to convert_value's: kernels/cpu registers one
+// (vectorised, threaded 16-bit <-> f32: autocast's weight and gradient casts).
+// It returns false for a dtype pair it does not handle; cpu::copy_strided
+// then converts element by element.
+using CpuConvertKernel = bool (*)(const Tensor& dst, const Tensor& src);
+void register_cpu_convert_kernel(CpuConvertKernel kernel);
+
 // dst <- src, broadcasting src to dst's shape and converting dtypes; any devices.
 void copy_into(const Tensor& dst, const Tensor& src);
 void fill(const Tensor& dst, double value);

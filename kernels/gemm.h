@@ -10,7 +10,9 @@
 // stays f32 (TF32 tensor cores only when allowed by set_allow_tf32(true),
 // default off, as in PyTorch); f64 is f64 throughout. Integer GEMM is refused.
 // CUDA: cublasGemmStridedBatchedEx (tensor cores for 16-bit). CPU: OpenBLAS
-// sgemm/dgemm, 16-bit operands converted to fp32 in row blocks.
+// sgemm/dgemm; bf16 through oneDNN's native bf16 matmul where the CPU has
+// AVX512_BF16 or AMX; other 16-bit GEMMs (and bf16 with HG_CPU_GEMM=widen)
+// widen the operands to fp32 for sgemm (docs/kernels.md, "CPU GEMM paths").
 #pragma once
 
 #include <cstdint>
@@ -61,6 +63,17 @@ struct GemmArgs {
 
 namespace cpu {
 void gemm(const GemmArgs& args);
+// The path a CPU GEMM of this dtype takes in this process: "onednn-bf16"
+// (native bf16), "widen-sgemm" (16-bit widened to fp32 for OpenBLAS sgemm),
+// "openblas" (f32, f64) or "none".
+const char* gemm_path(DType dtype);
+// The native path alone (oneDNN bf16): runs args and returns true, or returns
+// false having done nothing (not bf16, the path is off, or a shape oneDNN can
+// only run on its reference kernels). cpu::gemm tries it first for bf16.
+bool gemm_native(const GemmArgs& args);
+// Why bf16 widens here ("" when it takes oneDNN): HG_CPU_GEMM=widen,
+// HG_CPU_ISA=generic, no AVX512_BF16/AMX, or a build without oneDNN.
+const char* gemm_bf16_widen_reason();
 }
 #if defined(HG_WITH_CUDA)
 namespace cuda {

@@ -4,6 +4,8 @@
 // HG_TEST_REQUIRES=<comma list> (hg_add_test's REQUIRES in tests/CMakeLists.txt):
 //   cuda   a CUDA device (always there in the emu build)
 //   cudnn  a usable cuDNN (cudnnCreate succeeds; the emu build has a stand-in)
+//   cpu-bf16  the native bf16 CPU GEMM (oneDNN on a CPU with AVX512_BF16 or
+//          AMX, not switched off by HG_CPU_GEMM=widen / HG_CPU_ISA=generic)
 // When one is missing it prints why and exits with kSkipReturnCode, which CTest
 // reports as skipped (SKIP_RETURN_CODE), not as passed.
 #define CATCH_CONFIG_RUNNER
@@ -15,6 +17,8 @@
 #include <sstream>
 #include <string>
 
+#include "kernels/gemm.h"
+
 #if defined(HG_WITH_CUDA)
 #include "kernels/cuda/runtime.h"
 #endif
@@ -25,6 +29,10 @@ constexpr int kSkipReturnCode = 77;  // = HG_TEST_SKIP_RETURN_CODE in tests/CMak
 
 // Why this machine cannot meet `requirement` (empty: it can).
 std::string missing(const std::string& requirement) {
+  if (requirement == "cpu-bf16") {
+    const std::string reason = hg::cpu::gemm_bf16_widen_reason();
+    return reason.empty() ? "" : "bf16 CPU GEMMs widen to fp32 here: " + reason;
+  }
 #if defined(HG_WITH_CUDA)
   if (requirement == "cuda" || requirement == "cudnn") {
     if (!hg::cuda::is_available()) return "no CUDA device available";
@@ -39,7 +47,7 @@ std::string missing(const std::string& requirement) {
 #else
   if (requirement == "cuda" || requirement == "cudnn") return "built without the CUDA backend";
 #endif
-  return "unknown requirement '" + requirement + "' in HG_TEST_REQUIRES (cuda, cudnn)";
+  return "unknown requirement '" + requirement + "' in HG_TEST_REQUIRES (cuda, cudnn, cpu-bf16)";
 }
 
 }  // namespace

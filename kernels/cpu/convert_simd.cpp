@@ -1,10 +1,13 @@
 // Run-time dispatched 16-bit <-> f32 row conversions (kernels/cpu/convert_simd.h).
 #include "kernels/cpu/convert_simd.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
+#include "core/copy.h"
 #include "core/half.h"
+#include "core/tensor.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <cpuid.h>
@@ -139,5 +142,42 @@ void widen_f16(const uint16_t* s, float* d, int64_t n) { table().widen_f16(s, d,
 void widen_bf16(const uint16_t* s, float* d, int64_t n) { table().widen_bf16(s, d, n); }
 void narrow_f16(const float* s, uint16_t* d, int64_t n) { table().narrow_f16(s, d, n); }
 void narrow_bf16(const float* s, uint16_t* d, int64_t n) { table().narrow_bf16(s, d, n); }
+
+namespace {
+
+// core/copy.h's CPU conversion hook: contiguous f32 <-> f16/bf16 through the
+// row converters above (bit-identical to convert_value), in blocks over the
+// threads. Autocast's per-step casts of weights and gradients take this path.
+bool convert_contiguous(const Tensor& dst, const Tensor& src) {
+  using Widen = void (*)(const uint16_t*, float*, int64_t);
+  using Narrow = void (*)(const float*, uint16_t*, int64_t);
+  Widen widen = nullptr;
+  Narrow narrow = nullptr;
+  if (dst.dtype() == kF32 && src.dtype() == kF16) widen = widen_f16;
+  if (dst.dtype() == kF32 && src.dtype() == kBF16) widen = widen_bf16;
+  if (dst.dtype() == kF16 && src.dtype() == kF32) narrow = narrow_f16;
+  if (dst.dtype() == kBF16 && src.dtype() == kF32) narrow = narrow_bf16;
+  if (widen == nullptr && narrow == nullptr) return false;
+  const int64_t n = dst.numel();
+  constexpr int64_t kBlock = 1 << 14;
+  const int64_t blocks = (n + kBlock - 1) / kBlock;
+#pragma omp parallel for if (blocks > 4) schedule(static)
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t i0 = b * kBlock, len = std::min(kBlock, n - i0);
+    if (widen != nullptr) {
+      widen(static_cast<const uint16_t*>(src.data_ptr()) + i0, static_cast<float*>(dst.data_ptr()) + i0, len);
+    } else {
+      narrow(static_cast<const float*>(src.data_ptr()) + i0, static_cast<uint16_t*>(dst.data_ptr()) + i0, len);
+    }
+  }
+  return true;
+}
+
+const bool g_convert_registered = [] {
+  register_cpu_convert_kernel(convert_contiguous);
+  return true;
+}();
+
+}  // namespace
 
 }  // namespace hg::cpu

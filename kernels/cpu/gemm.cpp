@@ -1,12 +1,13 @@
-// CPU GEMM through OpenBLAS: sgemm for f32, dgemm for f64, and for f16/bf16
-// the operands of each batch entry are widened to fp32, multiplied by sgemm
-// (fp32 accumulation) and rounded once into the 16-bit output. This is the
-// oracle for the CUDA GEMM. The widening and the rounding are vectorised
+// CPU GEMM (docs/kernels.md, "CPU GEMM paths"): OpenBLAS sgemm for f32 and
+// dgemm for f64. bf16 takes oneDNN's native bf16 matmul where the CPU has
+// AVX512_BF16 or AMX (kernels/cpu/gemm_onednn.h; HG_CPU_GEMM=widen forces the
+// fallback). f16, and bf16 elsewhere, widen: the operands of each batch entry
+// are widened to fp32, multiplied by sgemm (fp32 accumulation) and rounded
+// once into the 16-bit output. The widening and the rounding are vectorised
 // (F16C/AVX2 with run-time dispatch, kernels/cpu/convert_simd.h) and split
-// over the threads; they are exact / correctly rounded, so the result is the
-// same on every path. Native bf16 GEMM (oneDNN) was measured on this
-// project's AVX2 machine and is slower than this path without AVX512_BF16 /
-// AMX (docs/kernels.md, "CPU GEMM paths").
+// over the threads; they are exact / correctly rounded. oneDNN has no f16
+// matmul on CPUs without AVX512-FP16; its f32 matmul beat OpenBLAS's sgemm
+// by 7-14% here, a candidate not taken yet (docs/kernels.md, "CPU GEMM paths").
 #include <cblas.h>
 
 #include <type_traits>
@@ -15,6 +16,10 @@
 #include "core/half.h"
 #include "kernels/cpu/convert_simd.h"
 #include "kernels/gemm.h"
+
+#if defined(HG_HAVE_ONEDNN)
+#include "kernels/cpu/gemm_onednn.h"
+#endif
 
 namespace hg::cpu {
 
@@ -81,6 +86,40 @@ void gemm_16bit(const GemmArgs& g) {
 
 }  // namespace
 
+const char* gemm_bf16_widen_reason() {
+#if defined(HG_HAVE_ONEDNN)
+  return native_bf16_gemm_reason();
+#else
+  return "this build has no oneDNN";
+#endif
+}
+
+bool gemm_native(const GemmArgs& g) {
+#if defined(HG_HAVE_ONEDNN)
+  return gemm_onednn(g);
+#else
+  (void)g;
+  return false;
+#endif
+}
+
+const char* gemm_path(DType dtype) {
+  switch (dtype) {
+    case DType::F32:
+    case DType::F64:
+      return "openblas";
+    case DType::BF16:
+#if defined(HG_HAVE_ONEDNN)
+      if (native_bf16_gemm()) return "onednn-bf16";
+#endif
+      return "widen-sgemm";
+    case DType::F16:
+      return "widen-sgemm";
+    default:
+      return "none";
+  }
+}
+
 void gemm(const GemmArgs& g) {
   HG_CHECK(g.m <= INT32_MAX && g.n <= INT32_MAX && g.k <= INT32_MAX && g.lda <= INT32_MAX &&
                g.ldb <= INT32_MAX && g.ldc <= INT32_MAX,
@@ -107,6 +146,7 @@ void gemm(const GemmArgs& g) {
     case DType::F16:
       return gemm_16bit<half>(g);
     case DType::BF16:
+      if (gemm_native(g)) return;
       return gemm_16bit<bfloat16>(g);
     default:
       HG_FAIL("matmul: no CPU GEMM for dtype ", g.dtype);

@@ -16,6 +16,10 @@ list(APPEND HG_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/flash_attention.cpp
   ${CMAKE_CURRENT_LIST_DIR}/attention.cpp
 )
+# The native bf16 GEMM (oneDNN), when the build has it (CMakeLists.txt, HG_WITH_ONEDNN).
+if(HG_WITH_ONEDNN)
+  list(APPEND HG_SOURCES ${CMAKE_CURRENT_LIST_DIR}/gemm_onednn.cpp)
+endif()
 # The f32 Adam loop in optimizer.cpp vectorises only when sqrt need not set
 # errno (its argument, v / bias_correction2, is never negative) and at -O3
 # (GCC 12 at -O2 only vectorises loops that need no remainder loop).

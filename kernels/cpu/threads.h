@@ -1,9 +1,11 @@
 // One thread policy for the whole process, and the denormal mode of the CPU
 // kernels' threads (docs/kernels.md, "CPU threads and denormals").
 //
-// halfgrad's CPU kernels parallelise with OpenMP, and the GEMM library is
-// OpenBLAS's OpenMP build, which sizes its parallel regions from the same
-// OpenMP setting: one pool, never more threads than asked for. The count is
+// halfgrad's CPU kernels parallelise with OpenMP, and the GEMM libraries are
+// OpenBLAS's OpenMP build and oneDNN's (Debian's libdnnl, bf16 GEMM), which
+// size their parallel regions from the same OpenMP setting: one pool, never
+// more threads than asked for (oneDNN's primitives are cached per thread
+// count, kernels/cpu/gemm_onednn.cpp). The count is
 // HG_NUM_THREADS when set (read once, when the library loads), else OpenMP's
 // default (OMP_NUM_THREADS, else the number of cores), and can be changed at
 // run time, like torch.set_num_threads:

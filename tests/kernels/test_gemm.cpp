@@ -5,6 +5,10 @@
 // and empty dimensions.
 #include <catch2/catch.hpp>
 
+#include <cstdlib>
+#include <cstring>
+
+#include "kernels/cpu/threads.h"
 #include "kernels/gemm.h"
 #include "kernels/ops.h"
 #include "tests/kernels/test_support.h"
@@ -122,4 +126,150 @@ TEST_CASE("TF32 is off by default and switchable", "[kernels][gemm]") {
   ops::set_allow_tf32(true);
   CHECK(ops::allow_tf32());
   ops::set_allow_tf32(false);
+}
+
+// ---- CPU GEMM paths (docs/kernels.md, "CPU GEMM paths") -----------------------
+
+namespace {
+
+// One bf16 cpu::GemmArgs over freshly made operands: op(A) m x k, op(B) k x n,
+// stored transposed or not with `pad` spare columns per row, `batch` entries
+// (a broadcast operand has batch stride 0), C starts from seeded values.
+struct NativeCase {
+  bool ta = false, tb = false;
+  int64_t m = 1, n = 1, k = 1, batch = 1, pad = 0;
+  bool broadcast_a = false, broadcast_b = false;
+  float alpha = 1.0f, beta = 0.0f;
+};
+
+// Runs the case through `run` (returns whether it ran) and checks it against
+// the f64 product of the same bf16 inputs, rounded once to bf16.
+template <typename Run>
+void check_native(const NativeCase& c, Run run, const std::string& what) {
+  INFO(what);
+  const int64_t a_rows = c.ta ? c.k : c.m, a_cols = c.ta ? c.m : c.k;
+  const int64_t b_rows = c.tb ? c.n : c.k, b_cols = c.tb ? c.k : c.n;
+  const int64_t na = c.broadcast_a ? 1 : c.batch, nb = c.broadcast_b ? 1 : c.batch;
+  const Tensor a = operand({na, a_rows, a_cols + c.pad}, kBF16, 101);
+  const Tensor b = operand({nb, b_rows, b_cols + c.pad}, kBF16, 102);
+  const Tensor c0 = operand({c.batch, c.m, c.n + c.pad}, kBF16, 103);
+  const Tensor out = c0.clone();
+  GemmArgs g;
+  g.dtype = kBF16;
+  g.trans_a = c.ta;
+  g.trans_b = c.tb;
+  g.m = c.m;
+  g.n = c.n;
+  g.k = c.k;
+  g.batch = c.batch;
+  g.a = a.data_ptr();
+  g.lda = a_cols + c.pad;
+  g.stride_a = c.broadcast_a ? 0 : a_rows * g.lda;
+  g.b = b.data_ptr();
+  g.ldb = b_cols + c.pad;
+  g.stride_b = c.broadcast_b ? 0 : b_rows * g.ldb;
+  g.c = out.data_ptr();
+  g.ldc = c.n + c.pad;
+  g.stride_c = c.m * g.ldc;
+  g.alpha = c.alpha;
+  g.beta = c.beta;
+  REQUIRE(run(g));
+  const auto av = values_of(a), bv = values_of(b), cv = values_of(c0), ov = values_of(out);
+  std::vector<double> got, expected;
+  for (int64_t t = 0; t < c.batch; ++t)
+    for (int64_t i = 0; i < c.m; ++i)
+      for (int64_t j = 0; j < c.n; ++j) {
+        double acc = 0.0;
+        for (int64_t p = 0; p < c.k; ++p) {
+          const int64_t ia = (c.broadcast_a ? 0 : t) * a_rows * g.lda + (c.ta ? p * g.lda + i : i * g.lda + p);
+          const int64_t ib = (c.broadcast_b ? 0 : t) * b_rows * g.ldb + (c.tb ? j * g.ldb + p : p * g.ldb + j);
+          acc += av[static_cast<size_t>(ia)] * bv[static_cast<size_t>(ib)];
+        }
+        const auto ic = static_cast<size_t>(t * g.stride_c + i * g.ldc + j);
+        expected.push_back(c.alpha * acc + c.beta * cv[ic]);
+        got.push_back(ov[ic]);
+      }
+  CHECK(compare_values(got, round_to(expected, kBF16), tolerance_for(kBF16, OpKind::kReduction)) == "");
+  // The padding columns of C are not written.
+  for (int64_t t = 0; t < c.batch; ++t)
+    for (int64_t i = 0; i < c.m; ++i)
+      for (int64_t j = c.n; j < c.n + c.pad; ++j) {
+        const auto ic = static_cast<size_t>(t * g.stride_c + i * g.ldc + j);
+        CHECK(ov[ic] == cv[ic]);
+      }
+}
+
+bool forced_widen() {
+  const char* v = std::getenv("HG_CPU_GEMM");
+  return v != nullptr && std::strcmp(v, "widen") == 0;
+}
+
+std::vector<std::pair<NativeCase, std::string>> native_cases() {
+  std::vector<std::pair<NativeCase, std::string>> cases;
+  auto add = [&](NativeCase c, const std::string& what) { cases.emplace_back(c, what); };
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      add({.ta = ta, .tb = tb, .m = 13, .n = 19, .k = 37}, std::string("small ") + (ta ? "T" : "N") + (tb ? "T" : "N"));
+      add({.ta = ta, .tb = tb, .m = 67, .n = 45, .k = 1000, .pad = 3},
+          std::string("K = 1000, padded rows, ") + (ta ? "T" : "N") + (tb ? "T" : "N"));
+    }
+  add({.m = 1, .n = 1, .k = 4096}, "dot product");
+  add({.m = 130, .n = 1, .k = 77}, "matrix-vector");
+  add({.m = 9, .n = 5, .k = 16, .batch = 3}, "batched");
+  add({.m = 9, .n = 5, .k = 16, .batch = 3, .broadcast_b = true}, "batched, shared b");
+  add({.tb = true, .m = 9, .n = 5, .k = 16, .batch = 4, .broadcast_a = true}, "batched, shared a, NT");
+  add({.ta = true, .m = 32, .n = 24, .k = 40, .batch = 2, .pad = 2, .alpha = 0.5f, .beta = 0.25f},
+      "alpha and beta, batched, padded");
+  add({.m = 8, .n = 11, .k = 24, .beta = 1.0f}, "beta = 1 (the fused bias)");
+  return cases;
+}
+
+}  // namespace
+
+TEST_CASE("CPU GEMM paths: bf16 is native where it can be, HG_CPU_GEMM=widen forces the fallback", "[kernels][gemm]") {
+  CHECK(std::string(cpu::gemm_path(kF32)) == "openblas");
+  CHECK(std::string(cpu::gemm_path(kF64)) == "openblas");
+  CHECK(std::string(cpu::gemm_path(kF16)) == "widen-sgemm");  // no f16 arithmetic on this path's CPUs
+  const std::string path = cpu::gemm_path(kBF16), reason = cpu::gemm_bf16_widen_reason();
+  INFO("bf16 path " << path << ", widen reason '" << reason << "'");
+  CHECK((path == "onednn-bf16") == reason.empty());
+  CHECK((path == "widen-sgemm") == !reason.empty());
+  if (forced_widen()) {
+    CHECK(reason == "HG_CPU_GEMM=widen");
+    // The switch is honoured by the native entry point too; matmul still works.
+    for (const auto& [c, what] : native_cases()) {
+      check_native(
+          c,
+          [](const GemmArgs& g) {
+            if (cpu::gemm_native(g)) return false;  // must not run natively
+            cpu::gemm(g);
+            return true;
+          },
+          "widened: " + what);
+    }
+  }
+}
+
+// Run by ctest as test_gemm_native_bf16 (HG_TEST_REQUIRES=cpu-bf16: skipped on
+// CPUs without AVX512_BF16 / AMX); excluded from the plain test_kernels run.
+TEST_CASE("native bf16 CPU GEMM (oneDNN) matches a double reference", "[gemm-native]") {
+  REQUIRE(std::string(cpu::gemm_path(kBF16)) == "onednn-bf16");
+  for (const auto& [c, what] : native_cases()) check_native(c, cpu::gemm_native, "native: " + what);
+  // The primitive cache is keyed by the thread count: one thread, then back.
+  const int threads = get_num_threads();
+  set_num_threads(1);
+  check_native(native_cases()[1].first, cpu::gemm_native, "native, 1 thread");
+  set_num_threads(threads);
+  check_native(native_cases()[1].first, cpu::gemm_native, "native, threads restored");
+}
+
+TEST_CASE("native bf16 CPU GEMM accumulates in fp32 and rounds once", "[gemm-native]") {
+  REQUIRE(std::string(cpu::gemm_path(kBF16)) == "onednn-bf16");
+  // 4096 products of 1 * 1: a bf16 accumulator would stall at 256.
+  CHECK(ops::matmul(ones({1, 4096}, {.dtype = kBF16}), ones({4096, 1}, {.dtype = kBF16})).item<float>() == 4096.0f);
+  // 257 is not representable in bf16: the fp32 sum rounds to even (256) once.
+  CHECK(ops::matmul(ones({1, 257}, {.dtype = kBF16}), ones({257, 1}, {.dtype = kBF16})).item<float>() == 256.0f);
+  // Through ops::matmul, every layout of the main test, natively.
+  const Tensor a = operand({37, 13}, kBF16, 9).t(), b = operand({19, 37}, kBF16, 10).t();
+  check_matmul(a, b, false, false, Tensor(), "native transposed views");
 }

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstring>
 
 #include "kernels/gemm.h"
 #include "kernels/ops.h"
@@ -57,5 +58,45 @@ TEST_CASE("every op family propagates NaN", "[kernels][numerics]") {
       CHECK(is_nan_at(product, 0));
       CHECK_FALSE(is_nan_at(product, 3));
     }
+  }
+}
+
+// Contiguous f32 <-> f16/bf16 casts take the vectorised, threaded converters
+// (kernels/cpu/convert_simd.cpp through core/copy.h's CPU conversion hook);
+// they must give core/half.h's bits for every value class: ties, subnormals,
+// overflow, infinities and NaN, over more elements than one thread's block.
+TEST_CASE("contiguous 16-bit casts on the CPU are bit-identical to core/half.h", "[numerics][convert]") {
+  const int64_t n = 100003;
+  std::vector<float> f(static_cast<size_t>(n));
+  std::vector<uint16_t> h(static_cast<size_t>(n));
+  uint32_t state = 12345;
+  for (size_t i = 0; i < f.size(); ++i) {
+    state = state * 1664525u + 1013904223u;  // every f32 bit pattern class, NaNs included
+    f[i] = detail::bits_float(state);
+    h[i] = static_cast<uint16_t>(state >> 16);
+  }
+  const Tensor x = from_vector(f, {n});
+  for (DType dt : {kF16, kBF16}) {
+    INFO(dtype_name(dt));
+    // f32 -> 16 bits: compare the 16-bit patterns.
+    const Tensor y = x.to(dt);
+    const auto* yb = static_cast<const uint16_t*>(y.data_ptr());
+    int64_t differ = 0;
+    for (size_t i = 0; i < f.size(); ++i) {
+      const uint16_t want = dt == kF16 ? detail::float_to_half_bits(f[i]) : detail::float_to_bfloat16_bits(f[i]);
+      differ += yb[i] != want;
+    }
+    CHECK(differ == 0);
+    // 16 bits -> f32: every 16-bit pattern class, bit for bit.
+    const Tensor hb = empty({n}, {.dtype = dt});
+    std::memcpy(hb.data_ptr(), h.data(), h.size() * 2);
+    const Tensor w = hb.to(kF32);
+    const auto* wf = static_cast<const float*>(w.data_ptr());
+    differ = 0;
+    for (size_t i = 0; i < h.size(); ++i) {
+      const float want = dt == kF16 ? detail::half_bits_to_float(h[i]) : detail::bfloat16_bits_to_float(h[i]);
+      differ += detail::float_bits(wf[i]) != detail::float_bits(want);
+    }
+    CHECK(differ == 0);
   }
 }

@@ -1,7 +1,7 @@
 # The [cuda] cases (tests/kernels/test_conv_cuda.cpp: conv2d through cuDNN,
 # CUDA pooling and batch norm against the CPU) are their own CTest test,
 # skipped where there is no CUDA device or no usable cuDNN.
-hg_add_test(test_kernels LABEL kernels ARGS "~[cuda]" SOURCES
+hg_add_test(test_kernels LABEL kernels ARGS "~[cuda]~[gemm-native]" SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/test_elementwise.cpp
   ${CMAKE_CURRENT_LIST_DIR}/test_reduce.cpp
   ${CMAKE_CURRENT_LIST_DIR}/test_softmax.cpp
@@ -13,6 +13,14 @@ hg_add_test(test_kernels LABEL kernels ARGS "~[cuda]" SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/test_numerics.cpp
   ${CMAKE_CURRENT_LIST_DIR}/test_convert_simd.cpp
 )
+# The CPU GEMM paths (docs/kernels.md, "CPU GEMM paths"): the native bf16 GEMM
+# (oneDNN) against the f64 reference, skipped on CPUs without AVX512_BF16 / AMX;
+# and the GEMM tests again with the widen-to-fp32 fallback forced.
+add_test(NAME test_gemm_native_bf16 COMMAND test_kernels "[gemm-native]")
+set_tests_properties(test_gemm_native_bf16 PROPERTIES LABELS kernels)
+hg_test_requires(test_gemm_native_bf16 cpu-bf16)
+add_test(NAME test_gemm_widen COMMAND test_kernels "[gemm]~[cuda]")
+set_tests_properties(test_gemm_widen PROPERTIES ENVIRONMENT HG_CPU_GEMM=widen LABELS kernels)
 find_package(nlohmann_json 3 REQUIRED)
 target_link_libraries(test_kernels PRIVATE nlohmann_json::nlohmann_json)
 target_compile_definitions(test_kernels PRIVATE HG_KERNEL_FIXTURE_DIR="${CMAKE_CURRENT_LIST_DIR}/fixtures")

@@ -1,0 +1,231 @@
+// The CPU's native bf16 GEMM through oneDNN's matmul primitive
+// (kernels/cpu/gemm_onednn.h; docs/kernels.md, "CPU GEMM paths").
+//
+// bf16 A and B, fp32 accumulation (VDPBF16PS / AMX: each bf16 product is exact
+// in fp32), alpha as oneDNN's output scale, beta as its sum post-op on C, one
+// rounding into the bf16 C. Transposes and row strides are memory-descriptor
+// strides, a batch stride of 0 is a batch dim of 1 (oneDNN broadcasts it), so
+// nothing is copied here. Primitives are cached per shape (an LRU of
+// kCacheCapacity entries) so that a call costs a hash lookup plus three memory
+// objects; a shape oneDNN can only run on its reference (scalar) kernels, or
+// cannot run at all, is remembered as unsupported and the caller widens.
+//
+// Threads: Debian's libdnnl is built with OpenMP, the same libgomp as our
+// kernels and OpenBLAS, so its parallel regions come from the one pool that
+// hg::set_num_threads sizes (kernels/cpu/threads.h). A primitive fixes its
+// work split for the thread count at creation, so the count is part of the
+// cache key: after set_num_threads(n) the next call builds a primitive for n.
+#include "kernels/cpu/gemm_onednn.h"
+
+#include <omp.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <string>
+#include <unordered_map>
+
+#include "core/error.h"
+#include "core/log.h"
+
+namespace hg::cpu {
+
+namespace {
+
+using dnnl::memory;
+using dt = memory::data_type;
+
+// Which path 16-bit GEMMs take in this process (decided once).
+struct Policy {
+  bool bf16_native = false;
+  const char* reason = "";  // why not, when not
+};
+
+bool env_is(const char* name, const char* value) {
+  const char* v = std::getenv(name);
+  return v != nullptr && std::strcmp(v, value) == 0;
+}
+
+const Policy& policy() {
+  static const Policy p = [] {
+    Policy r;
+    const char* forced = std::getenv("HG_CPU_GEMM");
+    if (forced != nullptr && *forced != '\0' && std::strcmp(forced, "widen") != 0 && std::strcmp(forced, "auto") != 0) {
+      HG_LOG_WARN("ignoring HG_CPU_GEMM={} (expected widen or auto)", forced);
+    }
+    if (env_is("HG_CPU_GEMM", "widen")) {
+      r.reason = "HG_CPU_GEMM=widen";
+      return r;
+    }
+    if (env_is("HG_CPU_ISA", "generic")) {
+      r.reason = "HG_CPU_ISA=generic";
+      return r;
+    }
+    // oneDNN's own query: the ISA it will use here (capped by DNNL_MAX_CPU_ISA).
+    // The values are nested bit masks; AVX512_BF16 is within AMX's.
+    const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+    const auto bf16 = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_bf16);
+    if ((isa & bf16) != bf16) {
+      r.reason = "the CPU has neither AVX512_BF16 nor AMX";
+      return r;
+    }
+    r.bf16_native = true;
+    return r;
+  }();
+  return p;
+}
+
+struct Key {
+  DType dtype;
+  bool trans_a, trans_b;
+  int64_t m, n, k, batch, lda, ldb, ldc, stride_a, stride_b, stride_c;
+  float alpha, beta;
+  int threads;
+  bool operator==(const Key& o) const { return std::memcmp(this, &o, sizeof(Key)) == 0; }
+};
+
+struct KeyHash {
+  size_t operator()(const Key& key) const {
+    // FNV-1a over the bytes (Key has no padding holes left uninitialised: it
+    // is zero-filled before the fields are set).
+    const auto* p = reinterpret_cast<const unsigned char*>(&key);
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < sizeof(Key); ++i) h = (h ^ p[i]) * 1099511628211ull;
+    return static_cast<size_t>(h);
+  }
+};
+
+struct Entry {
+  bool supported = false;
+  memory::desc a, b, c;
+  dnnl::matmul prim;
+};
+
+constexpr size_t kCacheCapacity = 256;
+
+class Cache {
+ public:
+  // The entry for key, built by make() on a miss. The returned pointer stays
+  // valid while the caller holds it (shared ownership survives eviction).
+  template <typename F>
+  std::shared_ptr<const Entry> get(const Key& key, F&& make) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = map_.find(key); it != map_.end()) {
+      lru_.splice(lru_.begin(), lru_, it->second);  // most recently used first
+      return it->second->second;
+    }
+    auto entry = std::make_shared<const Entry>(make());
+    lru_.emplace_front(key, entry);
+    map_.emplace(key, lru_.begin());
+    if (map_.size() > kCacheCapacity) {
+      map_.erase(lru_.back().first);
+      lru_.pop_back();
+    }
+    return entry;
+  }
+
+ private:
+  std::mutex mu_;
+  std::list<std::pair<Key, std::shared_ptr<const Entry>>> lru_;
+  std::unordered_map<Key, decltype(lru_)::iterator, KeyHash> map_;
+};
+
+Cache& cache() {
+  static Cache c;
+  return c;
+}
+
+const dnnl::engine& engine() {
+  static const dnnl::engine e(dnnl::engine::kind::cpu, 0);
+  return e;
+}
+
+// A (rows x cols) operand stored with row stride ld, transposed or not, as a
+// [batch, r, c] descriptor of the logical op(X); stride 0 -> a batch dim of 1.
+memory::desc operand_desc(dt type, int64_t batch, int64_t batch_stride, int64_t r, int64_t c, bool trans, int64_t ld) {
+  const memory::dim row = trans ? 1 : ld, col = trans ? ld : 1;
+  if (batch == 1) return memory::desc({r, c}, type, {row, col});
+  const int64_t extent = (trans ? c : r) * ld;  // the stride of a dim of size 1 is not read
+  const int64_t b = batch_stride == 0 ? 1 : batch;
+  return memory::desc({b, r, c}, type, {batch_stride == 0 ? extent : batch_stride, row, col});
+}
+
+Entry make_entry(const GemmArgs& g) {
+  Entry e;
+  const dt type = dt::bf16;
+  try {
+    e.a = operand_desc(type, g.batch, g.stride_a, g.m, g.k, g.trans_a, g.lda);
+    e.b = operand_desc(type, g.batch, g.stride_b, g.k, g.n, g.trans_b, g.ldb);
+    e.c = operand_desc(type, g.batch, g.batch == 1 ? 0 : g.stride_c, g.m, g.n, false, g.ldc);
+    if (g.batch > 1 && g.stride_c == 0) return e;  // every entry writing one C: not a matmul
+    dnnl::primitive_attr attr;
+    if (g.alpha != 1.0f) attr.set_output_scales(0, {g.alpha});
+    if (g.beta != 0.0f) {
+      dnnl::post_ops po;
+      po.append_sum(g.beta);
+      attr.set_post_ops(po);
+    }
+    const dnnl::matmul::desc desc(e.a, e.b, e.c);
+    const dnnl::matmul::primitive_desc pd(desc, attr, engine());
+    const std::string impl = pd.impl_info_str();
+    if (impl.rfind("ref", 0) == 0) {  // the scalar reference kernels: widening is faster
+      HG_LOG_DEBUG("oneDNN bf16 matmul m={} n={} k={} batch={}: only '{}', widening instead", g.m, g.n, g.k, g.batch,
+                   impl);
+      return e;
+    }
+    e.prim = dnnl::matmul(pd);
+    e.supported = true;
+  } catch (const dnnl::error& err) {
+    HG_LOG_DEBUG("oneDNN bf16 matmul m={} n={} k={} batch={} not available ({}); widening instead", g.m, g.n, g.k,
+                 g.batch, err.what());
+    e.supported = false;
+  }
+  return e;
+}
+
+}  // namespace
+
+bool native_bf16_gemm() { return policy().bf16_native; }
+
+const char* native_bf16_gemm_reason() { return policy().reason; }
+
+bool gemm_onednn(const GemmArgs& g) {
+  if (g.dtype != DType::BF16 || !policy().bf16_native) return false;
+  Key key;
+  std::memset(static_cast<void*>(&key), 0, sizeof(Key));
+  key.dtype = g.dtype;
+  key.trans_a = g.trans_a;
+  key.trans_b = g.trans_b;
+  key.m = g.m;
+  key.n = g.n;
+  key.k = g.k;
+  key.batch = g.batch;
+  key.lda = g.lda;
+  key.ldb = g.ldb;
+  key.ldc = g.ldc;
+  key.stride_a = g.batch == 1 ? 0 : g.stride_a;
+  key.stride_b = g.batch == 1 ? 0 : g.stride_b;
+  key.stride_c = g.batch == 1 ? 0 : g.stride_c;
+  key.alpha = g.alpha;
+  key.beta = g.beta;
+  key.threads = omp_get_max_threads();
+  const std::shared_ptr<const Entry> e = cache().get(key, [&] { return make_entry(g); });
+  if (!e->supported) return false;
+  thread_local dnnl::stream stream(engine());
+  try {
+    const memory a(e->a, engine(), const_cast<void*>(g.a));
+    const memory b(e->b, engine(), const_cast<void*>(g.b));
+    const memory c(e->c, engine(), g.c);
+    e->prim.execute(stream, {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}});
+    stream.wait();
+  } catch (const dnnl::error& err) {
+    HG_FAIL("matmul: oneDNN's bf16 matmul failed (m=", g.m, " n=", g.n, " k=", g.k, " batch=", g.batch,
+            "): ", err.what(), "; HG_CPU_GEMM=widen runs bf16 GEMMs without oneDNN");
+  }
+  return true;
+}
+
+}  // namespace hg::cpu

@@ -1,0 +1,22 @@
+// The CPU's native bf16 GEMM through oneDNN (kernels/cpu/gemm_onednn.cpp;
+// docs/kernels.md, "CPU GEMM paths"). Compiled when the build found oneDNN
+// (HG_HAVE_ONEDNN); kernels/cpu/gemm.cpp dispatches to it.
+#pragma once
+
+#include "kernels/gemm.h"
+
+namespace hg::cpu {
+
+// Whether bf16 GEMMs may take oneDNN in this process: the CPU has AVX512_BF16
+// or AMX (oneDNN's ISA query) and neither HG_CPU_GEMM=widen nor
+// HG_CPU_ISA=generic is set. Decided once, at first use.
+bool native_bf16_gemm();
+// Why not, when native_bf16_gemm() is false.
+const char* native_bf16_gemm_reason();
+
+// Runs g through oneDNN's bf16 matmul and returns true, or returns false having
+// done nothing (not bf16, native path off, or a shape oneDNN runs only on its
+// reference kernels): the caller then widens.
+bool gemm_onednn(const GemmArgs& g);
+
+}  // namespace hg::cpu
