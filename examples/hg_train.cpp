@@ -296,7 +296,8 @@ int main(int argc, char** argv) {
                        "print the halfgrad version and exit");
   app.add_option("--model", o.model,
                  "model: mlp | cnn (Fashion-MNIST, docs/training.md) | gpt (a character-level GPT on text, "
-                 "docs/gpt.md; its own defaults: --precision auto (fp32 on a CPU, amp-bf16 on a GPU), "
+                 "docs/gpt.md; its own defaults: --precision auto (amp-bf16 where bf16 matmuls are native: a GPU "
+                 "with bf16, a CPU with AVX512_BF16; else fp32 on a CPU, amp-fp16 on a GPU), "
                  "--batch-size 12, --lr 1e-3, --warmup-steps 100, --clip-grad 1, --data " +
                      std::string(hg::data::CharCorpus::kFortunesRoot) + ", --out runs/hg-train-gpt)")
       ->check(CLI::IsMember({"mlp", "cnn", "gpt"}));

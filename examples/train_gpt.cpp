@@ -25,6 +25,7 @@
 #include "examples/terminal.h"
 #include "examples/train_common.h"
 #include "examples/train_report.h"
+#include "kernels/gemm.h"
 #include "kernels/reduce.h"
 #include "nn/models/gpt.h"
 #include "optim/checkpoint.h"
@@ -173,11 +174,12 @@ std::string fixed(const char* fmt, double v) {
   return buf;
 }
 
-// --precision auto: fp32 on a CPU (where 16-bit math is widened to f32 and
-// costs time, docs/gpt.md), amp-bf16 on a GPU that has bf16, else amp-fp16.
+// --precision auto: amp-bf16 where bf16 matmuls are native (a GPU with bf16,
+// a CPU with AVX512_BF16/AMX through oneDNN), else amp-fp16 on a GPU and fp32
+// on a CPU (where 16-bit math would be widened to f32 and cost time).
 std::string resolve_precision(const std::string& precision, Device device) {
   if (precision != "auto") return precision;
-  if (device.is_cpu()) return "fp32";
+  if (device.is_cpu()) return std::string(cpu::gemm_path(kBF16)) == "onednn-bf16" ? "amp-bf16" : "fp32";
   return amp::supported(device, kBF16) ? "amp-bf16" : "amp-fp16";
 }
 

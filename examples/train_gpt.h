@@ -26,7 +26,7 @@ namespace hg::train {
 struct GptJobOptions {
   // What the two jobs share (hg-train's options, GPT defaults).
   std::string device = "auto";
-  std::string precision = "auto";  // fp32 on a CPU, amp-bf16 on a GPU (amp-fp16 before sm_80)
+  std::string precision = "auto";  // amp-bf16 where bf16 matmuls are native, else fp32 (CPU) / amp-fp16 (GPU)
   int64_t batch_size = 12;
   double lr = 1e-3;
   std::string schedule = "cosine";  // cosine | constant
