@@ -162,11 +162,11 @@ void copy_strided(const Tensor& dst, const Tensor& src) {
   const int64_t rank = dst.dim();
   if (dst.dtype() == src.dtype() && rank >= 2 && dst.strides()[rank - 1] == 1 && src.strides()[rank - 1] == 1 &&
       dst.sizes()[rank - 1] >= 8) {
-    const int64_t row_bytes = dst.sizes()[rank - 1] * static_cast<int64_t>(dtype_size(dst.dtype()));
+    const int64_t item = static_cast<int64_t>(dtype_size(dst.dtype()));
+    const int64_t row_bytes = dst.sizes()[rank - 1] * item;
     const Shape outer(dst.sizes().begin(), dst.sizes().end() - 1);
     const Shape dst_outer(dst.strides().begin(), dst.strides().end() - 1);
     const Shape src_outer(src.strides().begin(), src.strides().end() - 1);
-    const int64_t item = static_cast<int64_t>(dtype_size(dst.dtype()));
     char* out = static_cast<char*>(dst.data_ptr());
     const char* in = static_cast<const char*>(src.data_ptr());
     for_each_offset_pair(outer, dst_outer, src_outer, [&](int64_t o, int64_t i) {

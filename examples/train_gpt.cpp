@@ -347,7 +347,6 @@ int run(const GptJobOptions& options) {
     double eval_seconds_total = 0.0;
     auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
     auto interval_start = Clock::now();
-    double interval_eval_seconds = 0.0;  // evaluation time inside the current eval interval
     const int64_t report_every = term.tty() ? 5 : std::max<int64_t>(o.eval_every / 5, 1);
     const int64_t last_step = o.max_steps > 0 ? std::min(o.max_steps, o.iters) : o.iters;
     bool stopped = false;
@@ -421,7 +420,7 @@ int run(const GptJobOptions& options) {
         const Eval ev = evaluate(*model, val, o.batch_size, prec);
         eval_seconds_total += ev.seconds;
         const double interval_seconds =
-            std::chrono::duration<double>(Clock::now() - interval_start).count() - interval_eval_seconds - ev.seconds;
+            std::chrono::duration<double>(Clock::now() - interval_start).count() - ev.seconds;
         EvalRecord r{.step = global_step,
                      .lr = current_lr(),
                      .train_loss = train_loss,
@@ -448,7 +447,6 @@ int run(const GptJobOptions& options) {
         eval_sum.fill_(0.0);
         eval_batches = 0;
         interval_start = Clock::now();
-        interval_eval_seconds = 0.0;
         save();
       } else if (o.checkpoint_every > 0 && global_step % o.checkpoint_every == 0) {
         save();

@@ -11,6 +11,9 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
+
+#include "core/half.h"
 
 namespace hg::cpu {
 
@@ -23,5 +26,23 @@ void widen_bf16(const uint16_t* src, float* dst, int64_t n);
 // dst[i] = round-to-nearest-even(src[i]).
 void narrow_f16(const float* src, uint16_t* dst, int64_t n);
 void narrow_bf16(const float* src, uint16_t* dst, int64_t n);
+
+// The same for a 16-bit type T (half or bfloat16), chosen at compile time.
+template <typename T>
+void widen_row(const T* src, float* dst, int64_t n) {
+  static_assert(std::is_same_v<T, half> || std::is_same_v<T, bfloat16>);
+  if constexpr (std::is_same_v<T, half>)
+    widen_f16(reinterpret_cast<const uint16_t*>(src), dst, n);
+  else
+    widen_bf16(reinterpret_cast<const uint16_t*>(src), dst, n);
+}
+template <typename T>
+void narrow_row(const float* src, T* dst, int64_t n) {
+  static_assert(std::is_same_v<T, half> || std::is_same_v<T, bfloat16>);
+  if constexpr (std::is_same_v<T, half>)
+    narrow_f16(src, reinterpret_cast<uint16_t*>(dst), n);
+  else
+    narrow_bf16(src, reinterpret_cast<uint16_t*>(dst), n);
+}
 
 }  // namespace hg::cpu

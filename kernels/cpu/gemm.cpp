@@ -27,24 +27,6 @@ namespace {
 
 CBLAS_TRANSPOSE blas_trans(bool t) { return t ? CblasTrans : CblasNoTrans; }
 
-// Row converters of T (kernels/cpu/convert_simd.h: F16C/AVX2 when the CPU has
-// them, else the portable loops; bit-identical either way).
-template <typename T>
-void widen_row(const T* src, float* dst, int64_t n) {
-  static_assert(sizeof(T) == 2);
-  if constexpr (std::is_same_v<T, half>)
-    widen_f16(reinterpret_cast<const uint16_t*>(src), dst, n);
-  else
-    widen_bf16(reinterpret_cast<const uint16_t*>(src), dst, n);
-}
-template <typename T>
-void narrow_row(const float* src, T* dst, int64_t n) {
-  if constexpr (std::is_same_v<T, half>)
-    narrow_f16(src, reinterpret_cast<uint16_t*>(dst), n);
-  else
-    narrow_bf16(src, reinterpret_cast<uint16_t*>(dst), n);
-}
-
 // Below this many elements a conversion runs on one thread.
 constexpr int64_t kConvertGrain = 1 << 16;
 

@@ -79,6 +79,19 @@ void adam_f32_range(float* __restrict param, const float* __restrict grad, float
   }
 }
 
+// Elements [0, n) in blocks of kAdamBlock, fn(start, length) per block, the
+// blocks split over the threads above 65536 elements.
+constexpr int64_t kAdamBlock = 4096;
+template <typename Fn>
+void for_each_block(int64_t n, const Fn& fn) {
+  const int64_t blocks = (n + kAdamBlock - 1) / kAdamBlock;
+#pragma omp parallel for if (n > 65536) schedule(static)
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t i0 = b * kAdamBlock;
+    fn(i0, std::min(kAdamBlock, n - i0));
+  }
+}
+
 // f32 weights and f32 gradients without masters (fp32 and AMP training).
 template <bool kDecoupled>
 void adam_f32_slot(const OptimizerSlot& s, const StepScalars& sc) {
@@ -87,14 +100,9 @@ void adam_f32_slot(const OptimizerSlot& s, const StepScalars& sc) {
   float* m = s.state1.data<float>();
   float* v = s.state2.data<float>();
   const AdamScalars c(sc, kDecoupled);
-  const int64_t n = s.param.numel();
-  constexpr int64_t kBlock = 4096;
-  const int64_t blocks = (n + kBlock - 1) / kBlock;
-#pragma omp parallel for if (n > 65536) schedule(static)
-  for (int64_t b = 0; b < blocks; ++b) {
-    const int64_t i0 = b * kBlock, len = std::min(kBlock, n - i0);
+  for_each_block(s.param.numel(), [&](int64_t i0, int64_t len) {
     adam_f32_range<kDecoupled>(param + i0, grad + i0, m + i0, v + i0, len, c);
-  }
+  });
 }
 
 // 16-bit weights and gradients with f32 masters ("bf16+f32-masters" training):
@@ -106,31 +114,18 @@ void adam_f32_slot(const OptimizerSlot& s, const StepScalars& sc) {
 // most of a bf16 training step once the GEMM is native).
 template <bool kDecoupled, typename P>
 void adam_master_slot(const OptimizerSlot& s, const StepScalars& sc) {
-  auto* param = reinterpret_cast<uint16_t*>(s.param.data_ptr());
-  const auto* grad = reinterpret_cast<const uint16_t*>(s.grad.data_ptr());
+  P* param = s.param.data<P>();
+  const P* grad = s.grad.data<P>();
   float* master = s.master.data<float>();
   float* m = s.state1.data<float>();
   float* v = s.state2.data<float>();
   const AdamScalars c(sc, kDecoupled);
-  const int64_t n = s.param.numel();
-  constexpr int64_t kBlock = 4096;
-  const int64_t blocks = (n + kBlock - 1) / kBlock;
-#pragma omp parallel for if (n > 65536) schedule(static)
-  for (int64_t b = 0; b < blocks; ++b) {
-    const int64_t i0 = b * kBlock, len = std::min(kBlock, n - i0);
-    alignas(64) float g[kBlock];
-    if constexpr (std::is_same_v<P, half>) {
-      widen_f16(grad + i0, g, len);
-    } else {
-      widen_bf16(grad + i0, g, len);
-    }
+  for_each_block(s.param.numel(), [&](int64_t i0, int64_t len) {
+    alignas(64) float g[kAdamBlock];
+    widen_row(grad + i0, g, len);
     adam_f32_range<kDecoupled>(master + i0, g, m + i0, v + i0, len, c);
-    if constexpr (std::is_same_v<P, half>) {
-      narrow_f16(master + i0, param + i0, len);  // the one rounding of the weight
-    } else {
-      narrow_bf16(master + i0, param + i0, len);
-    }
-  }
+    narrow_row(master + i0, param + i0, len);  // the one rounding of the weight
+  });
 }
 
 bool is_adam(const OptimizerHyper& h) { return h.kind == OptimizerKind::kAdam || h.kind == OptimizerKind::kAdamW; }
