@@ -1,12 +1,16 @@
 #include "core/allocator.h"
 
+#include <algorithm>
 #include <array>
 #include <cstdlib>
 #include <cstdint>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <new>
 #include <vector>
+
+#include <unistd.h>
 
 #include "core/error.h"
 
@@ -25,27 +29,56 @@ namespace hg {
 
 namespace {
 
-void* aligned_host_alloc(size_t nbytes) {
+// nullptr when the host is out of memory (the caller may free cached blocks
+// and try again).
+void* try_aligned_host_alloc(size_t nbytes) {
   // aligned_alloc needs a size that is a multiple of the alignment.
   HG_CHECK(nbytes <= SIZE_MAX - kCpuAlignment, "allocation of ", nbytes, " bytes is too large; check the tensor sizes");
   const size_t rounded = (nbytes + kCpuAlignment - 1) / kCpuAlignment * kCpuAlignment;
-  void* ptr = std::aligned_alloc(kCpuAlignment, rounded);
-  HG_CHECK(ptr != nullptr, "out of host memory: could not allocate ", nbytes,
-           " bytes; reduce the batch size or the model size");
+  return std::aligned_alloc(kCpuAlignment, rounded);
+}
+
+[[noreturn]] void out_of_host_memory(size_t nbytes) {
+  HG_FAIL("out of host memory: could not allocate ", nbytes, " bytes; reduce the batch size or the model size");
+}
+
+void* aligned_host_alloc(size_t nbytes) {
+  void* ptr = try_aligned_host_alloc(nbytes);
+  if (ptr == nullptr) out_of_host_memory(nbytes);
   return ptr;
 }
 
+// Physical memory in bytes (0 when unknown).
+size_t physical_memory_bytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? static_cast<size_t>(pages) * static_cast<size_t>(page) : 0;
+}
+
 // Note [CPU block cache]
-// Small host blocks (<= kMaxCachedBlock bytes) are rounded up to a power of
-// two and, when freed, kept on a per-size free list for the next allocation of
-// that size class instead of going back to glibc (whose memalign path was
-// about a fifth of the host cost of a 1-element op; docs/benchmarks.md, "CPU
-// backend notes"). Every block then carries one 64-byte header in front of
-// the pointer handed out (so the alignment is kept) that records its class,
-// or kUncached for large blocks. At most kMaxCachedPerClass blocks per class
-// are kept: the cache holds at most 64 * 128 KiB = 8 MiB. HG_CPU_BLOCK_CACHE=0
-// (read once, at start-up) turns the cache off, and it is off under
-// AddressSanitizer, whose use-after-free checks need every free to reach it.
+// Freed host blocks are kept for the next allocation of their size class
+// instead of going back to glibc:
+// - Small blocks (<= kMaxCachedBlock = 128 KiB) are rounded up to a power of
+//   two and kept on a per-class free list, at most kMaxCachedPerClass = 64
+//   blocks per class (8 MiB in all). glibc's memalign path was about a fifth
+//   of the host cost of a 1-element op (docs/benchmarks.md, "CPU backend
+//   notes").
+// - Large blocks are rounded up to a multiple of an eighth of their power of
+//   two (at most 12.5% more; 4 KiB at least) and kept by that size, up to a
+//   byte budget: HG_CPU_CACHE_MB, by default the smaller of 2 GiB and an
+//   eighth of the physical memory. glibc serves blocks of 32 MiB and more
+//   with a fresh mmap each time, and the kernel faults in and zeroes every
+//   page of it again on first touch: that was 14% of the step of a 4×4096
+//   MLP in bf16 (docs/benchmarks.md). When a freed block does not fit in the
+//   budget, the largest cached blocks go back to glibc first; when the host
+//   is out of memory, the whole cache goes back and the allocation is tried
+//   once more. cpu_empty_cache() returns it all, as torch.cuda.empty_cache()
+//   does for the CUDA cache.
+// Every block carries one 64-byte header in front of the pointer handed out
+// (so the alignment is kept) that records its class (kLarge with its rounded
+// size, or kUncached). HG_CPU_BLOCK_CACHE=0 (read once, at start-up) turns
+// both caches off, and they are off under AddressSanitizer, whose
+// use-after-free checks need every free to reach it.
 class CpuAllocator final : public Allocator {
  public:
   CpuAllocator() {
@@ -55,6 +88,15 @@ class CpuAllocator final : public Allocator {
     const char* env = std::getenv("HG_CPU_BLOCK_CACHE");
     enabled_ = !(env != nullptr && std::strcmp(env, "0") == 0);
 #endif
+    const size_t phys = physical_memory_bytes();
+    large_budget_ = phys == 0 ? (size_t{1} << 30) : std::min(size_t{2} << 30, phys / 8);
+    if (const char* mb = std::getenv("HG_CPU_CACHE_MB"); mb != nullptr && *mb != '\0') {
+      char* end = nullptr;
+      const unsigned long long v = std::strtoull(mb, &end, 10);
+      HG_CHECK(end != nullptr && *end == '\0' && v <= (SIZE_MAX >> 20),
+               "HG_CPU_CACHE_MB must be a whole number of MiB (0 keeps no large blocks), got '", mb, "'");
+      large_budget_ = static_cast<size_t>(v) << 20;
+    }
   }
   CpuAllocator(const CpuAllocator&) = delete;
   CpuAllocator& operator=(const CpuAllocator&) = delete;
@@ -63,11 +105,7 @@ class CpuAllocator final : public Allocator {
   void* allocate(size_t nbytes, Device) override {
     if (nbytes == 0) return nullptr;
     if (!enabled_) return aligned_host_alloc(nbytes);
-    if (nbytes > kMaxCachedBlock) {
-      HG_CHECK(nbytes <= SIZE_MAX - 2 * kCpuAlignment, "allocation of ", nbytes,
-               " bytes is too large; check the tensor sizes");
-      return with_header(aligned_host_alloc(nbytes + kCpuAlignment), kUncached);
-    }
+    if (nbytes > kMaxCachedBlock) return allocate_large(nbytes);
     const uint8_t cls = size_class(nbytes);
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -78,7 +116,7 @@ class CpuAllocator final : public Allocator {
         return static_cast<char*>(base) + kCpuAlignment;
       }
     }
-    return with_header(aligned_host_alloc((kMinBlock << cls) + kCpuAlignment), cls);
+    return with_header(aligned_host_alloc((kMinBlock << cls) + kCpuAlignment), cls, 0);
   }
 
   void deallocate(void* ptr, Device) override {
@@ -89,6 +127,10 @@ class CpuAllocator final : public Allocator {
     }
     void* base = static_cast<char*>(ptr) - kCpuAlignment;
     const uint8_t cls = *static_cast<const uint8_t*>(base);
+    if (cls == kLarge) {
+      deallocate_large(base);
+      return;
+    }
     if (cls != kUncached) {
       std::lock_guard<std::mutex> lock(mutex_);
       auto& list = free_[cls];
@@ -100,11 +142,36 @@ class CpuAllocator final : public Allocator {
     std::free(base);
   }
 
+  // Returns every cached block to glibc.
+  void empty_cache() {
+    std::vector<void*> bases;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      for (auto& list : free_) {
+        bases.insert(bases.end(), list.begin(), list.end());
+        list.clear();
+      }
+      for (auto& [size, list] : large_) bases.insert(bases.end(), list.begin(), list.end());
+      large_.clear();
+      large_bytes_ = 0;
+    }
+    for (void* b : bases) std::free(b);
+  }
+
+  CpuCacheStats stats() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    CpuCacheStats s{.large_cached_bytes = large_bytes_, .large_budget_bytes = large_budget_, .enabled = enabled_};
+    for (const auto& list : free_) s.small_cached_blocks += list.size();
+    for (const auto& [size, list] : large_) s.large_cached_blocks += list.size();
+    return s;
+  }
+
  private:
   static constexpr size_t kMinBlock = kCpuAlignment;  // class 0
   static constexpr size_t kNumClasses = 12;           // 64 B .. 128 KiB
   static constexpr size_t kMaxCachedBlock = kMinBlock << (kNumClasses - 1);
   static constexpr size_t kMaxCachedPerClass = 64;
+  static constexpr uint8_t kLarge = 0xfe;
   static constexpr uint8_t kUncached = 0xff;
 
   static uint8_t size_class(size_t nbytes) {
@@ -112,14 +179,72 @@ class CpuAllocator final : public Allocator {
     while ((kMinBlock << cls) < nbytes) ++cls;
     return cls;
   }
-  static void* with_header(void* base, uint8_t cls) {
+  // A large block's cached size: n rounded up to a multiple of an eighth of
+  // the largest power of two <= n (and of 4 KiB).
+  static size_t large_size(size_t nbytes) {
+    size_t pow2 = size_t{1} << (63 - __builtin_clzll(nbytes));
+    const size_t step = std::max<size_t>(pow2 / 8, 4096);
+    HG_CHECK(nbytes <= SIZE_MAX - step - kCpuAlignment, "allocation of ", nbytes,
+             " bytes is too large; check the tensor sizes");
+    return (nbytes + step - 1) / step * step;
+  }
+  static void* with_header(void* base, uint8_t cls, size_t size) {
     *static_cast<uint8_t*>(base) = cls;
+    std::memcpy(static_cast<char*>(base) + sizeof(size_t), &size, sizeof size);
     return static_cast<char*>(base) + kCpuAlignment;
+  }
+
+  void* allocate_large(size_t nbytes) {
+    const size_t size = large_size(nbytes);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto it = large_.find(size);
+      if (it != large_.end() && !it->second.empty()) {
+        void* base = it->second.back();
+        it->second.pop_back();
+        large_bytes_ -= size;
+        return static_cast<char*>(base) + kCpuAlignment;
+      }
+    }
+    void* base = try_aligned_host_alloc(size + kCpuAlignment);
+    if (base == nullptr) {  // give the cache back and try once more
+      empty_cache();
+      base = try_aligned_host_alloc(size + kCpuAlignment);
+      if (base == nullptr) out_of_host_memory(nbytes);
+    }
+    return with_header(base, kLarge, size);
+  }
+
+  void deallocate_large(void* base) {
+    size_t size = 0;
+    std::memcpy(&size, static_cast<const char*>(base) + sizeof(size_t), sizeof size);
+    std::vector<void*> evicted;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (size <= large_budget_) {
+        // Largest blocks go first until this one fits.
+        while (large_bytes_ + size > large_budget_) {
+          auto last = std::prev(large_.end());
+          evicted.push_back(last->second.back());
+          last->second.pop_back();
+          large_bytes_ -= last->first;
+          if (last->second.empty()) large_.erase(last);
+        }
+        large_[size].push_back(base);
+        large_bytes_ += size;
+        base = nullptr;
+      }
+    }
+    for (void* b : evicted) std::free(b);
+    std::free(base);  // nullptr when cached
   }
 
   bool enabled_ = true;
   std::mutex mutex_;
   std::array<std::vector<void*>, kNumClasses> free_;
+  std::map<size_t, std::vector<void*>> large_;  // rounded size -> cached blocks
+  size_t large_bytes_ = 0;
+  size_t large_budget_ = 0;
 };
 
 class CpuHooks final : public DeviceHooks {
@@ -140,12 +265,18 @@ std::array<DeviceHooks*, kNumDeviceTypes>& hook_table() {
 
 }  // namespace
 
-Allocator& cpu_allocator() {
+namespace {
+CpuAllocator& the_cpu_allocator() {
   // Never destroyed: tensors held by other static objects may be freed after
   // this translation unit's statics are gone.
   static CpuAllocator* allocator = new CpuAllocator;
   return *allocator;
 }
+}  // namespace
+
+Allocator& cpu_allocator() { return the_cpu_allocator(); }
+void cpu_empty_cache() { the_cpu_allocator().empty_cache(); }
+CpuCacheStats cpu_cache_stats() { return the_cpu_allocator().stats(); }
 
 void register_device_hooks(DeviceType type, DeviceHooks* hooks) {
   hook_table()[static_cast<size_t>(type)] = hooks;

@@ -27,6 +27,21 @@ class Allocator {
 inline constexpr size_t kCpuAlignment = 64;
 Allocator& cpu_allocator();
 
+// The CPU allocator's block cache (Note [CPU block cache] in
+// core/allocator.cpp): what it holds now, and a call that gives it all back to
+// the C library, as torch.cuda.empty_cache() does for the CUDA cache.
+// HG_CPU_BLOCK_CACHE=0 turns the cache off; HG_CPU_CACHE_MB sets the budget for
+// large blocks (> 128 KiB).
+struct CpuCacheStats {
+  size_t small_cached_blocks = 0;
+  size_t large_cached_blocks = 0;
+  size_t large_cached_bytes = 0;
+  size_t large_budget_bytes = 0;
+  bool enabled = false;
+};
+CpuCacheStats cpu_cache_stats();
+void cpu_empty_cache();
+
 class DeviceHooks {
  public:
   virtual ~DeviceHooks() = default;

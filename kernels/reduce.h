@@ -101,6 +101,10 @@ inline void check_reduce_rows_buffers(const Tensor& out, const Tensor& x) {
 
 namespace hg::cpu {
 HG_DECLARE_REDUCE_KERNELS
+// CPU only (Note [Column reductions on the CPU], kernels/cpu/reduce.cpp):
+// out[r] = op(x[r, 0..cols)) for a view with dense columns (stride(0) == 1,
+// stride(1) >= rows), bit-identical to reduce_rows on the copied rows.
+void reduce_cols(OpId op, const Tensor& out, const Tensor& x);
 }  // namespace hg::cpu
 
 #if defined(HG_WITH_CUDA)

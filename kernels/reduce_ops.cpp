@@ -7,7 +7,9 @@
 // reduced dims are dense in memory (a last-dim reduction, or any reduction of
 // a contiguous tensor over trailing dims) that view costs nothing; otherwise
 // (a column reduction, a middle dim) the permuted tensor is first copied with
-// contiguous(), one extra read and write of x. Because the reduced dims keep
+// contiguous(), one extra read and write of x; except on the CPU, whose
+// reduce_cols takes a reduction over the leading dims of a contiguous tensor
+// as it lies (Note [Column reductions on the CPU], kernels/cpu/reduce.cpp). Because the reduced dims keep
 // their order, a column index of the row view is the row-major index within
 // the reduced slice, which is what argmax returns.
 #include <limits>
@@ -103,6 +105,34 @@ Tensor rows_view(const RowPlan& plan) {
   return c.as_strided({plan.rows, plan.cols}, {plan.cols, 1}, c.offset());
 }
 
+// The [rows, cols] view of plan.permuted with dense columns (stride(0) == 1):
+// the kept dims tile [0, rows) with unit stride and the reduced dims merge
+// into one dim with a stride of at least rows (a reduction over the leading
+// dims of a contiguous tensor, as a bias gradient's sum over the batch). An
+// undefined tensor when the layout is otherwise.
+Tensor cols_view(const RowPlan& plan) {
+  const Tensor& p = plan.permuted;
+  if (plan.rows <= 1 || plan.cols <= 1) return Tensor();
+  int64_t expected = 1;
+  for (int64_t d = plan.n_kept - 1; d >= 0; --d) {
+    if (p.sizes()[d] == 1) continue;
+    if (p.strides()[d] != expected) return Tensor();
+    expected *= p.sizes()[d];
+  }
+  int64_t col_stride = -1;
+  for (int64_t d = p.dim() - 1; d >= plan.n_kept; --d) {
+    if (p.sizes()[d] == 1) continue;
+    if (col_stride < 0) {
+      col_stride = p.strides()[d];
+    } else if (p.strides()[d] != expected) {
+      return Tensor();
+    }
+    expected = p.strides()[d] * p.sizes()[d];
+  }
+  if (col_stride < plan.rows) return Tensor();
+  return p.as_strided({plan.rows, plan.cols}, {1, col_stride}, p.offset());
+}
+
 bool is_value_reduction(OpId op) {
   switch (op) {
     case OpId::sum: case OpId::mean: case OpId::max: case OpId::min: case OpId::norm:
@@ -137,8 +167,14 @@ Tensor reduce(OpId op, const Tensor& x, const std::vector<int64_t>& dims, bool k
     return out;
   }
   if (out_dtype != x.dtype()) plan.permuted = plan.permuted.to(out_dtype);
-  const Tensor rows = rows_view(plan);
   const Tensor out_rows = out.as_strided({plan.rows}, {1}, out.offset());
+  if (x.is_cpu()) {  // no transposing copy (Note [Column reductions on the CPU])
+    if (const Tensor cols = cols_view(plan); cols.defined()) {
+      cpu::reduce_cols(op, out_rows, cols);
+      return out;
+    }
+  }
+  const Tensor rows = rows_view(plan);
   HG_BACKEND_CALL(x.device(), reduce_rows, op, out_rows, rows);
   return out;
 }

@@ -9,7 +9,15 @@
 // Precision contract: 16-bit values are widened to float, the math runs in
 // float (double for f64), and the result is rounded once on store. Integer
 // ops run in the integer type. NaN in, NaN out for every floating op.
+#include <algorithm>
+#include <array>
+#include <cstdlib>
+#include <cstring>
+#include <type_traits>
+#include <utility>
+
 #include "core/copy.h"
+#include "kernels/cpu/convert_simd.h"
 #include "kernels/backend.h"
 #include "kernels/cpu/loops.h"
 #include "kernels/elementwise_engine.h"
@@ -18,9 +26,89 @@ namespace hg::cpu {
 
 namespace {
 
+// HG_CPU_EW_BLOCKS=0 (read once) turns the blocked 16-bit path off: the
+// per-element loop, for the bit-identity test and for A/B timing.
+const bool g_16bit_blocks = [] {
+  const char* env = std::getenv("HG_CPU_EW_BLOCKS");
+  return !(env != nullptr && std::strcmp(env, "0") == 0);
+}();
+
+// Note [16-bit element-wise blocks on the CPU]
+// A 16-bit element-wise op widens each value to float, computes and rounds
+// once (the adapters of kernels/elementwise_engine.h). Done one value at a
+// time, the conversions dominate: the bf16 ReLU ran at 4 ns per element. For
+// contiguous 16-bit operands of one dtype the CPU loop instead widens blocks
+// of kBlock values with the vectorised converters (kernels/cpu/convert_simd.h),
+// runs the same adapter instantiated for float (ForwardOf<float, F>: the same
+// functor F, the same float math, no conversions) over the block, and rounds
+// the block back with the vectorised round-to-nearest-even. The converters are
+// bit-identical to core/half.h's, so the result is bit-identical to the
+// per-element loop (test "16-bit element-wise blocks are bit-identical").
+template <typename Fn>
+struct FloatAdapter {
+  static constexpr bool kHas = false;
+};
+template <typename T, typename F>
+struct FloatAdapter<ew::ForwardOf<T, F>> {
+  static constexpr bool kHas = true;
+  static ew::ForwardOf<float, F> make(const ew::ForwardOf<T, F>& fn) { return {fn.f}; }
+};
+template <typename T, typename F>
+struct FloatAdapter<ew::BackwardOf<T, F>> {
+  static constexpr bool kHas = true;
+  static ew::BackwardOf<float, F> make(const ew::BackwardOf<T, F>& fn) { return {fn.f}; }
+};
+template <typename T, typename F>
+struct FloatAdapter<ew::BinaryOf<T, F>> {
+  static constexpr bool kHas = std::is_same_v<ew::binary_out_t<T, F>, T>;  // not comparisons
+  static ew::BinaryOf<float, F> make(const ew::BinaryOf<T, F>& fn) { return {fn.f}; }
+};
+template <typename T, typename F>
+struct FloatAdapter<ew::ScalarOf<T, F>> {
+  static constexpr bool kHas = std::is_same_v<ew::binary_out_t<T, F>, T>;
+  static ew::ScalarOf<float, F> make(const ew::ScalarOf<T, F>& fn) { return {fn.f, fn.scalar}; }
+};
+
+template <typename T>
+constexpr bool is_16bit_float = std::is_same_v<T, half> || std::is_same_v<T, bfloat16>;
+
+template <typename T, typename Fn, typename... Tensors>
+void map_16bit_blocks(const Tensor& out, const Fn& fn, const Tensors&... ins) {
+  constexpr int64_t kBlock = 256;
+  constexpr size_t kIn = sizeof...(Tensors);
+  const auto wide = FloatAdapter<Fn>::make(fn);
+  const int64_t n = out.numel();
+  T* o = static_cast<T*>(out.data_ptr());
+  const std::array<const T*, kIn> in{static_cast<const T*>(ins.data_ptr())...};
+  const int64_t blocks = (n + kBlock - 1) / kBlock;
+  const auto block = [&](int64_t b) {
+    const int64_t i0 = b * kBlock, len = std::min(kBlock, n - i0);
+    float buf[kIn][kBlock];
+    float res[kBlock];
+    for (size_t k = 0; k < kIn; ++k) widen_row<T>(in[k] + i0, buf[k], len);
+    [&]<size_t... K>(std::index_sequence<K...>) {
+      for (int64_t i = 0; i < len; ++i) res[i] = wide(buf[K][i]...);
+    }
+    (std::make_index_sequence<kIn>{});
+    narrow_row<T>(res, o + i0, len);
+  };
+  if (n < kParallelGrain) {
+    for (int64_t b = 0; b < blocks; ++b) block(b);
+    return;
+  }
+#pragma omp parallel for schedule(static)
+  for (int64_t b = 0; b < blocks; ++b) block(b);
+}
+
 struct CpuLoop {
   template <typename Out, typename... In, typename Fn, typename... Tensors>
   static void map(const char* /*name*/, const Fn& fn, const Tensor& out, const Tensors&... ins) {
+    if constexpr (is_16bit_float<Out> && (std::is_same_v<In, Out> && ...) && FloatAdapter<Fn>::kHas) {
+      if (g_16bit_blocks && out.is_contiguous() && (... && (ins.is_contiguous() && ins.sizes() == out.sizes()))) {
+        map_16bit_blocks<Out>(out, fn, ins...);
+        return;
+      }
+    }
     map_typed<Out, In...>(out, fn, ins...);
   }
 };

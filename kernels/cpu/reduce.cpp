@@ -18,6 +18,8 @@
 #include <cstdint>
 #include <limits>
 #include <type_traits>
+#include <vector>
+#include <algorithm>
 
 #include "kernels/cpu/loops.h"
 #include "kernels/reduce.h"
@@ -108,6 +110,107 @@ void reduce_rows_typed(OpId op, const Tensor& out, const Tensor& x) {
   HG_FAIL("cpu::reduce_rows: ", op_name(op), " is not a reduction for dtype ", dtype_of<T>());
 }
 
+// Note [Column reductions on the CPU]
+// A reduction over the leading dims of a contiguous tensor (the bias gradient
+// sum over the batch, a mean over dim 0) has x[r, c] at x + r + c * ld: the
+// kept index r is the contiguous one. Instead of copying the transpose to
+// dense rows, reduce_cols walks the columns in the same order as the row path
+// and keeps one accumulator per r, so the inner loop runs along contiguous
+// memory and vectorises: the same blocks of kSumBlock summed left to right
+// and the same tree combining them (acc = left + right), for every r at once.
+// Each result is therefore bit-identical to reduce_rows on the copied rows.
+// r is split in chunks of kColChunk across threads.
+constexpr int64_t kColChunk = 512;
+
+// acc[r] = pairwise_sum over i in [0, n) of load(x[r + i * ld]), r in [0, nr);
+// scratch holds nr accumulators per remaining tree level.
+template <typename T, typename Load>
+void pairwise_sum_cols(const T* x, int64_t ld, int64_t nr, int64_t n, Load load, row_acc_t<T>* acc,
+                       row_acc_t<T>* scratch) {
+  using A = row_acc_t<T>;
+  if (n <= kSumBlock) {
+    for (int64_t r = 0; r < nr; ++r) acc[r] = A(0);
+    for (int64_t i = 0; i < n; ++i) {
+      const T* xi = x + i * ld;
+      for (int64_t r = 0; r < nr; ++r) acc[r] += load(xi[r]);
+    }
+    return;
+  }
+  const int64_t blocks = (n + kSumBlock - 1) / kSumBlock;
+  const int64_t half = (blocks / 2) * kSumBlock;
+  pairwise_sum_cols<T>(x, ld, nr, half, load, acc, scratch + nr);
+  pairwise_sum_cols<T>(x + half * ld, ld, nr, n - half, load, scratch, scratch + nr);
+  for (int64_t r = 0; r < nr; ++r) acc[r] += scratch[r];
+}
+
+// Levels of pairwise_sum_cols' tree for n elements (scratch rows it needs).
+int64_t tree_levels(int64_t n) {
+  int64_t levels = 1;
+  for (int64_t blocks = (n + kSumBlock - 1) / kSumBlock; blocks > 1; blocks = (blocks + 1) / 2) ++levels;
+  return levels;
+}
+
+template <typename T>
+void reduce_cols_typed(OpId op, const Tensor& out, const Tensor& x) {
+  using A = row_acc_t<T>;
+  const int64_t rows = x.sizes()[0], cols = x.sizes()[1], ld = x.strides()[1];
+  const T* base = static_cast<const T*>(x.data_ptr());
+  T* o = static_cast<T*>(out.data_ptr());
+  const int64_t chunks = (rows + kColChunk - 1) / kColChunk;
+  const int64_t levels = tree_levels(cols);
+  const bool parallel = chunks > 1 && rows * cols >= kParallelGrain;
+#pragma omp parallel for if (parallel) schedule(static)
+  for (int64_t chunk = 0; chunk < chunks; ++chunk) {
+    const int64_t r0 = chunk * kColChunk, nr = std::min(kColChunk, rows - r0);
+    const T* x0 = base + r0;
+    std::vector<A> acc(static_cast<size_t>(nr * (levels + 1)));
+    A* a = acc.data();
+    switch (op) {
+      case OpId::sum:
+      case OpId::mean:
+        pairwise_sum_cols<T>(
+            x0, ld, nr, cols, [](T v) { return static_cast<A>(v); }, a, a + nr);
+        break;
+      case OpId::norm:
+        pairwise_sum_cols<T>(
+            x0, ld, nr, cols,
+            [](T v) {
+              const A w = static_cast<A>(v);
+              return w * w;
+            },
+            a, a + nr);
+        break;
+      case OpId::max:
+      case OpId::min:
+        for (int64_t r = 0; r < nr; ++r) a[r] = static_cast<A>(x0[r]);
+        for (int64_t c = 1; c < cols; ++c) {
+          const T* xc = x0 + c * ld;
+          if (op == OpId::max) {
+            for (int64_t r = 0; r < nr; ++r) a[r] = max_nan(a[r], static_cast<A>(xc[r]));
+          } else {
+            for (int64_t r = 0; r < nr; ++r) a[r] = min_nan(a[r], static_cast<A>(xc[r]));
+          }
+        }
+        break;
+      default:
+        break;
+    }
+    for (int64_t r = 0; r < nr; ++r) {
+      if constexpr (std::is_floating_point_v<A>) {
+        if (op == OpId::mean) {
+          o[r0 + r] = static_cast<T>(a[r] / static_cast<A>(cols));
+          continue;
+        }
+        if (op == OpId::norm) {
+          o[r0 + r] = static_cast<T>(std::sqrt(a[r]));
+          continue;
+        }
+      }
+      o[r0 + r] = static_cast<T>(a[r]);
+    }
+  }
+}
+
 }  // namespace
 
 void reduce_rows(OpId op, const Tensor& out, const Tensor& x) {
@@ -115,6 +218,19 @@ void reduce_rows(OpId op, const Tensor& out, const Tensor& x) {
   HG_CHECK(x.sizes()[1] > 0 || (op != OpId::max && op != OpId::min), "empty max/min row");
   if (out.numel() == 0) return;
   dispatch_dtype(x.dtype(), [&](auto tag) { reduce_rows_typed<decltype(tag)>(op, out, x); });
+}
+
+void reduce_cols(OpId op, const Tensor& out, const Tensor& x) {
+  HG_CHECK(x.dim() == 2 && x.is_cpu() && x.sizes()[0] >= 1 && x.sizes()[1] >= 1 && x.strides()[0] == 1 &&
+               x.strides()[1] >= x.sizes()[0],
+           "cpu::reduce_cols wants a non-empty [rows, cols] view with dense columns, got ", x.shape_str());
+  HG_CHECK(out.is_contiguous() && out.numel() == x.sizes()[0] && out.dtype() == x.dtype(),
+           "cpu::reduce_cols: bad output ", out.shape_str());
+  HG_CHECK(is_floating(x.dtype()) || op == OpId::sum || op == OpId::max || op == OpId::min,
+           "cpu::reduce_cols: ", op_name(op), " is not a reduction for dtype ", x.dtype());
+  HG_CHECK(op == OpId::sum || op == OpId::mean || op == OpId::max || op == OpId::min || op == OpId::norm,
+           "cpu::reduce_cols: ", op_name(op), " is not a value reduction");
+  dispatch_dtype(x.dtype(), [&](auto tag) { reduce_cols_typed<decltype(tag)>(op, out, x); });
 }
 
 void argmax_rows(const Tensor& out, const Tensor& x) {

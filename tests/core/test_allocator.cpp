@@ -1,8 +1,9 @@
 // The CPU allocator (Note [CPU block cache] in core/allocator.cpp): every size
 // is 64-byte aligned and fully writable, freed blocks of a size class come
-// back for the next allocation of that class, and large blocks are never
-// cached. ctest runs this file twice: with the cache (test_core) and with
-// HG_CPU_BLOCK_CACHE=0 (test_core_no_block_cache), the glibc path.
+// back for the next allocation of that class, and large blocks are kept up to
+// their byte budget. ctest runs this file three times: with the cache
+// (test_core), with HG_CPU_BLOCK_CACHE=0 (test_core_no_block_cache, the glibc
+// path) and with HG_CPU_CACHE_MB=1 (test_core_small_block_cache: eviction).
 #include <catch2/catch.hpp>
 
 #include <cstdint>
@@ -55,4 +56,46 @@ TEST_CASE("cpu_allocator: a freed small block is reused when the cache is on", "
 #endif
   }
   a.deallocate(q, Device::cpu());
+}
+
+TEST_CASE("cpu_allocator: large blocks are reused within their budget and given back", "[core][allocator]") {
+  Allocator& a = cpu_allocator();
+  const CpuCacheStats before = cpu_cache_stats();
+  const size_t mib = size_t{1} << 20;
+  // 3 MiB + 100 B and 3 MiB + 5000 B share a size class (3.25 MiB: eighths of 2 MiB).
+  void* p = a.allocate(3 * mib + 100, Device::cpu());
+  std::memset(p, 0x5A, 3 * mib + 100);
+  a.deallocate(p, Device::cpu());
+  const CpuCacheStats after_free = cpu_cache_stats();
+  const bool fits = before.enabled && after_free.large_budget_bytes >= 4 * mib;
+  CHECK(after_free.large_cached_bytes <= after_free.large_budget_bytes);
+  if (fits) {
+    CHECK(after_free.large_cached_blocks == before.large_cached_blocks + 1);
+    CHECK(after_free.large_cached_bytes == before.large_cached_bytes + 3 * mib + mib / 4);
+  } else {
+    CHECK(after_free.large_cached_blocks <= before.large_cached_blocks);  // too big to keep, or no cache
+  }
+  void* q = a.allocate(3 * mib + 5000, Device::cpu());
+  CHECK(reinterpret_cast<uintptr_t>(q) % kCpuAlignment == 0);
+  if (fits) {
+#if !defined(__SANITIZE_ADDRESS__)
+    CHECK(q == p);
+#endif
+  }
+  std::memset(q, 0xA5, 3 * mib + 5000);
+  a.deallocate(q, Device::cpu());
+
+  // Many blocks freed at once never hold more than the budget.
+  std::vector<void*> blocks;
+  for (int i = 0; i < 6; ++i) blocks.push_back(a.allocate(600 * 1024 + static_cast<size_t>(i) * 8192, Device::cpu()));
+  for (void* b : blocks) a.deallocate(b, Device::cpu());
+  const CpuCacheStats many = cpu_cache_stats();
+  CHECK(many.large_cached_bytes <= many.large_budget_bytes);
+  if (many.enabled && many.large_budget_bytes >= 8 * mib) CHECK(many.large_cached_blocks >= 6);
+
+  cpu_empty_cache();
+  const CpuCacheStats empty = cpu_cache_stats();
+  CHECK(empty.large_cached_blocks == 0);
+  CHECK(empty.large_cached_bytes == 0);
+  CHECK(empty.small_cached_blocks == 0);
 }

@@ -11,3 +11,7 @@ hg_add_test(test_core LABEL core SOURCES
 # The same tests through glibc (the CPU block cache off: Note [CPU block cache]).
 add_test(NAME test_core_no_block_cache COMMAND test_core)
 set_tests_properties(test_core_no_block_cache PROPERTIES ENVIRONMENT HG_CPU_BLOCK_CACHE=0 LABELS core)
+# The allocator's tests with a 1 MiB budget for large cached blocks (the
+# eviction path of Note [CPU block cache]).
+add_test(NAME test_core_small_block_cache COMMAND test_core "[allocator]")
+set_tests_properties(test_core_small_block_cache PROPERTIES ENVIRONMENT HG_CPU_CACHE_MB=1 LABELS core)

@@ -21,6 +21,7 @@
 #include <optional>
 #include <sstream>
 
+#include "kernels/ops.h"
 #include "kernels/reduce.h"
 #include "tests/kernels/test_support.h"
 
@@ -64,6 +65,11 @@ const std::vector<ReduceSample>& reduce_samples() {
       {"column-slice", {3, 33}, {1}, false, ReduceSample::kColumnSlice},
       {"rank3-middle", {2, 3, 9}, {1}},
       {"rank3-outer-inner", {2, 3, 9}, {2, 0}},
+      // Leading-dim reductions of contiguous tensors: the CPU's column path
+      // (reduce_cols), with columns longer than one sum block and more kept
+      // elements than one thread chunk.
+      {"columns-long", {260, 600}, {0}},
+      {"columns-rank3", {150, 3, 5}, {0}, true},
       {"rank3-last-keep", {2, 3, 9}, {-1}, true},
       {"rank3-noncontig", {4, 3, 5}, {0, 2}, false, ReduceSample::kNoncontiguous},
       {"block-rows", {3, 700}, {1}, true},
@@ -304,6 +310,38 @@ TEST_CASE("reductions are deterministic run to run", "[kernels][reduce][numerics
       CHECK(bits_hash(ops::sum(h)) == bits_hash(ops::sum(h)));
     }
   }
+}
+
+// Note [Column reductions on the CPU]: a reduction over the leading dims of a
+// contiguous tensor runs without the transposing copy and must give the same
+// bits as the row path on the copied rows (same blocks, same tree).
+TEST_CASE("CPU column reductions are bit-identical to the row path", "[kernels][reduce][numerics]") {
+  for (DType dtype : {kF32, kF16, kBF16, kF64, kI32}) {
+    for (const Shape& shape : {Shape{5, 3}, Shape{129, 7}, Shape{700, 1030}, Shape{1200, 3}}) {
+      Tensor x = make_input(shape, kF64, Domain::kAny, 41);
+      if (is_floating(dtype) && shape[0] > 100) {  // a NaN and an inf in two columns
+        x.slice(0, 70, 71).slice(1, 1, 2).fill_(NAN);
+        x.slice(0, 90, 91).slice(1, 2, 3).fill_(INFINITY);
+      }
+      x = (dtype == kI32 ? ops::binary_scalar(OpId::mul, x, 100.0).to(dtype) : x.to(dtype));
+      const Tensor rows = x.t().contiguous();  // [cols, rows]: the row path
+      std::vector<OpId> ops_here{OpId::sum, OpId::max, OpId::min};
+      if (is_floating(dtype)) ops_here.insert(ops_here.end(), {OpId::mean, OpId::norm});
+      for (OpId op : ops_here) {
+        INFO(dtype << " " << shape_to_string(shape) << " " << op_name(op));
+        const Tensor by_cols = ops::reduce(op, x, {0});
+        const Tensor by_rows = ops::reduce(op, rows, {1});
+        REQUIRE(by_cols.sizes() == by_rows.sizes());
+        CHECK(std::memcmp(by_cols.data_ptr(), by_rows.data_ptr(), by_cols.nbytes()) == 0);
+      }
+    }
+  }
+  // A rank-3 leading reduction and a sliced (non-contiguous) input agree too.
+  const Tensor x3 = make_input({300, 4, 6}, kF32, Domain::kAny, 43);
+  CHECK(bits_hash(ops::sum(x3, {0})) ==
+        bits_hash(ops::sum(x3.reshape({300, 24}).t().contiguous(), {1}).reshape({4, 6})));
+  const Tensor sliced = make_input({400, 20}, kF32, Domain::kAny, 44).slice(1, 3, 15);
+  CHECK(bits_hash(ops::mean(sliced, {0})) == bits_hash(ops::mean(sliced.t().contiguous(), {1})));
 }
 
 TEST_CASE("reductions propagate NaN and argmax follows torch", "[kernels][reduce]") {
