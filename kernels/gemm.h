@@ -65,15 +65,20 @@ namespace cpu {
 void gemm(const GemmArgs& args);
 // The path a CPU GEMM of this dtype takes in this process: "onednn-bf16"
 // (native bf16), "widen-sgemm" (16-bit widened to fp32 for OpenBLAS sgemm),
-// "openblas" (f32, f64) or "none".
+// "onednn-f32" (f32 on an AVX-512 CPU), "openblas" (f32 elsewhere, f64) or
+// "none".
 const char* gemm_path(DType dtype);
-// The native path alone (oneDNN bf16): runs args and returns true, or returns
-// false having done nothing (not bf16, the path is off, or a shape oneDNN can
-// only run on its reference kernels). cpu::gemm tries it first for bf16.
+// The oneDNN path alone (bf16 or f32): runs args and returns true, or returns
+// false having done nothing (another dtype, the path is off, or a shape oneDNN
+// can only run on its reference kernels). cpu::gemm tries it first for bf16
+// and f32.
 bool gemm_native(const GemmArgs& args);
 // Why bf16 widens here ("" when it takes oneDNN): HG_CPU_GEMM=widen,
 // HG_CPU_ISA=generic, no AVX512_BF16/AMX, or a build without oneDNN.
 const char* gemm_bf16_widen_reason();
+// Why f32 takes OpenBLAS here ("" when it takes oneDNN): HG_CPU_GEMM=widen or
+// openblas, HG_CPU_ISA=generic, no AVX-512, or a build without oneDNN.
+const char* gemm_f32_openblas_reason();
 }
 #if defined(HG_WITH_CUDA)
 namespace cuda {

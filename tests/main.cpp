@@ -6,6 +6,8 @@
 //   cudnn  a usable cuDNN (cudnnCreate succeeds; the emu build has a stand-in)
 //   cpu-bf16  the native bf16 CPU GEMM (oneDNN on a CPU with AVX512_BF16 or
 //          AMX, not switched off by HG_CPU_GEMM=widen / HG_CPU_ISA=generic)
+//   cpu-f32-onednn  the f32 CPU GEMM through oneDNN (an AVX-512 CPU, not
+//          switched off by HG_CPU_GEMM=widen|openblas / HG_CPU_ISA=generic)
 // When one is missing it prints why and exits with kSkipReturnCode, which CTest
 // reports as skipped (SKIP_RETURN_CODE), not as passed.
 #define CATCH_CONFIG_RUNNER
@@ -33,6 +35,10 @@ std::string missing(const std::string& requirement) {
     const std::string reason = hg::cpu::gemm_bf16_widen_reason();
     return reason.empty() ? "" : "bf16 CPU GEMMs widen to fp32 here: " + reason;
   }
+  if (requirement == "cpu-f32-onednn") {
+    const std::string reason = hg::cpu::gemm_f32_openblas_reason();
+    return reason.empty() ? "" : "f32 CPU GEMMs take OpenBLAS here: " + reason;
+  }
 #if defined(HG_WITH_CUDA)
   if (requirement == "cuda" || requirement == "cudnn") {
     if (!hg::cuda::is_available()) return "no CUDA device available";
@@ -47,7 +53,7 @@ std::string missing(const std::string& requirement) {
 #else
   if (requirement == "cuda" || requirement == "cudnn") return "built without the CUDA backend";
 #endif
-  return "unknown requirement '" + requirement + "' in HG_TEST_REQUIRES (cuda, cudnn, cpu-bf16)";
+  return "unknown requirement '" + requirement + "' in HG_TEST_REQUIRES (cuda, cudnn, cpu-bf16, cpu-f32-onednn)";
 }
 
 }  // namespace

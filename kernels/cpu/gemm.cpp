@@ -1,13 +1,14 @@
-// CPU GEMM (docs/kernels.md, "CPU GEMM paths"): OpenBLAS sgemm for f32 and
+// CPU GEMM (docs/kernels.md, "CPU GEMM paths"): f32 through oneDNN's matmul
+// on AVX-512 CPUs (7-14% faster than OpenBLAS there), else OpenBLAS sgemm;
 // dgemm for f64. bf16 takes oneDNN's native bf16 matmul where the CPU has
 // AVX512_BF16 or AMX (kernels/cpu/gemm_onednn.h; HG_CPU_GEMM=widen forces the
-// fallback). f16, and bf16 elsewhere, widen: the operands of each batch entry
+// fallbacks: OpenBLAS for f32, widening for bf16; HG_CPU_GEMM=openblas only
+// the f32 one). f16, and bf16 elsewhere, widen: the operands of each batch entry
 // are widened to fp32, multiplied by sgemm (fp32 accumulation) and rounded
 // once into the 16-bit output. The widening and the rounding are vectorised
 // (F16C/AVX2 with run-time dispatch, kernels/cpu/convert_simd.h) and split
 // over the threads; they are exact / correctly rounded. oneDNN has no f16
-// matmul on CPUs without AVX512-FP16; its f32 matmul beat OpenBLAS's sgemm
-// by 7-14% here, a candidate not taken yet (docs/kernels.md, "CPU GEMM paths").
+// matmul on CPUs without AVX512-FP16.
 #include <cblas.h>
 
 #include <type_traits>
@@ -85,9 +86,21 @@ bool gemm_native(const GemmArgs& g) {
 #endif
 }
 
+const char* gemm_f32_openblas_reason() {
+#if defined(HG_HAVE_ONEDNN)
+  return native_f32_gemm_reason();
+#else
+  return "this build has no oneDNN";
+#endif
+}
+
 const char* gemm_path(DType dtype) {
   switch (dtype) {
     case DType::F32:
+#if defined(HG_HAVE_ONEDNN)
+      if (native_f32_gemm()) return "onednn-f32";
+#endif
+      return "openblas";
     case DType::F64:
       return "openblas";
     case DType::BF16:
@@ -110,6 +123,7 @@ void gemm(const GemmArgs& g) {
   const auto M = static_cast<int>(g.m), N = static_cast<int>(g.n), K = static_cast<int>(g.k);
   switch (g.dtype) {
     case DType::F32:
+      if (gemm_native(g)) return;
       for (int64_t i = 0; i < g.batch; ++i) {
         cblas_sgemm(CblasRowMajor, blas_trans(g.trans_a), blas_trans(g.trans_b), M, N, K, g.alpha,
                     static_cast<const float*>(g.a) + i * g.stride_a, static_cast<int>(g.lda),

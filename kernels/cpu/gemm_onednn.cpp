@@ -1,7 +1,9 @@
-// The CPU's native bf16 GEMM through oneDNN's matmul primitive
-// (kernels/cpu/gemm_onednn.h; docs/kernels.md, "CPU GEMM paths").
+// The CPU's native bf16 GEMM, and the f32 GEMM on AVX-512 CPUs, through
+// oneDNN's matmul primitive (kernels/cpu/gemm_onednn.h; docs/kernels.md, "CPU
+// GEMM paths").
 //
-// bf16 A and B, fp32 accumulation (VDPBF16PS / AMX: each bf16 product is exact
+// f32: f32 A, B and C, fp32 FMAs (oneDNN's default "strict" fpmath mode: no
+// down-conversion). bf16: bf16 A and B, fp32 accumulation (VDPBF16PS / AMX: each bf16 product is exact
 // in fp32), alpha as oneDNN's output scale, beta as its sum post-op on C, one
 // rounding into the bf16 C. Transposes and row strides are memory-descriptor
 // strides, a batch stride of 0 is a batch dim of 1 (oneDNN broadcasts it), so
@@ -38,10 +40,12 @@ namespace {
 using dnnl::memory;
 using dt = memory::data_type;
 
-// Which path 16-bit GEMMs take in this process (decided once).
+// Which GEMMs take oneDNN in this process (decided once).
 struct Policy {
   bool bf16_native = false;
-  const char* reason = "";  // why not, when not
+  const char* reason = "";  // why bf16 does not, when it does not
+  bool f32_native = false;
+  const char* f32_reason = "";
 };
 
 bool env_is(const char* name, const char* value) {
@@ -53,21 +57,30 @@ const Policy& policy() {
   static const Policy p = [] {
     Policy r;
     const char* forced = std::getenv("HG_CPU_GEMM");
-    if (forced != nullptr && *forced != '\0' && std::strcmp(forced, "widen") != 0 && std::strcmp(forced, "auto") != 0) {
-      HG_LOG_WARN("ignoring HG_CPU_GEMM={} (expected widen or auto)", forced);
+    if (forced != nullptr && *forced != '\0' && std::strcmp(forced, "widen") != 0 &&
+        std::strcmp(forced, "openblas") != 0 && std::strcmp(forced, "auto") != 0) {
+      HG_LOG_WARN("ignoring HG_CPU_GEMM={} (expected auto, widen or openblas)", forced);
     }
     if (env_is("HG_CPU_GEMM", "widen")) {
-      r.reason = "HG_CPU_GEMM=widen";
+      r.reason = r.f32_reason = "HG_CPU_GEMM=widen";
       return r;
     }
     if (env_is("HG_CPU_ISA", "generic")) {
-      r.reason = "HG_CPU_ISA=generic";
+      r.reason = r.f32_reason = "HG_CPU_ISA=generic";
       return r;
     }
     // oneDNN's own query: the ISA it will use here (capped by DNNL_MAX_CPU_ISA).
-    // The values are nested bit masks; AVX512_BF16 is within AMX's.
+    // The values are nested bit masks: AVX-512 within AVX512_BF16 within AMX.
     const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+    const auto avx512 = static_cast<unsigned>(dnnl::cpu_isa::avx512_core);
     const auto bf16 = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_bf16);
+    if (env_is("HG_CPU_GEMM", "openblas")) {
+      r.f32_reason = "HG_CPU_GEMM=openblas";
+    } else if ((isa & avx512) != avx512) {
+      r.f32_reason = "the CPU has no AVX-512 (OpenBLAS was not measured against oneDNN there)";
+    } else {
+      r.f32_native = true;
+    }
     if ((isa & bf16) != bf16) {
       r.reason = "the CPU has neither AVX512_BF16 nor AMX";
       return r;
@@ -155,7 +168,7 @@ memory::desc operand_desc(dt type, int64_t batch, int64_t batch_stride, int64_t 
 
 Entry make_entry(const GemmArgs& g) {
   Entry e;
-  const dt type = dt::bf16;
+  const dt type = g.dtype == DType::F32 ? dt::f32 : dt::bf16;
   try {
     e.a = operand_desc(type, g.batch, g.stride_a, g.m, g.k, g.trans_a, g.lda);
     e.b = operand_desc(type, g.batch, g.stride_b, g.k, g.n, g.trans_b, g.ldb);
@@ -171,16 +184,16 @@ Entry make_entry(const GemmArgs& g) {
     const dnnl::matmul::desc desc(e.a, e.b, e.c);
     const dnnl::matmul::primitive_desc pd(desc, attr, engine());
     const std::string impl = pd.impl_info_str();
-    if (impl.rfind("ref", 0) == 0) {  // the scalar reference kernels: widening is faster
-      HG_LOG_DEBUG("oneDNN bf16 matmul m={} n={} k={} batch={}: only '{}', widening instead", g.m, g.n, g.k, g.batch,
-                   impl);
+    if (impl.rfind("ref", 0) == 0) {  // the scalar reference kernels: widening / OpenBLAS is faster
+      HG_LOG_DEBUG("oneDNN {} matmul m={} n={} k={} batch={}: only '{}', not taken", dtype_name(g.dtype), g.m, g.n, g.k,
+                   g.batch, impl);
       return e;
     }
     e.prim = dnnl::matmul(pd);
     e.supported = true;
   } catch (const dnnl::error& err) {
-    HG_LOG_DEBUG("oneDNN bf16 matmul m={} n={} k={} batch={} not available ({}); widening instead", g.m, g.n, g.k,
-                 g.batch, err.what());
+    HG_LOG_DEBUG("oneDNN {} matmul m={} n={} k={} batch={} not available ({}); not taken", dtype_name(g.dtype), g.m,
+                 g.n, g.k, g.batch, err.what());
     e.supported = false;
   }
   return e;
@@ -192,8 +205,14 @@ bool native_bf16_gemm() { return policy().bf16_native; }
 
 const char* native_bf16_gemm_reason() { return policy().reason; }
 
+bool native_f32_gemm() { return policy().f32_native; }
+
+const char* native_f32_gemm_reason() { return policy().f32_reason; }
+
 bool gemm_onednn(const GemmArgs& g) {
-  if (g.dtype != DType::BF16 || !policy().bf16_native) return false;
+  if (!(g.dtype == DType::BF16 && policy().bf16_native) && !(g.dtype == DType::F32 && policy().f32_native)) {
+    return false;
+  }
   Key key;
   std::memset(static_cast<void*>(&key), 0, sizeof(Key));
   key.dtype = g.dtype;
@@ -222,8 +241,8 @@ bool gemm_onednn(const GemmArgs& g) {
     e->prim.execute(stream, {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}});
     stream.wait();
   } catch (const dnnl::error& err) {
-    HG_FAIL("matmul: oneDNN's bf16 matmul failed (m=", g.m, " n=", g.n, " k=", g.k, " batch=", g.batch,
-            "): ", err.what(), "; HG_CPU_GEMM=widen runs bf16 GEMMs without oneDNN");
+    HG_FAIL("matmul: oneDNN's ", dtype_name(g.dtype), " matmul failed (m=", g.m, " n=", g.n, " k=", g.k,
+            " batch=", g.batch, "): ", err.what(), "; HG_CPU_GEMM=widen runs GEMMs without oneDNN");
   }
   return true;
 }

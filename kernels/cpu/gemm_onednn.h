@@ -13,10 +13,15 @@ namespace hg::cpu {
 bool native_bf16_gemm();
 // Why not, when native_bf16_gemm() is false.
 const char* native_bf16_gemm_reason();
+// Whether f32 GEMMs take oneDNN: the CPU has AVX-512 and neither
+// HG_CPU_GEMM=widen|openblas nor HG_CPU_ISA=generic is set.
+bool native_f32_gemm();
+const char* native_f32_gemm_reason();
 
-// Runs g through oneDNN's bf16 matmul and returns true, or returns false having
-// done nothing (not bf16, native path off, or a shape oneDNN runs only on its
-// reference kernels): the caller then widens.
+// Runs g through oneDNN's matmul (bf16 or f32) and returns true, or returns
+// false having done nothing (another dtype, that path off, or a shape oneDNN
+// runs only on its reference kernels): the caller then widens (bf16) or calls
+// OpenBLAS (f32).
 bool gemm_onednn(const GemmArgs& g);
 
 }  // namespace hg::cpu

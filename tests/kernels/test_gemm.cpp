@@ -5,6 +5,8 @@
 // and empty dimensions.
 #include <catch2/catch.hpp>
 
+#include <cmath>
+
 #include <cstdlib>
 #include <cstring>
 
@@ -132,7 +134,7 @@ TEST_CASE("TF32 is off by default and switchable", "[kernels][gemm]") {
 
 namespace {
 
-// One bf16 cpu::GemmArgs over freshly made operands: op(A) m x k, op(B) k x n,
+// One bf16 (or f32) cpu::GemmArgs over freshly made operands: op(A) m x k, op(B) k x n,
 // stored transposed or not with `pad` spare columns per row, `batch` entries
 // (a broadcast operand has batch stride 0), C starts from seeded values.
 struct NativeCase {
@@ -143,19 +145,20 @@ struct NativeCase {
 };
 
 // Runs the case through `run` (returns whether it ran) and checks it against
-// the f64 product of the same bf16 inputs, rounded once to bf16.
+// the f64 product of the same inputs, rounded once to the dtype, with that
+// dtype's row of the tolerance table.
 template <typename Run>
-void check_native(const NativeCase& c, Run run, const std::string& what) {
+void check_native(const NativeCase& c, Run run, const std::string& what, DType dtype = kBF16) {
   INFO(what);
   const int64_t a_rows = c.ta ? c.k : c.m, a_cols = c.ta ? c.m : c.k;
   const int64_t b_rows = c.tb ? c.n : c.k, b_cols = c.tb ? c.k : c.n;
   const int64_t na = c.broadcast_a ? 1 : c.batch, nb = c.broadcast_b ? 1 : c.batch;
-  const Tensor a = operand({na, a_rows, a_cols + c.pad}, kBF16, 101);
-  const Tensor b = operand({nb, b_rows, b_cols + c.pad}, kBF16, 102);
-  const Tensor c0 = operand({c.batch, c.m, c.n + c.pad}, kBF16, 103);
+  const Tensor a = operand({na, a_rows, a_cols + c.pad}, dtype, 101);
+  const Tensor b = operand({nb, b_rows, b_cols + c.pad}, dtype, 102);
+  const Tensor c0 = operand({c.batch, c.m, c.n + c.pad}, dtype, 103);
   const Tensor out = c0.clone();
   GemmArgs g;
-  g.dtype = kBF16;
+  g.dtype = dtype;
   g.trans_a = c.ta;
   g.trans_b = c.tb;
   g.m = c.m;
@@ -175,21 +178,36 @@ void check_native(const NativeCase& c, Run run, const std::string& what) {
   g.beta = c.beta;
   REQUIRE(run(g));
   const auto av = values_of(a), bv = values_of(b), cv = values_of(c0), ov = values_of(out);
-  std::vector<double> got, expected;
+  std::vector<double> got, expected, abs_sum;
   for (int64_t t = 0; t < c.batch; ++t)
     for (int64_t i = 0; i < c.m; ++i)
       for (int64_t j = 0; j < c.n; ++j) {
-        double acc = 0.0;
+        double acc = 0.0, acc_abs = 0.0;
         for (int64_t p = 0; p < c.k; ++p) {
           const int64_t ia = (c.broadcast_a ? 0 : t) * a_rows * g.lda + (c.ta ? p * g.lda + i : i * g.lda + p);
           const int64_t ib = (c.broadcast_b ? 0 : t) * b_rows * g.ldb + (c.tb ? j * g.ldb + p : p * g.ldb + j);
           acc += av[static_cast<size_t>(ia)] * bv[static_cast<size_t>(ib)];
+          acc_abs += std::fabs(av[static_cast<size_t>(ia)] * bv[static_cast<size_t>(ib)]);
         }
         const auto ic = static_cast<size_t>(t * g.stride_c + i * g.ldc + j);
         expected.push_back(c.alpha * acc + c.beta * cv[ic]);
+        abs_sum.push_back(std::fabs(c.alpha) * acc_abs + std::fabs(c.beta * cv[ic]));
         got.push_back(ov[ic]);
       }
-  CHECK(compare_values(got, round_to(expected, kBF16), tolerance_for(kBF16, OpKind::kReduction)) == "");
+  if (dtype == kF32 && c.k > 100) {
+    // Documented override: the table's f32 row holds fp32 accumulation for
+    // K <= 100 (see operand()); beyond that any fp32 summation order may err
+    // by up to the standard worst-case bound gamma_K * sum|a||b|, gamma_K =
+    // K eps / (1 - K eps) (Higham, "Accuracy and Stability of Numerical
+    // Algorithms", 3.1), plus the one rounding of the result.
+    const double eps = 0x1p-24, gamma = static_cast<double>(c.k + 2) * eps / (1.0 - static_cast<double>(c.k + 2) * eps);
+    for (size_t i = 0; i < got.size(); ++i) {
+      INFO("element " << i << ": got " << got[i] << ", expected " << expected[i]);
+      CHECK(std::fabs(got[i] - expected[i]) <= gamma * abs_sum[i]);
+    }
+  } else {
+    CHECK(compare_values(got, round_to(expected, dtype), tolerance_for(dtype, OpKind::kReduction)) == "");
+  }
   // The padding columns of C are not written.
   for (int64_t t = 0; t < c.batch; ++t)
     for (int64_t i = 0; i < c.m; ++i)
@@ -227,7 +245,11 @@ std::vector<std::pair<NativeCase, std::string>> native_cases() {
 }  // namespace
 
 TEST_CASE("CPU GEMM paths: bf16 is native where it can be, HG_CPU_GEMM=widen forces the fallback", "[kernels][gemm]") {
-  CHECK(std::string(cpu::gemm_path(kF32)) == "openblas");
+  const std::string f32_path = cpu::gemm_path(kF32), f32_reason = cpu::gemm_f32_openblas_reason();
+  INFO("f32 path " << f32_path << ", OpenBLAS reason '" << f32_reason << "'");
+  CHECK((f32_path == "onednn-f32") == f32_reason.empty());
+  CHECK((f32_path == "openblas") == !f32_reason.empty());
+  if (forced_widen()) CHECK(f32_reason == "HG_CPU_GEMM=widen");
   CHECK(std::string(cpu::gemm_path(kF64)) == "openblas");
   CHECK(std::string(cpu::gemm_path(kF16)) == "widen-sgemm");  // no f16 arithmetic on this path's CPUs
   const std::string path = cpu::gemm_path(kBF16), reason = cpu::gemm_bf16_widen_reason();
@@ -248,6 +270,24 @@ TEST_CASE("CPU GEMM paths: bf16 is native where it can be, HG_CPU_GEMM=widen for
           "widened: " + what);
     }
   }
+}
+
+// Run by ctest as test_gemm_onednn_f32 (HG_TEST_REQUIRES=cpu-f32-onednn:
+// skipped on CPUs without AVX-512); excluded from the plain test_kernels run,
+// where every f32 GEMM test takes whichever path the machine has.
+TEST_CASE("f32 CPU GEMM through oneDNN matches a double reference", "[gemm-onednn-f32]") {
+  REQUIRE(std::string(cpu::gemm_path(kF32)) == "onednn-f32");
+  for (const auto& [c, what] : native_cases()) check_native(c, cpu::gemm_native, "oneDNN f32: " + what, kF32);
+  const int threads = get_num_threads();
+  set_num_threads(1);
+  check_native(native_cases()[1].first, cpu::gemm_native, "oneDNN f32, 1 thread", kF32);
+  set_num_threads(threads);
+  // 4097 products of 1 * 1: exact in an fp32 accumulator (a bf16 one stalls at 256).
+  Tensor a = ones({1, 4097}), b = ones({4097, 1});
+  CHECK(ops::matmul(a, b).item<float>() == 4097.0f);
+  // Through ops::matmul, transposed views.
+  const Tensor at = operand({37, 13}, kF32, 9).t(), bt = operand({19, 37}, kF32, 10).t();
+  check_matmul(at, bt, false, false, Tensor(), "oneDNN f32 transposed views");
 }
 
 // Run by ctest as test_gemm_native_bf16 (HG_TEST_REQUIRES=cpu-bf16: skipped on

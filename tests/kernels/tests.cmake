@@ -1,7 +1,7 @@
 # The [cuda] cases (tests/kernels/test_conv_cuda.cpp: conv2d through cuDNN,
 # CUDA pooling and batch norm against the CPU) are their own CTest test,
 # skipped where there is no CUDA device or no usable cuDNN.
-hg_add_test(test_kernels LABEL kernels ARGS "~[cuda]~[gemm-native]" SOURCES
+hg_add_test(test_kernels LABEL kernels ARGS "~[cuda]~[gemm-native]~[gemm-onednn-f32]" SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/test_elementwise.cpp
   ${CMAKE_CURRENT_LIST_DIR}/test_reduce.cpp
   ${CMAKE_CURRENT_LIST_DIR}/test_softmax.cpp
@@ -19,6 +19,9 @@ hg_add_test(test_kernels LABEL kernels ARGS "~[cuda]~[gemm-native]" SOURCES
 add_test(NAME test_gemm_native_bf16 COMMAND test_kernels "[gemm-native]")
 set_tests_properties(test_gemm_native_bf16 PROPERTIES LABELS kernels)
 hg_test_requires(test_gemm_native_bf16 cpu-bf16)
+add_test(NAME test_gemm_onednn_f32 COMMAND test_kernels "[gemm-onednn-f32]")
+set_tests_properties(test_gemm_onednn_f32 PROPERTIES LABELS kernels)
+hg_test_requires(test_gemm_onednn_f32 cpu-f32-onednn)
 add_test(NAME test_gemm_widen COMMAND test_kernels "[gemm]~[cuda]")
 set_tests_properties(test_gemm_widen PROPERTIES ENVIRONMENT HG_CPU_GEMM=widen LABELS kernels)
 find_package(nlohmann_json 3 REQUIRED)
