@@ -491,7 +491,7 @@ int main(int argc, char** argv) {
       } else if (device.is_cpu()) {
         term.paragraph(std::string("hg-train: autocast on the CPU costs time: the ") +
                        (prec.autocast_dtype == hg::kF16 ? "f16" : "bf16") +
-                       " matmuls widen to f32 and round back, so a step takes about 3x as long as in fp32 "
+                       " matmuls widen to f32 and round back, so a step takes about 1.7-3x as long as in fp32 "
                        "(docs/training.md); --precision fp32 is the fastest on a CPU");
       }
     }
