@@ -72,9 +72,22 @@ Grads AccumulateGrad::apply(const Tensor& grad_output) {
   // Gradients accumulate in the leaf's dtype and device; a 16-bit leaf adds in
   // fp32 and rounds once per accumulation. A fresh tensor every time, so a
   // gradient shared by two leaves (e.g. from add) is never aliased.
+  //
+  // Note [Stealing the incoming gradient]
+  // As in PyTorch's AccumulateGrad, the first gradient of a leaf is the
+  // incoming buffer itself, not a copy, when nothing else can see it: the
+  // engine's slot and `incoming` are the tensor's only owners, no other tensor
+  // (no view) shares its storage, it covers that storage densely, and it is no
+  // graph's output. A weight gradient of a Linear is then never copied (a
+  // memmove of every parameter each step, 1% of a 4x4096 bf16 MLP step).
   const Tensor incoming = grad_output.to(leaf_tensor.device(), leaf->dtype);
   if (leaf->grad == nullptr) {
-    leaf_tensor.set_grad(same(incoming, grad_output) ? incoming.clone() : incoming.contiguous());
+    const bool converted = !same(incoming, grad_output);
+    const TensorImpl* in = incoming.impl_ptr();
+    const bool sole_owner = incoming.impl_shared().use_count() == 2 && in->storage != nullptr &&
+                            in->storage.use_count() == 1 && in->autograd_meta == nullptr && !in->requires_grad &&
+                            in->offset == 0 && incoming.is_contiguous() && incoming.nbytes() == in->storage->nbytes();
+    leaf_tensor.set_grad(converted ? incoming.contiguous() : sole_owner ? incoming : incoming.clone());
   } else {
     leaf_tensor.set_grad(ops::add(leaf_tensor.grad(), incoming));
   }

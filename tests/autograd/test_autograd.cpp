@@ -152,6 +152,36 @@ TEST_CASE("the engine accumulates, retains and frees like PyTorch", "[autograd][
   CHECK(a.grad().item<double>() == Approx(2 * std::exp(4.0) + std::exp(2.0)).epsilon(1e-12));
 }
 
+// Note [Stealing the incoming gradient]: a leaf's first gradient takes the
+// incoming buffer only when nothing else can see it.
+TEST_CASE("a leaf's gradient never aliases another tensor", "[autograd][engine]") {
+  const auto distinct = [](const Tensor& a, const Tensor& b) { return !a.shares_storage_with(b); };
+  // add hands one incoming gradient to both leaves, and the caller holds it.
+  Tensor a = from_vector(std::vector<float>{1, 2, 3}, {3}).requires_grad_(true);
+  Tensor b = from_vector(std::vector<float>{4, 5, 6}, {3}).requires_grad_(true);
+  const Tensor g = from_vector(std::vector<float>{1, 1, 1}, {3});
+  hg::add(a, b).backward(g);
+  CHECK(distinct(a.grad(), b.grad()));
+  CHECK(distinct(a.grad(), g));
+  CHECK(distinct(b.grad(), g));
+  a.grad().fill_(7.0);
+  CHECK(values_of(b.grad()) == std::vector<double>{1, 1, 1});
+  CHECK(values_of(g) == std::vector<double>{1, 1, 1});
+  // A leaf used directly as the root: the seed belongs to the caller.
+  Tensor c = from_vector(std::vector<float>{1, 2}, {2}).requires_grad_(true);
+  const Tensor seed = from_vector(std::vector<float>{3, 4}, {2});
+  c.backward(seed);
+  CHECK(distinct(c.grad(), seed));
+  // A matmul weight's gradient (a fresh GEMM output) is taken without a copy,
+  // and is correct; a second backward accumulates into it.
+  Tensor x = from_vector(std::vector<float>{1, 2, 3, 4}, {2, 2});
+  Tensor w = from_vector(std::vector<float>{1, 0, 0, 1}, {2, 2}).requires_grad_(true);
+  hg::matmul(x, w).sum().backward();
+  CHECK(values_of(w.grad()) == std::vector<double>{4, 4, 6, 6});
+  hg::matmul(x, w).sum().backward();
+  CHECK(values_of(w.grad()) == std::vector<double>{8, 8, 12, 12});
+}
+
 TEST_CASE("no_grad, detach and requires_grad control recording", "[autograd][engine]") {
   Tensor x = ones({2}).requires_grad_(true);
   {
