@@ -6,9 +6,13 @@
 // Split       rows in parallel (OpenMP, static schedule) when the tensor is
 //             large; each row is reduced by one thread
 // Order       sums (sum, mean, norm) are blocked pairwise: consecutive blocks
-//             of kSumBlock elements are summed left to right, and block sums
-//             are combined by recursive halving, so the error grows like
-//             (kSumBlock + log2(cols / kSumBlock)) * eps instead of cols * eps;
+//             of kSumBlock elements, element i of a block into lane i % 8,
+//             each lane summed left to right (8 independent chains: they
+//             vectorise), the lanes combined by a fixed tree, and block sums
+//             combined by recursive halving, so the error grows like
+//             (kSumBlock / 8 + 3 + log2(cols / kSumBlock)) * eps instead of
+//             cols * eps; one long row splits its tree across the threads
+//             (same tree, same result);
 //             max/min/argmax scan left to right (their result does not depend
 //             on the order)
 // Bytes       each element read once; one write per row
@@ -21,15 +25,19 @@
 #include <vector>
 #include <algorithm>
 
+#include "kernels/cpu/convert_simd.h"
 #include "kernels/cpu/loops.h"
+#include "kernels/cpu/threads.h"
 #include "kernels/reduce.h"
 
 namespace hg::cpu {
 
 namespace {
 
-// Elements summed left to right before pairwise combining takes over.
+// Elements summed in one block before pairwise combining takes over, and the
+// interleaved accumulators (lanes) of a block.
 constexpr int64_t kSumBlock = 128;
+constexpr int64_t kLanes = 8;
 
 // What a row accumulates in: float for f32/f16/bf16, double for f64, i64 for
 // integers and bool.
@@ -37,19 +45,78 @@ template <typename T>
 using row_acc_t = std::conditional_t<std::is_same_v<T, double>, double,
                                      std::conditional_t<std::is_integral_v<T>, int64_t, float>>;
 
-// sum over i in [0, n) of load(x[i]), blocked pairwise (see Order above).
-template <typename T, typename Load>
-row_acc_t<T> pairwise_sum(const T* x, int64_t n, Load load) {
+template <typename T>
+constexpr bool is_16bit_float = std::is_same_v<T, half> || std::is_same_v<T, bfloat16>;
+
+// The lanes of a block, combined by a fixed tree: ((0+1)+(2+3))+((4+5)+(6+7)).
+template <typename A>
+A combine_lanes(const A* lane) {
+  return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+}
+
+// One block (n <= kSumBlock) of values v (already widened to A): element i
+// goes to lane i % kLanes, each lane summed left to right.
+template <typename A, typename Post>
+A block_sum(const A* v, int64_t n, Post post) {
+  A lane[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int64_t l = 0; l < kLanes; ++l) lane[l] += post(v[i + l]);
+  }
+  for (; i < n; ++i) lane[i % kLanes] += post(v[i]);
+  return combine_lanes(lane);
+}
+
+// sum over i in [0, n) of post(A(x[i])), blocked pairwise (see Order above).
+// 16-bit values are widened a block at a time by the vectorised converters.
+template <typename T, typename Post>
+row_acc_t<T> pairwise_sum(const T* x, int64_t n, Post post) {
   using A = row_acc_t<T>;
   if (n <= kSumBlock) {
-    A acc = A(0);
-    for (int64_t i = 0; i < n; ++i) acc += load(x[i]);
-    return acc;
+    A v[kSumBlock];
+    if constexpr (is_16bit_float<T>) {
+      widen_row<T>(x, v, n);
+    } else if constexpr (std::is_same_v<T, A>) {
+      return block_sum<A>(x, n, post);
+    } else {
+      for (int64_t i = 0; i < n; ++i) v[i] = static_cast<A>(x[i]);
+    }
+    return block_sum<A>(v, n, post);
   }
   // Split at a block boundary so the blocks are the same whatever the depth.
   const int64_t blocks = (n + kSumBlock - 1) / kSumBlock;
   const int64_t half = (blocks / 2) * kSumBlock;
-  return pairwise_sum<T>(x, half, load) + pairwise_sum<T>(x + half, n - half, load);
+  return pairwise_sum<T>(x, half, post) + pairwise_sum<T>(x + half, n - half, post);
+}
+
+// pairwise_sum of one long row on every thread: the subtrees `depth` levels
+// down are summed in parallel and combined in the same tree, so the result is
+// bit-identical to pairwise_sum's.
+template <typename T, typename Post>
+row_acc_t<T> pairwise_sum_parallel(const T* x, int64_t n, Post post, int depth) {
+  using A = row_acc_t<T>;
+  std::vector<std::pair<int64_t, int64_t>> parts;  // (begin, length) of each subtree
+  const auto split = [&](auto&& self, int64_t begin, int64_t len, int d) -> void {
+    if (d == 0 || len <= kSumBlock) {
+      parts.emplace_back(begin, len);
+      return;
+    }
+    const int64_t half = ((len + kSumBlock - 1) / kSumBlock / 2) * kSumBlock;
+    self(self, begin, half, d - 1);
+    self(self, begin + half, len - half, d - 1);
+  };
+  split(split, 0, n, depth);
+  std::vector<A> sums(parts.size());
+#pragma omp parallel for schedule(static)
+  for (size_t i = 0; i < parts.size(); ++i) sums[i] = pairwise_sum<T>(x + parts[i].first, parts[i].second, post);
+  size_t next = 0;
+  const auto combine = [&](auto&& self, int64_t len, int d) -> A {
+    if (d == 0 || len <= kSumBlock) return sums[next++];
+    const int64_t half = ((len + kSumBlock - 1) / kSumBlock / 2) * kSumBlock;
+    const A left = self(self, half, d - 1);
+    return left + self(self, len - half, d - 1);
+  };
+  return combine(combine, n, depth);
 }
 
 // Runs row_fn(r, row_pointer) for every row, in parallel when it pays.
@@ -66,14 +133,22 @@ void for_each_row(const Tensor& x, RowFn row_fn) {
 template <typename T>
 void reduce_rows_typed(OpId op, const Tensor& out, const Tensor& x) {
   using A = row_acc_t<T>;
-  const int64_t cols = x.sizes()[1];
+  const int64_t rows = x.sizes()[0], cols = x.sizes()[1];
   T* o = static_cast<T*>(out.data_ptr());
   const auto widen = [](T v) { return static_cast<A>(v); };
+  const auto same = [](A a) { return a; };
+  const auto square = [](A a) { return a * a; };
+  // One long row (a full reduction) splits its tree across the threads.
+  const int threads = get_num_threads();
+  const bool one_long_row = rows == 1 && threads > 1 && cols >= 4 * kParallelGrain;
+  int depth = 0;
+  while (one_long_row && (1 << depth) < 4 * threads) ++depth;  // a few subtrees a thread
+  const auto sum_row = [&](const T* row, auto post) {
+    return one_long_row ? pairwise_sum_parallel<T>(row, cols, post, depth) : pairwise_sum<T>(row, cols, post);
+  };
   switch (op) {
     case OpId::sum:
-      return for_each_row<T>(x, [&](int64_t r, const T* row) {
-        o[r] = static_cast<T>(pairwise_sum<T>(row, cols, widen));
-      });
+      return for_each_row<T>(x, [&](int64_t r, const T* row) { o[r] = static_cast<T>(sum_row(row, same)); });
     case OpId::max:
       return for_each_row<T>(x, [&](int64_t r, const T* row) {
         A best = widen(row[0]);
@@ -92,17 +167,11 @@ void reduce_rows_typed(OpId op, const Tensor& out, const Tensor& x) {
   if constexpr (std::is_floating_point_v<A>) {
     switch (op) {
       case OpId::mean:  // 0 / 0 = NaN for an empty row, like torch
-        return for_each_row<T>(x, [&](int64_t r, const T* row) {
-          o[r] = static_cast<T>(pairwise_sum<T>(row, cols, widen) / static_cast<A>(cols));
-        });
+        return for_each_row<T>(
+            x, [&](int64_t r, const T* row) { o[r] = static_cast<T>(sum_row(row, same) / static_cast<A>(cols)); });
       case OpId::norm:
-        return for_each_row<T>(x, [&](int64_t r, const T* row) {
-          const A sum_sq = pairwise_sum<T>(row, cols, [](T v) {
-            const A a = static_cast<A>(v);
-            return a * a;
-          });
-          o[r] = static_cast<T>(std::sqrt(sum_sq));
-        });
+        return for_each_row<T>(
+            x, [&](int64_t r, const T* row) { o[r] = static_cast<T>(std::sqrt(sum_row(row, square))); });
       default:
         break;
     }
@@ -122,24 +191,30 @@ void reduce_rows_typed(OpId op, const Tensor& out, const Tensor& x) {
 // r is split in chunks of kColChunk across threads.
 constexpr int64_t kColChunk = 512;
 
-// acc[r] = pairwise_sum over i in [0, n) of load(x[r + i * ld]), r in [0, nr);
-// scratch holds nr accumulators per remaining tree level.
-template <typename T, typename Load>
-void pairwise_sum_cols(const T* x, int64_t ld, int64_t nr, int64_t n, Load load, row_acc_t<T>* acc,
-                       row_acc_t<T>* scratch) {
+// acc[r] = pairwise_sum over i in [0, n) of post(A(x[r + i * ld])), r in
+// [0, nr); scratch holds nr accumulators per remaining tree level, lanes
+// kLanes * nr for a block's lanes.
+template <typename T, typename Post>
+void pairwise_sum_cols(const T* x, int64_t ld, int64_t nr, int64_t n, Post post, row_acc_t<T>* acc,
+                       row_acc_t<T>* scratch, row_acc_t<T>* lanes) {
   using A = row_acc_t<T>;
   if (n <= kSumBlock) {
-    for (int64_t r = 0; r < nr; ++r) acc[r] = A(0);
+    for (int64_t j = 0; j < kLanes * nr; ++j) lanes[j] = A(0);
     for (int64_t i = 0; i < n; ++i) {
       const T* xi = x + i * ld;
-      for (int64_t r = 0; r < nr; ++r) acc[r] += load(xi[r]);
+      A* lane = lanes + (i % kLanes) * nr;
+      for (int64_t r = 0; r < nr; ++r) lane[r] += post(static_cast<A>(xi[r]));
+    }
+    for (int64_t r = 0; r < nr; ++r) {
+      const A* l = lanes + r;
+      acc[r] = ((l[0] + l[nr]) + (l[2 * nr] + l[3 * nr])) + ((l[4 * nr] + l[5 * nr]) + (l[6 * nr] + l[7 * nr]));
     }
     return;
   }
   const int64_t blocks = (n + kSumBlock - 1) / kSumBlock;
   const int64_t half = (blocks / 2) * kSumBlock;
-  pairwise_sum_cols<T>(x, ld, nr, half, load, acc, scratch + nr);
-  pairwise_sum_cols<T>(x + half * ld, ld, nr, n - half, load, scratch, scratch + nr);
+  pairwise_sum_cols<T>(x, ld, nr, half, post, acc, scratch + nr, lanes);
+  pairwise_sum_cols<T>(x + half * ld, ld, nr, n - half, post, scratch, scratch + nr, lanes);
   for (int64_t r = 0; r < nr; ++r) acc[r] += scratch[r];
 }
 
@@ -163,22 +238,18 @@ void reduce_cols_typed(OpId op, const Tensor& out, const Tensor& x) {
   for (int64_t chunk = 0; chunk < chunks; ++chunk) {
     const int64_t r0 = chunk * kColChunk, nr = std::min(kColChunk, rows - r0);
     const T* x0 = base + r0;
-    std::vector<A> acc(static_cast<size_t>(nr * (levels + 1)));
+    std::vector<A> acc(static_cast<size_t>(nr * (levels + 1 + kLanes)));
     A* a = acc.data();
+    A* lanes = a + nr * (levels + 1);
     switch (op) {
       case OpId::sum:
       case OpId::mean:
         pairwise_sum_cols<T>(
-            x0, ld, nr, cols, [](T v) { return static_cast<A>(v); }, a, a + nr);
+            x0, ld, nr, cols, [](A v) { return v; }, a, a + nr, lanes);
         break;
       case OpId::norm:
         pairwise_sum_cols<T>(
-            x0, ld, nr, cols,
-            [](T v) {
-              const A w = static_cast<A>(v);
-              return w * w;
-            },
-            a, a + nr);
+            x0, ld, nr, cols, [](A v) { return v * v; }, a, a + nr, lanes);
         break;
       case OpId::max:
       case OpId::min:

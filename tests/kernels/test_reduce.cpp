@@ -21,6 +21,7 @@
 #include <optional>
 #include <sstream>
 
+#include "kernels/cpu/threads.h"
 #include "kernels/ops.h"
 #include "kernels/reduce.h"
 #include "tests/kernels/test_support.h"
@@ -342,6 +343,23 @@ TEST_CASE("CPU column reductions are bit-identical to the row path", "[kernels][
         bits_hash(ops::sum(x3.reshape({300, 24}).t().contiguous(), {1}).reshape({4, 6})));
   const Tensor sliced = make_input({400, 20}, kF32, Domain::kAny, 44).slice(1, 3, 15);
   CHECK(bits_hash(ops::mean(sliced, {0})) == bits_hash(ops::mean(sliced.t().contiguous(), {1})));
+}
+
+// One long row (a full reduction) is split across the CPU threads along the
+// pairwise tree: the same tree, so the same bits as on one thread.
+TEST_CASE("a long row's CPU sum splits across threads without changing a bit", "[kernels][reduce][numerics]") {
+  const int threads = get_num_threads();
+  for (DType dtype : {kF32, kBF16, kF16, kF64}) {
+    const Tensor x = make_input({300007}, dtype, Domain::kAny, 61);
+    std::vector<uint64_t> one, many;
+    set_num_threads(1);
+    for (OpId op : {OpId::sum, OpId::mean, OpId::norm}) one.push_back(bits_hash(ops::reduce(op, x)));
+    set_num_threads(4);
+    for (OpId op : {OpId::sum, OpId::mean, OpId::norm}) many.push_back(bits_hash(ops::reduce(op, x)));
+    set_num_threads(threads);
+    INFO(dtype);
+    CHECK(one == many);
+  }
 }
 
 TEST_CASE("reductions propagate NaN and argmax follows torch", "[kernels][reduce]") {
