@@ -545,3 +545,44 @@ TEST_CASE("layer_norm, rms_norm, embedding, cat, gather, index_select match PyTo
     }
   }
 }
+
+// Note [16-bit norms on the CPU]: a 16-bit norm is the f32 kernel on the
+// widened inputs with its outputs rounded once, bit for bit.
+TEST_CASE("16-bit norms are bit-identical to the f32 kernels", "[kernels][norm][numerics]") {
+  const auto same_bits = [](const Tensor& a, const Tensor& b) {
+    return a.dtype() == b.dtype() && a.sizes() == b.sizes() &&
+           std::memcmp(a.contiguous().data_ptr(), b.contiguous().data_ptr(), a.nbytes()) == 0;
+  };
+  const auto f32 = [](const Tensor& t) { return t.defined() ? t.to(kF32) : Tensor(); };
+  for (DType dtype : {kF16, kBF16}) {
+    for (DType w_dtype : {dtype, kF32}) {
+      for (const Shape& shape : {Shape{5, 40}, Shape{300, 257}}) {
+        INFO(dtype << " weights " << w_dtype << " " << shape_to_string(shape));
+        const int64_t cols = shape[1];
+        const Tensor x = make_input(shape, dtype, Domain::kAny, 81);
+        const Tensor d = make_input(shape, dtype, Domain::kAny, 82);
+        const Tensor w = make_input({cols}, w_dtype, Domain::kAny, 83);
+        const Tensor b = make_input({cols}, w_dtype, Domain::kAny, 84);
+        const ops::NormForward ln = ops::layer_norm(x, {cols}, w, b, 1e-5);
+        const ops::NormForward ln32 = ops::layer_norm(f32(x), {cols}, f32(w), f32(b), 1e-5);
+        CHECK(same_bits(ln.y, ln32.y.to(dtype)));
+        CHECK(same_bits(ln.mean, ln32.mean));
+        CHECK(same_bits(ln.rstd, ln32.rstd));
+        const ops::NormBackward g = ops::layer_norm_backward(d, x, {cols}, ln.mean, ln.rstd, w, {true, true, true});
+        const ops::NormBackward g32 =
+            ops::layer_norm_backward(f32(d), f32(x), {cols}, ln32.mean, ln32.rstd, f32(w), {true, true, true});
+        CHECK(same_bits(g.d_x, g32.d_x.to(dtype)));
+        CHECK(same_bits(g.d_weight, g32.d_weight.to(g.d_weight.dtype())));
+        CHECK(same_bits(g.d_bias, g32.d_bias.to(g.d_bias.dtype())));
+        const ops::NormForward rn = ops::rms_norm(x, {cols}, w, 1e-6);
+        const ops::NormForward rn32 = ops::rms_norm(f32(x), {cols}, f32(w), 1e-6);
+        CHECK(same_bits(rn.y, rn32.y.to(dtype)));
+        const ops::NormBackward rg = ops::rms_norm_backward(d, x, {cols}, rn.rstd, w, {true, true, false});
+        const ops::NormBackward rg32 =
+            ops::rms_norm_backward(f32(d), f32(x), {cols}, rn32.rstd, f32(w), {true, true, false});
+        CHECK(same_bits(rg.d_x, rg32.d_x.to(dtype)));
+        CHECK(same_bits(rg.d_weight, rg32.d_weight.to(rg.d_weight.dtype())));
+      }
+    }
+  }
+}
