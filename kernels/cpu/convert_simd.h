@@ -17,6 +17,10 @@
 
 namespace hg::cpu {
 
+// True for the 16-bit float types the row converters take.
+template <typename T>
+constexpr bool is_16bit_float_v = std::is_same_v<T, half> || std::is_same_v<T, bfloat16>;
+
 // "avx2-f16c" or "generic": the path the conversions take in this process.
 const char* convert_isa();
 

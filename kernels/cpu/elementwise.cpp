@@ -69,9 +69,6 @@ struct FloatAdapter<ew::ScalarOf<T, F>> {
   static ew::ScalarOf<float, F> make(const ew::ScalarOf<T, F>& fn) { return {fn.f, fn.scalar}; }
 };
 
-template <typename T>
-constexpr bool is_16bit_float = std::is_same_v<T, half> || std::is_same_v<T, bfloat16>;
-
 template <typename T, typename Fn, typename... Tensors>
 void map_16bit_blocks(const Tensor& out, const Fn& fn, const Tensors&... ins) {
   constexpr int64_t kBlock = 256;
@@ -103,7 +100,7 @@ void map_16bit_blocks(const Tensor& out, const Fn& fn, const Tensors&... ins) {
 struct CpuLoop {
   template <typename Out, typename... In, typename Fn, typename... Tensors>
   static void map(const char* /*name*/, const Fn& fn, const Tensor& out, const Tensors&... ins) {
-    if constexpr (is_16bit_float<Out> && (std::is_same_v<In, Out> && ...) && FloatAdapter<Fn>::kHas) {
+    if constexpr (is_16bit_float_v<Out> && (std::is_same_v<In, Out> && ...) && FloatAdapter<Fn>::kHas) {
       if (g_16bit_blocks && out.is_contiguous() && (... && (ins.is_contiguous() && ins.sizes() == out.sizes()))) {
         map_16bit_blocks<Out>(out, fn, ins...);
         return;

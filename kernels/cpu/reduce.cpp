@@ -45,9 +45,6 @@ template <typename T>
 using row_acc_t = std::conditional_t<std::is_same_v<T, double>, double,
                                      std::conditional_t<std::is_integral_v<T>, int64_t, float>>;
 
-template <typename T>
-constexpr bool is_16bit_float = std::is_same_v<T, half> || std::is_same_v<T, bfloat16>;
-
 // The lanes of a block, combined by a fixed tree: ((0+1)+(2+3))+((4+5)+(6+7)).
 template <typename A>
 A combine_lanes(const A* lane) {
@@ -74,7 +71,7 @@ row_acc_t<T> pairwise_sum(const T* x, int64_t n, Post post) {
   using A = row_acc_t<T>;
   if (n <= kSumBlock) {
     A v[kSumBlock];
-    if constexpr (is_16bit_float<T>) {
+    if constexpr (is_16bit_float_v<T>) {
       widen_row<T>(x, v, n);
     } else if constexpr (std::is_same_v<T, A>) {
       return block_sum<A>(x, n, post);

@@ -59,16 +59,13 @@ void softmax_backward_row(bool log, const In* d_y_row, const In* y_row, Out* d_x
   }
 }
 
-template <typename T>
-constexpr bool is_16bit_float = std::is_same_v<T, half> || std::is_same_v<T, bfloat16>;
-
 // Runs row(r, ins..., out) for every row. 16-bit rows are staged (Note [16-bit
 // rows on the CPU]): each input row widened to float by the vectorised
 // converters, the float row function, the output rounded once (RNE) back, so
 // every value is the one the per-element casts give.
 template <typename T, size_t kIn, typename RowFn>
 void for_rows_staged(const std::array<const T*, kIn>& ins, T* out, int64_t rows, int64_t cols, RowFn row) {
-  if constexpr (is_16bit_float<T>) {
+  if constexpr (is_16bit_float_v<T>) {
 #pragma omp parallel if (rows * cols >= kParallelGrain)
     {
       std::vector<float> buf(static_cast<size_t>(cols) * (kIn + 1));
