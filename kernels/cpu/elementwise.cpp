@@ -42,8 +42,11 @@ const bool g_16bit_blocks = [] {
 // runs the same adapter instantiated for float (ForwardOf<float, F>: the same
 // functor F, the same float math, no conversions) over the block, and rounds
 // the block back with the vectorised round-to-nearest-even. The converters are
-// bit-identical to core/half.h's, so the result is bit-identical to the
-// per-element loop (test "16-bit element-wise blocks are bit-identical").
+// bit-identical to core/half.h's, so every value is the per-element loop's
+// (test "16-bit element-wise blocks are bit-identical"); only a NaN result's
+// sign or payload may differ, as it may between any two compilations of the
+// same float expression (x86 propagates one operand's NaN, and which one
+// follows the compiler's operand order).
 template <typename Fn>
 struct FloatAdapter {
   static constexpr bool kHas = false;
