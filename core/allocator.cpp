@@ -75,8 +75,8 @@ size_t physical_memory_bytes() {
 //   once more. cpu_empty_cache() returns it all, as torch.cuda.empty_cache()
 //   does for the CUDA cache.
 // Every block carries one 64-byte header in front of the pointer handed out
-// (so the alignment is kept) that records its class (kLarge with its rounded
-// size, or kUncached). HG_CPU_BLOCK_CACHE=0 (read once, at start-up) turns
+// (so the alignment is kept) that records its class: a small class, or
+// kLarge with its rounded size. HG_CPU_BLOCK_CACHE=0 (read once, at start-up) turns
 // both caches off, and they are off under AddressSanitizer, whose
 // use-after-free checks need every free to reach it.
 class CpuAllocator final : public Allocator {
@@ -131,7 +131,7 @@ class CpuAllocator final : public Allocator {
       deallocate_large(base);
       return;
     }
-    if (cls != kUncached) {
+    {
       std::lock_guard<std::mutex> lock(mutex_);
       auto& list = free_[cls];
       if (list.size() < kMaxCachedPerClass) {
@@ -172,7 +172,6 @@ class CpuAllocator final : public Allocator {
   static constexpr size_t kMaxCachedBlock = kMinBlock << (kNumClasses - 1);
   static constexpr size_t kMaxCachedPerClass = 64;
   static constexpr uint8_t kLarge = 0xfe;
-  static constexpr uint8_t kUncached = 0xff;
 
   static uint8_t size_class(size_t nbytes) {
     uint8_t cls = 0;

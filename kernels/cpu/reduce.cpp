@@ -45,11 +45,17 @@ template <typename T>
 using row_acc_t = std::conditional_t<std::is_same_v<T, double>, double,
                                      std::conditional_t<std::is_integral_v<T>, int64_t, float>>;
 
-// The lanes of a block, combined by a fixed tree: ((0+1)+(2+3))+((4+5)+(6+7)).
+// The lanes of a block (lane l at lane[l * stride]), combined by a fixed
+// tree: ((0+1)+(2+3))+((4+5)+(6+7)).
 template <typename A>
-A combine_lanes(const A* lane) {
-  return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+A combine_lanes(const A* lane, int64_t stride = 1) {
+  const auto l = [&](int64_t i) { return lane[i * stride]; };
+  return ((l(0) + l(1)) + (l(2) + l(3))) + ((l(4) + l(5)) + (l(6) + l(7)));
 }
+
+// Where the pairwise tree splits n > kSumBlock elements: at a block boundary,
+// so the blocks are the same whatever the depth.
+int64_t tree_split(int64_t n) { return ((n + kSumBlock - 1) / kSumBlock / 2) * kSumBlock; }
 
 // One block (n <= kSumBlock) of values v (already widened to A): element i
 // goes to lane i % kLanes, each lane summed left to right.
@@ -80,9 +86,7 @@ row_acc_t<T> pairwise_sum(const T* x, int64_t n, Post post) {
     }
     return block_sum<A>(v, n, post);
   }
-  // Split at a block boundary so the blocks are the same whatever the depth.
-  const int64_t blocks = (n + kSumBlock - 1) / kSumBlock;
-  const int64_t half = (blocks / 2) * kSumBlock;
+  const int64_t half = tree_split(n);
   return pairwise_sum<T>(x, half, post) + pairwise_sum<T>(x + half, n - half, post);
 }
 
@@ -98,7 +102,7 @@ row_acc_t<T> pairwise_sum_parallel(const T* x, int64_t n, Post post, int depth) 
       parts.emplace_back(begin, len);
       return;
     }
-    const int64_t half = ((len + kSumBlock - 1) / kSumBlock / 2) * kSumBlock;
+    const int64_t half = tree_split(len);
     self(self, begin, half, d - 1);
     self(self, begin + half, len - half, d - 1);
   };
@@ -109,7 +113,7 @@ row_acc_t<T> pairwise_sum_parallel(const T* x, int64_t n, Post post, int depth) 
   size_t next = 0;
   const auto combine = [&](auto&& self, int64_t len, int d) -> A {
     if (d == 0 || len <= kSumBlock) return sums[next++];
-    const int64_t half = ((len + kSumBlock - 1) / kSumBlock / 2) * kSumBlock;
+    const int64_t half = tree_split(len);
     const A left = self(self, half, d - 1);
     return left + self(self, len - half, d - 1);
   };
@@ -182,8 +186,9 @@ void reduce_rows_typed(OpId op, const Tensor& out, const Tensor& x) {
 // kept index r is the contiguous one. Instead of copying the transpose to
 // dense rows, reduce_cols walks the columns in the same order as the row path
 // and keeps one accumulator per r, so the inner loop runs along contiguous
-// memory and vectorises: the same blocks of kSumBlock summed left to right
-// and the same tree combining them (acc = left + right), for every r at once.
+// memory and vectorises: the same blocks of kSumBlock, the same kLanes lanes
+// and lane tree, and the same block tree (acc = left + right), for every r at
+// once.
 // Each result is therefore bit-identical to reduce_rows on the copied rows.
 // r is split in chunks of kColChunk across threads.
 constexpr int64_t kColChunk = 512;
@@ -202,14 +207,10 @@ void pairwise_sum_cols(const T* x, int64_t ld, int64_t nr, int64_t n, Post post,
       A* lane = lanes + (i % kLanes) * nr;
       for (int64_t r = 0; r < nr; ++r) lane[r] += post(static_cast<A>(xi[r]));
     }
-    for (int64_t r = 0; r < nr; ++r) {
-      const A* l = lanes + r;
-      acc[r] = ((l[0] + l[nr]) + (l[2 * nr] + l[3 * nr])) + ((l[4 * nr] + l[5 * nr]) + (l[6 * nr] + l[7 * nr]));
-    }
+    for (int64_t r = 0; r < nr; ++r) acc[r] = combine_lanes(lanes + r, nr);
     return;
   }
-  const int64_t blocks = (n + kSumBlock - 1) / kSumBlock;
-  const int64_t half = (blocks / 2) * kSumBlock;
+  const int64_t half = tree_split(n);
   pairwise_sum_cols<T>(x, ld, nr, half, post, acc, scratch + nr, lanes);
   pairwise_sum_cols<T>(x + half * ld, ld, nr, n - half, post, scratch, scratch + nr, lanes);
   for (int64_t r = 0; r < nr; ++r) acc[r] += scratch[r];
