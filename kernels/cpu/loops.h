@@ -28,6 +28,23 @@ using ::hg::min_nan;
 // Below this many elements a parallel region costs more than it saves.
 inline constexpr int64_t kParallelGrain = 32768;
 
+// Note [16-bit kernels through f32 on the CPU]
+// A 16-bit row kernel (softmax, layer_norm, rms_norm) reads each value several
+// times, and in this baseline-x86-64 build every read of an f16 is a software
+// conversion (f16 layer_norm ran at 0.03x PyTorch's speed). Such a kernel runs
+// instead as its f32 version on copies widened by the vectorised casts, and
+// its outputs are rounded back once (RNE) by the same casts. The 16-bit
+// kernels compute exactly that (widen every read to float, compute in float,
+// round once on store), so the results are bit-identical (tests "16-bit
+// softmax rows are bit-identical to the f32 path" and "16-bit norms are
+// bit-identical to the f32 kernels"); the cost is an f32 copy of the inputs
+// and outputs for the call.
+// t widened to f32 (undefined stays undefined), and an f32 buffer shaped like t.
+inline Tensor widened_f32(const Tensor& t) { return t.defined() ? t.to(kF32) : Tensor(); }
+inline Tensor f32_buffer_like(const Tensor& t) {
+  return t.defined() ? empty(t.sizes(), {.dtype = kF32, .device = t.device()}) : Tensor();
+}
+
 template <typename Out, typename... In, typename Fn, typename... Tensors>
 void map_typed(const Tensor& out, Fn&& fn, const Tensors&... ins) {
   static_assert(sizeof...(In) == sizeof...(Tensors), "one C++ type per input tensor");

@@ -139,17 +139,6 @@ void dispatch_norm(OpId op, DType x_dtype, DType w_dtype, Fn&& fn) {
   });
 }
 
-// Note [16-bit norms on the CPU]
-// A 16-bit norm runs as the f32 kernel on x (and d_y, weight, bias) widened by
-// the vectorised casts, its outputs rounded back once (RNE): the values the
-// 16-bit loops computed (they widen every read to float, compute in float and
-// round once), without a scalar conversion per read, which for f16 in this
-// baseline-x86-64 build is a software routine (layer_norm f16 ran at 0.03x
-// PyTorch's speed). mean and rstd are float either way. Costs a float copy of
-// x (and d_y) for the call. Test "16-bit norms are bit-identical to the f32
-// kernels".
-Tensor as_f32(const Tensor& t) { return t.defined() ? t.to(kF32) : Tensor(); }
-
 template <typename P>
 P* ptr_or_null(const Tensor& t) {
   return t.defined() ? static_cast<P*>(t.data_ptr()) : nullptr;
@@ -164,9 +153,9 @@ void norm_forward(OpId op, const Tensor& y, const Tensor& mean, const Tensor& rs
   HG_CHECK(y.is_contiguous() && y.sizes() == x.sizes() && y.dtype() == x.dtype(), "cpu::norm_forward: bad y");
   const bool rms = op == OpId::rms_norm;
   HG_CHECK(rms || mean.defined(), "cpu::norm_forward: layer_norm needs a mean buffer");
-  if (x.dtype() == kF16 || x.dtype() == kBF16) {  // Note [16-bit norms on the CPU]
-    const Tensor yf = empty(y.sizes(), {.dtype = kF32});
-    norm_forward(op, yf, mean, rstd, x.to(kF32), as_f32(weight), as_f32(bias), eps);
+  if (x.dtype() == kF16 || x.dtype() == kBF16) {  // Note [16-bit kernels through f32 on the CPU]
+    const Tensor yf = f32_buffer_like(y);
+    norm_forward(op, yf, mean, rstd, widened_f32(x), widened_f32(weight), widened_f32(bias), eps);
     copy_into(y, yf);
     return;
   }
@@ -190,11 +179,9 @@ void norm_backward(OpId op, const Tensor& d_x, const Tensor& d_weight, const Ten
                (!d_x.defined() || (d_x.is_contiguous() && d_x.sizes() == x.sizes() && d_x.dtype() == x.dtype())),
            "cpu::norm_backward: d_y and d_x must be contiguous like x ", x.shape_str());
   const bool rms = op == OpId::rms_norm;
-  if (x.dtype() == kF16 || x.dtype() == kBF16) {  // Note [16-bit norms on the CPU]
-    const Tensor d_xf = d_x.defined() ? empty(d_x.sizes(), {.dtype = kF32}) : Tensor();
-    const Tensor d_wf = d_weight.defined() ? empty(d_weight.sizes(), {.dtype = kF32}) : Tensor();
-    const Tensor d_bf = d_bias.defined() ? empty(d_bias.sizes(), {.dtype = kF32}) : Tensor();
-    norm_backward(op, d_xf, d_wf, d_bf, d_y.to(kF32), x.to(kF32), mean, rstd, as_f32(weight));
+  if (x.dtype() == kF16 || x.dtype() == kBF16) {  // Note [16-bit kernels through f32 on the CPU]
+    const Tensor d_xf = f32_buffer_like(d_x), d_wf = f32_buffer_like(d_weight), d_bf = f32_buffer_like(d_bias);
+    norm_backward(op, d_xf, d_wf, d_bf, widened_f32(d_y), widened_f32(x), mean, rstd, widened_f32(weight));
     if (d_x.defined()) copy_into(d_x, d_xf);
     if (d_weight.defined()) copy_into(d_weight, d_wf);
     if (d_bias.defined()) copy_into(d_bias, d_bf);

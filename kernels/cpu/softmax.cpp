@@ -5,21 +5,11 @@
 // Split: one row per loop iteration, rows in parallel (OpenMP) when large.
 // Precision: 16-bit values widened to float (double for f64), max subtracted
 // before exp, one rounding on store. A NaN in a row makes the row NaN.
-//
-// Note [16-bit rows on the CPU]: a 16-bit row is widened to a float buffer by
-// the vectorised converters (kernels/cpu/convert_simd.h), the float row
-// function runs on it, and the float results are rounded back (RNE) in one
-// vectorised pass: the same values as widening and rounding each element in
-// the loop (the converters are bit-identical to core/half.h's), without a
-// scalar conversion per read (a software one for f16 in this baseline-x86-64
-// build). Test "16-bit softmax rows are bit-identical to the f32 path".
-#include <array>
 #include <cmath>
 #include <limits>
 #include <type_traits>
-#include <vector>
 
-#include "kernels/cpu/convert_simd.h"
+#include "core/copy.h"
 #include "kernels/cpu/loops.h"
 #include "kernels/softmax.h"
 
@@ -30,77 +20,45 @@ namespace {
 // y = softmax(x) or log_softmax(x), row by row:
 //   m = max_c x_c,  s = sum_c exp(x_c - m)
 //   softmax: y_c = exp(x_c - m) / s      log_softmax: y_c = (x_c - m) - log(s)
-// One row of softmax / log-softmax (In, Out: the row's element types).
-template <typename A, typename In, typename Out>
-void softmax_row(bool log, const In* x_row, Out* y_row, int64_t cols) {
-  A m = -std::numeric_limits<A>::infinity();
-  for (int64_t c = 0; c < cols; ++c) m = max_nan(m, static_cast<A>(x_row[c]));
-  A s = 0;
-  for (int64_t c = 0; c < cols; ++c) s += std::exp(static_cast<A>(x_row[c]) - m);
-  if (log) {
-    const A log_s = std::log(s);
-    for (int64_t c = 0; c < cols; ++c) y_row[c] = static_cast<Out>((static_cast<A>(x_row[c]) - m) - log_s);
-  } else {
-    for (int64_t c = 0; c < cols; ++c) y_row[c] = static_cast<Out>(std::exp(static_cast<A>(x_row[c]) - m) / s);
-  }
-}
-
-// One row of the backward: d_x = y * (d_y - sum(d_y * y)), or for log-softmax
-// d_y - exp(y) * sum(d_y).
-template <typename A, typename In, typename Out>
-void softmax_backward_row(bool log, const In* d_y_row, const In* y_row, Out* d_x_row, int64_t cols) {
-  A dot = 0;
-  for (int64_t c = 0; c < cols; ++c) {
-    dot += log ? static_cast<A>(d_y_row[c]) : static_cast<A>(d_y_row[c]) * static_cast<A>(y_row[c]);
-  }
-  for (int64_t c = 0; c < cols; ++c) {
-    const A dy = static_cast<A>(d_y_row[c]), yc = static_cast<A>(y_row[c]);
-    d_x_row[c] = static_cast<Out>(log ? dy - std::exp(yc) * dot : yc * (dy - dot));
-  }
-}
-
-// Runs row(r, ins..., out) for every row. 16-bit rows are staged (Note [16-bit
-// rows on the CPU]): each input row widened to float by the vectorised
-// converters, the float row function, the output rounded once (RNE) back, so
-// every value is the one the per-element casts give.
-template <typename T, size_t kIn, typename RowFn>
-void for_rows_staged(const std::array<const T*, kIn>& ins, T* out, int64_t rows, int64_t cols, RowFn row) {
-  if constexpr (is_16bit_float_v<T>) {
-#pragma omp parallel if (rows * cols >= kParallelGrain)
-    {
-      std::vector<float> buf(static_cast<size_t>(cols) * (kIn + 1));
-      std::array<float*, kIn> in_w{};
-      std::array<const float*, kIn> in_f{};
-      for (size_t k = 0; k < kIn; ++k) in_f[k] = in_w[k] = buf.data() + k * static_cast<size_t>(cols);
-      float* out_f = buf.data() + kIn * static_cast<size_t>(cols);
-#pragma omp for schedule(static)
-      for (int64_t r = 0; r < rows; ++r) {
-        for (size_t k = 0; k < kIn; ++k) widen_row<T>(ins[k] + r * cols, in_w[k], cols);
-        row(in_f, out_f);
-        narrow_row<T>(out_f, out + r * cols, cols);
-      }
-    }
-  } else {
-#pragma omp parallel for if (rows * cols >= kParallelGrain) schedule(static)
-    for (int64_t r = 0; r < rows; ++r) {
-      std::array<const T*, kIn> in_r{};
-      for (size_t k = 0; k < kIn; ++k) in_r[k] = ins[k] + r * cols;
-      row(in_r, out + r * cols);
-    }
-  }
-}
-
 template <typename T>
 void softmax_rows(bool log, const T* x, T* y, int64_t rows, int64_t cols) {
   using A = acc_t<T>;
-  for_rows_staged<T, 1>({x}, y, rows, cols, [&](const auto& in, auto* out) { softmax_row<A>(log, in[0], out, cols); });
+#pragma omp parallel for if (rows * cols >= kParallelGrain) schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* x_row = x + r * cols;
+    T* y_row = y + r * cols;
+    A m = -std::numeric_limits<A>::infinity();
+    for (int64_t c = 0; c < cols; ++c) m = max_nan(m, static_cast<A>(x_row[c]));
+    A s = 0;
+    for (int64_t c = 0; c < cols; ++c) s += std::exp(static_cast<A>(x_row[c]) - m);
+    if (log) {
+      const A log_s = std::log(s);
+      for (int64_t c = 0; c < cols; ++c) y_row[c] = static_cast<T>((static_cast<A>(x_row[c]) - m) - log_s);
+    } else {
+      for (int64_t c = 0; c < cols; ++c) y_row[c] = static_cast<T>(std::exp(static_cast<A>(x_row[c]) - m) / s);
+    }
+  }
 }
 
+// softmax:      d_x_c = y_c * (d_y_c - sum_k d_y_k * y_k)
+// log_softmax:  d_x_c = d_y_c - exp(y_c) * sum_k d_y_k
 template <typename T>
 void softmax_backward_rows(bool log, const T* d_y, const T* y, T* d_x, int64_t rows, int64_t cols) {
   using A = acc_t<T>;
-  for_rows_staged<T, 2>({d_y, y}, d_x, rows, cols,
-                        [&](const auto& in, auto* out) { softmax_backward_row<A>(log, in[0], in[1], out, cols); });
+#pragma omp parallel for if (rows * cols >= kParallelGrain) schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* d_y_row = d_y + r * cols;
+    const T* y_row = y + r * cols;
+    T* d_x_row = d_x + r * cols;
+    A dot = 0;
+    for (int64_t c = 0; c < cols; ++c) {
+      dot += log ? static_cast<A>(d_y_row[c]) : static_cast<A>(d_y_row[c]) * static_cast<A>(y_row[c]);
+    }
+    for (int64_t c = 0; c < cols; ++c) {
+      const A dy = static_cast<A>(d_y_row[c]), yc = static_cast<A>(y_row[c]);
+      d_x_row[c] = static_cast<T>(log ? dy - std::exp(yc) * dot : yc * (dy - dot));
+    }
+  }
 }
 
 }  // namespace
@@ -113,6 +71,12 @@ void softmax(OpId op, const Tensor& y, const Tensor& x) {
   HG_CHECK(op == OpId::softmax || op == OpId::log_softmax, "cpu::softmax: ", op_name(op),
            " is not softmax or log_softmax");
   if (x.numel() == 0) return;
+  if (x.dtype() == kF16 || x.dtype() == kBF16) {  // Note [16-bit kernels through f32 on the CPU]
+    const Tensor yf = f32_buffer_like(y);
+    softmax(op, yf, widened_f32(x));
+    copy_into(y, yf);
+    return;
+  }
   const int64_t cols = x.size(-1);
   const int64_t rows = x.numel() / cols;
   dispatch_floating(x.dtype(), op_name(op), [&](auto tag) {
@@ -131,6 +95,12 @@ void softmax_backward(OpId op, const Tensor& d_x, const Tensor& d_y, const Tenso
   HG_CHECK(op == OpId::softmax_backward || op == OpId::log_softmax_backward,
            "cpu::softmax_backward: ", op_name(op), " is not a softmax backward op");
   if (y.numel() == 0) return;
+  if (y.dtype() == kF16 || y.dtype() == kBF16) {  // Note [16-bit kernels through f32 on the CPU]
+    const Tensor d_xf = f32_buffer_like(d_x);
+    softmax_backward(op, d_xf, widened_f32(d_y), widened_f32(y));
+    copy_into(d_x, d_xf);
+    return;
+  }
   const int64_t cols = y.size(-1);
   const int64_t rows = y.numel() / cols;
   dispatch_floating(y.dtype(), op_name(op), [&](auto tag) {

@@ -546,7 +546,7 @@ TEST_CASE("layer_norm, rms_norm, embedding, cat, gather, index_select match PyTo
   }
 }
 
-// Note [16-bit norms on the CPU]: a 16-bit norm is the f32 kernel on the
+// Note [16-bit kernels through f32 on the CPU]: a 16-bit norm is the f32 kernel on the
 // widened inputs with its outputs rounded once, bit for bit.
 TEST_CASE("16-bit norms are bit-identical to the f32 kernels", "[kernels][norm][numerics]") {
   const auto same_bits = [](const Tensor& a, const Tensor& b) {

@@ -462,7 +462,7 @@ TEST_CASE("the device error flag is checked on the stream that raised it", "[ker
 }
 #endif
 
-// Note [16-bit rows on the CPU]: staged 16-bit rows give the bits of the
+// Note [16-bit kernels through f32 on the CPU]: 16-bit rows give the bits of the
 // per-element contract, which is the f32 kernel on the widened values followed
 // by one rounding. Rows shorter and longer than the parallel grain, normal and
 // extreme values (NaN, inf, huge) so that NaN rows and overflow are covered.
