@@ -75,31 +75,31 @@ RowPlan plan_rows(OpId op, const Tensor& x, const std::vector<int64_t>& dims, bo
 
 // The [rows, cols] view of plan.permuted with dense rows (stride(1) == 1),
 // without a copy when the layout allows, else of a contiguous copy.
+// Dims [lo, hi) of t, walked innermost first, seen as one dim: its stride
+// when they merge (each dim's stride is the stride times the size of the one
+// inside it; size-1 dims are skipped), `all_ones` when every one has size 1,
+// and -1 when they do not merge.
+int64_t merged_stride(const Tensor& t, int64_t lo, int64_t hi, int64_t all_ones) {
+  int64_t stride = -1, expected = 0;
+  for (int64_t d = hi - 1; d >= lo; --d) {
+    if (t.sizes()[d] == 1) continue;
+    if (stride < 0) {
+      stride = t.strides()[d];
+    } else if (t.strides()[d] != expected) {
+      return -1;
+    }
+    expected = t.strides()[d] * t.sizes()[d];
+  }
+  return stride < 0 ? all_ones : stride;
+}
+
 Tensor rows_view(const RowPlan& plan) {
   const Tensor& p = plan.permuted;
-  if (!p.is_contiguous() && plan.rows > 0 && plan.cols > 0) {
-    bool dense = true;
-    int64_t expected = 1;  // reduced dims must tile [0, cols) with unit stride
-    for (int64_t d = p.dim() - 1; d >= plan.n_kept && dense; --d) {
-      if (p.sizes()[d] == 1) continue;
-      dense = p.strides()[d] == expected;
-      expected *= p.sizes()[d];
-    }
-    int64_t row_stride = plan.cols;  // kept dims must merge into one strided dim
-    bool first = true;
-    for (int64_t d = plan.n_kept - 1; d >= 0 && dense; --d) {
-      if (p.sizes()[d] == 1) continue;
-      if (first) {
-        row_stride = p.strides()[d];
-        first = false;
-      } else {
-        dense = p.strides()[d] == expected;
-      }
-      expected = p.strides()[d] * p.sizes()[d];
-    }
-    if (dense && row_stride >= 0) {
-      return p.as_strided({plan.rows, plan.cols}, {row_stride, 1}, p.offset());
-    }
+  // The reduced dims must tile [0, cols) with unit stride, the kept dims merge
+  // into one strided dim.
+  if (!p.is_contiguous() && plan.rows > 0 && plan.cols > 0 && merged_stride(p, plan.n_kept, p.dim(), 1) == 1) {
+    const int64_t row_stride = merged_stride(p, 0, plan.n_kept, plan.cols);
+    if (row_stride >= 0) return p.as_strided({plan.rows, plan.cols}, {row_stride, 1}, p.offset());
   }
   const Tensor c = p.contiguous();
   return c.as_strided({plan.rows, plan.cols}, {plan.cols, 1}, c.offset());
@@ -112,23 +112,8 @@ Tensor rows_view(const RowPlan& plan) {
 // undefined tensor when the layout is otherwise.
 Tensor cols_view(const RowPlan& plan) {
   const Tensor& p = plan.permuted;
-  if (plan.rows <= 1 || plan.cols <= 1) return Tensor();
-  int64_t expected = 1;
-  for (int64_t d = plan.n_kept - 1; d >= 0; --d) {
-    if (p.sizes()[d] == 1) continue;
-    if (p.strides()[d] != expected) return Tensor();
-    expected *= p.sizes()[d];
-  }
-  int64_t col_stride = -1;
-  for (int64_t d = p.dim() - 1; d >= plan.n_kept; --d) {
-    if (p.sizes()[d] == 1) continue;
-    if (col_stride < 0) {
-      col_stride = p.strides()[d];
-    } else if (p.strides()[d] != expected) {
-      return Tensor();
-    }
-    expected = p.strides()[d] * p.sizes()[d];
-  }
+  if (plan.rows <= 1 || plan.cols <= 1 || merged_stride(p, 0, plan.n_kept, 1) != 1) return Tensor();
+  const int64_t col_stride = merged_stride(p, plan.n_kept, p.dim(), -1);
   if (col_stride < plan.rows) return Tensor();
   return p.as_strided({plan.rows, plan.cols}, {1, col_stride}, p.offset());
 }
