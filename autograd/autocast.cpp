@@ -16,7 +16,7 @@
 #include "kernels/gemm.h"
 
 #if defined(HG_WITH_CUDA)
-#include "kernels/cuda/runtime.h"
+#include "runtime/cuda/runtime.h"
 #endif
 
 namespace hg::amp {

@@ -2,7 +2,7 @@
 // (ceilings/launch/empty-kernel): what one launch costs with nothing to do.
 #include "benchmarks/suites.h"
 #include "kernels/cuda/launch.cuh"
-#include "kernels/cuda/runtime.h"
+#include "runtime/cuda/runtime.h"
 
 namespace hgb {
 namespace {

@@ -18,7 +18,7 @@
 #include "core/error.h"
 
 #if defined(HG_WITH_CUDA)
-#include "kernels/cuda/runtime.h"
+#include "runtime/cuda/runtime.h"
 #endif
 
 #ifndef HG_BENCH_BUILD_TYPE

@@ -20,7 +20,7 @@
 #include "kernels/softmax.h"
 
 #if defined(HG_WITH_CUDA)
-#include "kernels/cuda/runtime.h"
+#include "runtime/cuda/runtime.h"
 #endif
 
 namespace hgb {

@@ -19,8 +19,8 @@
 #include "optim/optimizer.h"
 
 #if defined(HG_WITH_CUDA)
-#include "kernels/cuda/caching_allocator.h"
-#include "kernels/cuda/runtime.h"
+#include "runtime/cuda/caching_allocator.h"
+#include "runtime/cuda/runtime.h"
 #endif
 
 namespace hgb {

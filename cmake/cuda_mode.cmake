@@ -1,6 +1,6 @@
 # hg_configure_cuda(target visibility): compile definitions, include paths and
 # libraries for the chosen HG_CUDA_MODE. Also makes .cu sources compile as C++
-# in the emu build: `g++ -x c++ file.cu` against kernels/emu/include, whose
+# in the emu build: `g++ -x c++ file.cu` against runtime/emu/include, whose
 # headers stand in for cuda_runtime.h, cuda_fp16.h, cublas_v2.h, cudnn.h, ...
 function(hg_configure_cuda target visibility)
   if(HG_CUDA_MODE STREQUAL "off")
@@ -16,8 +16,8 @@ function(hg_configure_cuda target visibility)
   endforeach()
   if(HG_CUDA_MODE STREQUAL "emu")
     target_compile_definitions(${target} ${visibility} HG_CUDA_EMU=1)
-    target_include_directories(${target} ${visibility} $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/kernels/emu/include>
-                               $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}/halfgrad/kernels/emu/include>)
+    target_include_directories(${target} ${visibility} $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/runtime/emu/include>
+                               $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}/halfgrad/runtime/emu/include>)
     target_link_libraries(${target} ${visibility} Boost::context)
     if(cu_srcs)
       # -fno-strict-aliasing: kernels view the same bytes as uint4, float4, half
@@ -29,7 +29,7 @@ function(hg_configure_cuda target visibility)
     endif()
   else()  # gpu
     target_link_libraries(${target} ${visibility} CUDA::cudart CUDA::cublas CUDA::cublasLt)
-    # cuDNN is called (kernels/cuda/runtime.cpp) but is not part of every CUDA
+    # cuDNN is called (runtime/cuda/runtime.cpp) but is not part of every CUDA
     # install; HG_CUDNN_INCLUDE_DIR / HG_CUDNN_LIBRARY point elsewhere
     # (scripts/gpu-check does for a pip wheel's or a staged copy).
     find_library(HG_CUDNN_LIBRARY cudnn HINTS ${CUDAToolkit_LIBRARY_DIR} /usr/local/cuda/lib64)

@@ -36,13 +36,13 @@ install(TARGETS halfgrad EXPORT halfgradTargets
 install(FILES halfgrad.h DESTINATION ${HG_INSTALL_INCLUDEDIR})
 # Generated: core/version.h (hg::version(), HG_VERSION_*).
 install(FILES ${PROJECT_BINARY_DIR}/generated/core/version.h DESTINATION ${HG_INSTALL_INCLUDEDIR}/core)
-foreach(dir core kernels autograd nn optim amp data)
+foreach(dir core runtime kernels autograd nn optim amp data)
   install(DIRECTORY ${dir}/ DESTINATION ${HG_INSTALL_INCLUDEDIR}/${dir}
           FILES_MATCHING PATTERN "*.h" PATTERN "*.cuh"
           PATTERN "emu" EXCLUDE)
 endforeach()
 if(HG_CUDA_MODE STREQUAL "emu")
-  install(DIRECTORY kernels/emu/include/ DESTINATION ${HG_INSTALL_INCLUDEDIR}/kernels/emu/include)
+  install(DIRECTORY runtime/emu/include/ DESTINATION ${HG_INSTALL_INCLUDEDIR}/runtime/emu/include)
 endif()
 
 install(EXPORT halfgradTargets NAMESPACE halfgrad:: DESTINATION ${HG_INSTALL_CMAKEDIR})
@@ -61,7 +61,7 @@ if(NOT HG_CUDA_MODE STREQUAL "off")
   string(APPEND HG_PC_CFLAGS " -DHG_WITH_CUDA=1")
 endif()
 if(HG_CUDA_MODE STREQUAL "emu")
-  string(APPEND HG_PC_CFLAGS " -DHG_CUDA_EMU=1 -I\${includedir}/halfgrad/kernels/emu/include")
+  string(APPEND HG_PC_CFLAGS " -DHG_CUDA_EMU=1 -I\${includedir}/halfgrad/runtime/emu/include")
   string(APPEND HG_PC_LIBS " -lboost_context")
 elseif(HG_CUDA_MODE STREQUAL "gpu")
   foreach(dir IN LISTS CUDAToolkit_INCLUDE_DIRS HG_CUDNN_INCLUDE_DIR)

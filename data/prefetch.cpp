@@ -10,7 +10,7 @@
 #include "core/error.h"
 
 #if defined(HG_WITH_CUDA)
-#include "kernels/cuda/cuda_check.h"
+#include "runtime/cuda/cuda_check.h"
 #endif
 
 namespace hg::data::detail {

@@ -18,7 +18,7 @@
 #include "data/dataloader.h"
 
 #if defined(HG_WITH_CUDA)
-#include "kernels/cuda/runtime.h"
+#include "runtime/cuda/runtime.h"
 #endif
 
 namespace hg::data::detail {

@@ -17,8 +17,8 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "distributed/backends.h"
-#include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/runtime.h"
+#include "runtime/cuda/cuda_check.h"
+#include "runtime/cuda/runtime.h"
 
 // Note [NCCL process group]
 // One communicator per group, on the device current at creation (hg-train

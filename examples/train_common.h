@@ -15,7 +15,7 @@
 #include "optim/checkpoint.h"
 
 #if defined(HG_WITH_CUDA)
-#include "kernels/cuda/runtime.h"
+#include "runtime/cuda/runtime.h"
 #endif
 
 namespace hg::train {

@@ -1,9 +1,8 @@
 # kernels/ — floor 1. Every folder has one sources.cmake that appends its files
 # to the lists declared in the top-level CMakeLists.txt:
 #   HG_SOURCES           : the ops layer (here) and the CPU kernels (cpu/)
-#   HG_CUDA_HOST_SOURCES : host C++ of the CUDA backend (cuda/: runtime layer, allocator)
 #   HG_CUDA_SOURCES      : .cu kernel files (cuda/)
-#   HG_EMU_SOURCES       : the CUDA-on-CPU emulator (emu/; emu configuration only)
+# The CUDA runtime layer and the emulator are runtime/ (runtime/sources.cmake).
 list(APPEND HG_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/ops.cpp
   ${CMAKE_CURRENT_LIST_DIR}/reduce_ops.cpp
@@ -20,4 +19,3 @@ list(APPEND HG_SOURCES
 )
 include(${CMAKE_CURRENT_LIST_DIR}/cpu/sources.cmake)
 include(${CMAKE_CURRENT_LIST_DIR}/cuda/sources.cmake)
-include(${CMAKE_CURRENT_LIST_DIR}/emu/sources.cmake)

@@ -35,7 +35,7 @@
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/device_table.h"
 #include "kernels/cuda/launch.cuh"
-#include "kernels/cuda/runtime.h"
+#include "runtime/cuda/runtime.h"
 
 namespace hg::cuda {
 

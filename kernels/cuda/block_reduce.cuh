@@ -32,7 +32,7 @@
 
 #include <cstdint>
 
-#include "kernels/cuda/device_limits.h"
+#include "runtime/cuda/device_limits.h"
 
 namespace hg::cuda {
 

@@ -1,7 +1,7 @@
 // CUDA conv2d through cuDNN 9's legacy convolution API (forward, backward-
 // data, backward-filter), plus two hand-written kernels for the bias (fill and
 // reduce). The cuda-emu build serves the same cuDNN calls from CPU stand-ins
-// in kernels/emu/runtime_cudnn.cpp, so this file is identical in both builds.
+// in runtime/emu/runtime_cudnn.cpp, so this file is identical in both builds.
 // CPU reference: kernels/cpu/conv.cpp; formulas: kernels/conv.h; the API
 // choice and its limits: docs/kernels.md, "Convolution".
 //
@@ -40,12 +40,12 @@
 
 #include "kernels/conv.h"
 #include "kernels/cuda/block_reduce.cuh"
-#include "kernels/cuda/caching_allocator.h"
-#include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/device_limits.h"
+#include "runtime/cuda/caching_allocator.h"
+#include "runtime/cuda/cuda_check.h"
+#include "runtime/cuda/device_limits.h"
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/launch.cuh"
-#include "kernels/cuda/runtime.h"
+#include "runtime/cuda/runtime.h"
 
 namespace hg::cuda {
 

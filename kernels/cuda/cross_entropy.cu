@@ -21,7 +21,7 @@
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/row_reduce.cuh"
-#include "kernels/cuda/runtime.h"
+#include "runtime/cuda/runtime.h"
 #include "kernels/softmax.h"
 
 namespace hg::cuda {

@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "core/error.h"
-#include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/device_limits.h"
-#include "kernels/cuda/runtime.h"
+#include "runtime/cuda/cuda_check.h"
+#include "runtime/cuda/device_limits.h"
+#include "runtime/cuda/runtime.h"
 
 namespace hg::cuda {
 

@@ -28,7 +28,7 @@
 
 #include <cstdint>
 
-#include "kernels/cuda/runtime.h"
+#include "runtime/cuda/runtime.h"
 #include "kernels/op_list.h"
 
 namespace hg::cuda {

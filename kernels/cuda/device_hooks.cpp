@@ -4,10 +4,10 @@
 // CUDA runtime until first use, so a process without a GPU pays nothing.
 #include "core/allocator.h"
 #include "core/error.h"
-#include "kernels/cuda/caching_allocator.h"
-#include "kernels/cuda/cuda_check.h"
+#include "runtime/cuda/caching_allocator.h"
+#include "runtime/cuda/cuda_check.h"
 #include "kernels/cuda/device_error.h"
-#include "kernels/cuda/runtime.h"
+#include "runtime/cuda/runtime.h"
 
 namespace hg::cuda {
 namespace {

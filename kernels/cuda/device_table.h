@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "core/tensor.h"
-#include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/runtime.h"
+#include "runtime/cuda/cuda_check.h"
+#include "runtime/cuda/runtime.h"
 
 namespace hg::cuda {
 

@@ -26,7 +26,7 @@
 
 #include "core/tensor.h"
 #include "kernels/cuda/launch.cuh"
-#include "kernels/cuda/runtime.h"
+#include "runtime/cuda/runtime.h"
 
 namespace hg::cuda {
 

@@ -50,10 +50,10 @@
 
 #include <cmath>
 
-#include "kernels/cuda/cuda_check.h"
+#include "runtime/cuda/cuda_check.h"
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/launch.cuh"
-#include "kernels/cuda/runtime.h"
+#include "runtime/cuda/runtime.h"
 #include "kernels/flash_attention.h"
 
 namespace hg::cuda {

@@ -1,5 +1,5 @@
 // CUDA GEMM through cuBLAS (the cuda-emu build serves the same calls from a
-// CPU stand-in in kernels/emu, so this file is identical in both builds).
+// CPU stand-in in runtime/emu, so this file is identical in both builds).
 //
 // Row-major C = op(A) @ op(B) is column-major C^T = op(B)^T @ op(A)^T, so we
 // call cuBLAS with the operands swapped and m/n exchanged; no data moves.
@@ -11,8 +11,8 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
-#include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/runtime.h"
+#include "runtime/cuda/cuda_check.h"
+#include "runtime/cuda/runtime.h"
 #include "kernels/gemm.h"
 
 namespace hg::cuda {

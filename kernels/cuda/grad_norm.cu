@@ -44,11 +44,11 @@
 
 #include "core/convert.h"
 #include "kernels/cuda/block_reduce.cuh"
-#include "kernels/cuda/device_limits.h"
+#include "runtime/cuda/device_limits.h"
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/device_table.h"
 #include "kernels/cuda/launch.cuh"
-#include "kernels/cuda/runtime.h"
+#include "runtime/cuda/runtime.h"
 #include "kernels/grad_norm.h"
 
 namespace hg::cuda {

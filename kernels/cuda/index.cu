@@ -32,11 +32,11 @@
 #include "core/convert.h"
 #include "core/copy.h"
 #include "kernels/cuda/device_error.h"
-#include "kernels/cuda/device_limits.h"
+#include "runtime/cuda/device_limits.h"
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/elementwise.cuh"
 #include "kernels/cuda/launch.cuh"
-#include "kernels/cuda/runtime.h"
+#include "runtime/cuda/runtime.h"
 #include "kernels/index.h"
 
 namespace hg::cuda {

@@ -4,7 +4,7 @@
 //   HG_LAUNCH((gemm_kernel<float, 128>), grid, block, 0, stream, ...);  // commas: parenthesise
 //
 // gpu build: `kernel<<<grid, block, shared_bytes, stream>>>(args...)`, then
-// cudaGetLastError(). emu build: hg::emu::launch_kernel (kernels/emu), which
+// cudaGetLastError(). emu build: hg::emu::launch_kernel (runtime/emu), which
 // validates the shape like a Hopper GPU, runs the grid on the CPU (one fiber
 // per CUDA thread) and reports barrier/assert failures. Either way a failed
 // launch throws hg::Error naming the kernel, the error and the call site.
@@ -18,7 +18,7 @@
 //
 // Dynamic shared memory: declare it with hg::cuda::dynamic_shared<T>() instead
 // of `extern __shared__ T smem[];` (g++ cannot express the latter; see Note
-// [Emulated shared memory] in kernels/emu/include/hg_emu_device.h). It is also
+// [Emulated shared memory] in runtime/emu/include/hg_emu_device.h). It is also
 // the usual nvcc workaround for templated kernels, where `extern __shared__ T`
 // with different T's conflicts.
 #pragma once
@@ -29,7 +29,7 @@
 #include <utility>
 
 #include "core/error.h"
-#include "kernels/cuda/cuda_check.h"
+#include "runtime/cuda/cuda_check.h"
 
 namespace hg::cuda {
 

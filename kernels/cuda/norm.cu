@@ -20,7 +20,7 @@
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/row_reduce.cuh"
-#include "kernels/cuda/runtime.h"
+#include "runtime/cuda/runtime.h"
 #include "kernels/norm.h"
 
 namespace hg::cuda {

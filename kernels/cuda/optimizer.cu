@@ -22,10 +22,10 @@
 #include <map>
 
 #include "core/convert.h"
-#include "kernels/cuda/device_limits.h"
+#include "runtime/cuda/device_limits.h"
 #include "kernels/cuda/device_table.h"
 #include "kernels/cuda/launch.cuh"
-#include "kernels/cuda/runtime.h"
+#include "runtime/cuda/runtime.h"
 #include "kernels/optimizer.h"
 
 namespace hg::cuda {

@@ -27,10 +27,10 @@
 
 #include "kernels/conv.h"
 #include "kernels/cuda/block_reduce.cuh"
-#include "kernels/cuda/device_limits.h"
+#include "runtime/cuda/device_limits.h"
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/launch.cuh"
-#include "kernels/cuda/runtime.h"
+#include "runtime/cuda/runtime.h"
 
 namespace hg::cuda {
 

@@ -43,10 +43,10 @@
 
 #include "core/tensor.h"
 #include "kernels/cuda/block_reduce.cuh"
-#include "kernels/cuda/device_limits.h"
+#include "runtime/cuda/device_limits.h"
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/launch.cuh"
-#include "kernels/cuda/runtime.h"
+#include "runtime/cuda/runtime.h"
 #include "kernels/reduce.h"
 
 namespace hg::cuda {

@@ -25,7 +25,7 @@
 #include <utility>
 
 #include "kernels/cuda/block_reduce.cuh"
-#include "kernels/cuda/device_limits.h"
+#include "runtime/cuda/device_limits.h"
 #include "kernels/cuda/launch.cuh"
 
 namespace hg::cuda {

@@ -1,9 +1,8 @@
-# kernels/cuda — the CUDA backend (emu and gpu configurations).
-# Host C++ (runtime layer, caching allocator, hooks):
+# kernels/cuda — the CUDA backend's kernels (emu and gpu configurations); the
+# runtime layer under them is runtime/cuda.
+# Host C++: the hooks that plug the CUDA backend into core/ (allocation, copies,
+# the device-side error flag).
 list(APPEND HG_CUDA_HOST_SOURCES
-  ${CMAKE_CURRENT_LIST_DIR}/cuda_check.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/runtime.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/caching_allocator.cpp
   ${CMAKE_CURRENT_LIST_DIR}/device_hooks.cpp
 )
 # .cu kernel files (nvcc in gpu, g++ -x c++ in emu):

@@ -16,7 +16,7 @@
 #include "tests/kernels/test_support.h"
 
 #if defined(HG_WITH_CUDA)
-#include "kernels/cuda/runtime.h"
+#include "runtime/cuda/runtime.h"
 #endif
 
 using namespace hg;

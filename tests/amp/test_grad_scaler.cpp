@@ -23,8 +23,8 @@
 #include "tests/test_files.h"
 
 #if defined(HG_WITH_CUDA)
-#include "kernels/cuda/caching_allocator.h"
-#include "kernels/cuda/runtime.h"
+#include "runtime/cuda/caching_allocator.h"
+#include "runtime/cuda/runtime.h"
 #endif
 
 using namespace hg;

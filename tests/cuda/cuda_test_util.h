@@ -8,8 +8,8 @@
 #include <cstddef>
 #include <vector>
 
-#include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/runtime.h"
+#include "runtime/cuda/cuda_check.h"
+#include "runtime/cuda/runtime.h"
 
 // Tests that need a device return early (with a warning) on a machine without
 // one; in the emu build a device always exists unless a test removed it.

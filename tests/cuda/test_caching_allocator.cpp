@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "kernels/cuda/caching_allocator.h"
+#include "runtime/cuda/caching_allocator.h"
 #include "tests/cuda/cuda_test_util.h"
 
 #if defined(HG_CUDA_EMU)

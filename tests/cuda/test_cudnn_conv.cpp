@@ -2,7 +2,7 @@
 // output-dimension query, heuristics, workspace sizes, forward with alpha/beta
 // blending, NHWC tensors with an NHWC filter, and the documented
 // CUDNN_STATUS_BAD_PARAM for an output descriptor of the wrong shape. In the
-// emu build this checks the CPU stand-ins (kernels/emu/runtime_cudnn.cpp)
+// emu build this checks the CPU stand-ins (runtime/emu/runtime_cudnn.cpp)
 // against a direct sum computed here; on a GPU the same checks hold for the
 // real library. Tagged [cudnn]: its own CTest test, skipped without cuDNN.
 #include <cudnn.h>

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "core/allocator.h"
-#include "kernels/cuda/caching_allocator.h"
+#include "runtime/cuda/caching_allocator.h"
 #include "kernels/ops.h"
 #include "tests/cuda/cuda_test_util.h"
 

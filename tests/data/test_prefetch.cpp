@@ -20,8 +20,8 @@
 #include "data/prefetch.h"
 
 #if defined(HG_WITH_CUDA)
-#include "kernels/cuda/caching_allocator.h"
-#include "kernels/cuda/runtime.h"
+#include "runtime/cuda/caching_allocator.h"
+#include "runtime/cuda/runtime.h"
 #endif
 
 using namespace hg;

@@ -30,7 +30,7 @@
 #include "tests/kernels/tolerance.h"
 
 #if defined(HG_WITH_CUDA)
-#include "kernels/cuda/runtime.h"
+#include "runtime/cuda/runtime.h"
 #endif
 
 namespace hd = hg::distributed;

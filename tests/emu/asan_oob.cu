@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "kernels/cuda/cuda_check.h"
+#include "runtime/cuda/cuda_check.h"
 #include "kernels/cuda/launch.cuh"
 
 namespace {

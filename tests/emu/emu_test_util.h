@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/cuda/cuda_check.h"
+#include "runtime/cuda/cuda_check.h"
 #include "kernels/cuda/launch.cuh"
 
 namespace hg::emu::test {

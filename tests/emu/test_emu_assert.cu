@@ -3,7 +3,7 @@
 // this file undefines NDEBUG before its first include so the test runs in every
 // emu build, not only in the asan preset's Debug build. Only this file's own
 // kernel relies on it: the headers it includes define no inline function whose
-// behaviour depends on NDEBUG (kernels/emu/include/hg_emu_device.h's assert
+// behaviour depends on NDEBUG (runtime/emu/include/hg_emu_device.h's assert
 // macro is expanded here, in this file's kernel).
 #undef NDEBUG
 #include <cassert>

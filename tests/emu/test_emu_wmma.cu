@@ -1,4 +1,4 @@
-// cuda-emu: the WMMA API of kernels/emu/include/mma.h (Note [Emulated WMMA
+// cuda-emu: the WMMA API of runtime/emu/include/mma.h (Note [Emulated WMMA
 // fragments]) against a reference GEMM in double, for half and bf16 inputs,
 // every A/B layout and both accumulator memory layouts; a warp of a 2-warp
 // block computes one 16x16 tile, so lanes and warps must not mix.

@@ -4,7 +4,7 @@
 // pooling windows with padding, dilation, ceil_mode, count_include_pad;
 // BatchNorm training with running statistics, eval, 16-bit x with f32
 // parameters). conv2d runs through cuDNN (kernels/cuda/conv.cu) or, in the emu
-// build, its CPU stand-ins (kernels/emu/runtime_cudnn.cpp, a direct sum: an
+// build, its CPU stand-ins (runtime/emu/runtime_cudnn.cpp, a direct sum: an
 // implementation independent of the CPU backend's im2col + GEMM); pooling and
 // BatchNorm through kernels/cuda/pool_norm.cu. Both sides accumulate in fp32
 // (f64 for f64) and round once, so they agree to the per-dtype

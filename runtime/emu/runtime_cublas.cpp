@@ -1,0 +1,464 @@
+// cuda-emu stand-ins for cuBLAS and cuBLASLt: handle bookkeeping and the two
+// mixed-precision GEMMs the backend calls, computed on the CPU.
+//
+// Precision contract (the same as the real library's on a Hopper GPU):
+//   - CUBLAS_COMPUTE_32F: inputs widened to fp32 exactly, products summed in
+//     fp32, alpha/beta applied in fp32, one rounding to C's type on store;
+//   - CUBLAS_COMPUTE_32F_FAST_TF32 / _FAST_16F / _FAST_16BF (fp32 data): the
+//     inputs are first rounded to TF32 / fp16 / bf16, as tensor cores do; a
+//     handle in CUBLAS_TF32_TENSOR_OP_MATH mode turns COMPUTE_32F on fp32 data
+//     into TF32 too (that is how PyTorch's allow_tf32 reaches cuBLAS);
+//   - CUBLAS_COMPUTE_64F: fp64 data, fp64 accumulation;
+//   - beta == 0 means C is not read (NaN in C does not leak into the result).
+// Arguments are validated like the real library: bad sizes, transposes or
+// leading dimensions give CUBLAS_STATUS_INVALID_VALUE, unsupported type
+// combinations CUBLAS_STATUS_NOT_SUPPORTED. Beyond the real library, each
+// matrix's extent must lie inside one live device allocation, so a wrong
+// leading dimension or stride fails loudly (CUBLAS_STATUS_EXECUTION_FAILED and
+// a sticky cudaErrorIllegalAddress, which is what the GPU would report).
+//
+// Napkin math: each output element reads 2k inputs; op(A) and op(B) are first
+// packed into contiguous rows of widened values so the inner loop is a unit-
+// stride dot product (~1 GFLOP/s on one core: fine for test-sized problems).
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <new>
+#include <type_traits>
+#include <vector>
+
+#include <cublasLt.h>
+#include <cublas_v2.h>
+
+#include "core/half.h"
+#include "runtime/emu/runtime_internal.h"
+
+struct cublasContext {
+  int device = 0;
+  cudaStream_t stream = nullptr;
+  cublasMath_t math_mode = CUBLAS_DEFAULT_MATH;
+  cublasPointerMode_t pointer_mode = CUBLAS_POINTER_MODE_HOST;
+};
+
+struct cublasLtContext {
+  int device = 0;
+};
+
+namespace {
+
+// What the inputs are rounded to before the multiply (tensor-core formats).
+enum class InputRounding { kNone, kTf32, kHalf, kBfloat16 };
+
+size_t element_size(cudaDataType type) {
+  switch (type) {
+    case CUDA_R_16F:
+    case CUDA_R_16BF:
+      return 2;
+    case CUDA_R_32F:
+      return 4;
+    case CUDA_R_64F:
+      return 8;
+    default:
+      return 0;
+  }
+}
+
+double load(const void* base, cudaDataType type, int64_t index) {
+  switch (type) {
+    case CUDA_R_16F:
+      return hg::detail::half_bits_to_float(static_cast<const uint16_t*>(base)[index]);
+    case CUDA_R_16BF:
+      return hg::detail::bfloat16_bits_to_float(static_cast<const uint16_t*>(base)[index]);
+    case CUDA_R_32F:
+      return static_cast<const float*>(base)[index];
+    case CUDA_R_64F:
+      return static_cast<const double*>(base)[index];
+    default:
+      return 0.0;
+  }
+}
+
+void store(void* base, cudaDataType type, int64_t index, double value) {
+  switch (type) {
+    case CUDA_R_16F:
+      static_cast<uint16_t*>(base)[index] = hg::detail::float_to_half_bits(static_cast<float>(value));
+      break;
+    case CUDA_R_16BF:
+      static_cast<uint16_t*>(base)[index] = hg::detail::float_to_bfloat16_bits(static_cast<float>(value));
+      break;
+    case CUDA_R_32F:
+      static_cast<float*>(base)[index] = static_cast<float>(value);
+      break;
+    case CUDA_R_64F:
+      static_cast<double*>(base)[index] = value;
+      break;
+    default:
+      break;
+  }
+}
+
+// fp32 -> TF32 (10 explicit mantissa bits), round to nearest, ties away from
+// zero, as the cvt.rna.tf32.f32 instruction does. Inf/NaN pass through.
+float round_to_tf32(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, 4);
+  if ((bits & 0x7f800000u) != 0x7f800000u) {
+    bits += 0x1000u;
+    bits &= 0xffffe000u;
+  }
+  float out;
+  std::memcpy(&out, &bits, 4);
+  return out;
+}
+
+float apply_rounding(float x, InputRounding rounding) {
+  switch (rounding) {
+    case InputRounding::kTf32:
+      return round_to_tf32(x);
+    case InputRounding::kHalf:
+      return hg::detail::half_bits_to_float(hg::detail::float_to_half_bits(x));
+    case InputRounding::kBfloat16:
+      return hg::detail::bfloat16_bits_to_float(hg::detail::float_to_bfloat16_bits(x));
+    case InputRounding::kNone:
+      return x;
+  }
+  return x;
+}
+
+struct GemmCall {
+  cublasOperation_t transa, transb;
+  int m, n, k;
+  const void* alpha;
+  const void* A;
+  cudaDataType Atype;
+  int lda;
+  long long stride_a;
+  const void* B;
+  cudaDataType Btype;
+  int ldb;
+  long long stride_b;
+  const void* beta;
+  void* C;
+  cudaDataType Ctype;
+  int ldc;
+  long long stride_c;
+  int batch_count;
+  cublasComputeType_t compute_type;
+};
+
+bool is_op(cublasOperation_t op) { return op == CUBLAS_OP_N || op == CUBLAS_OP_T || op == CUBLAS_OP_C; }
+
+// Checks the type combination against cuBLAS's GemmEx table (the subset we
+// emulate) and picks the accumulator and input rounding.
+cublasStatus_t check_types(const GemmCall& g, const cublasContext& handle, bool* use_double, InputRounding* rounding) {
+  *use_double = false;
+  *rounding = InputRounding::kNone;
+  if (g.Atype != g.Btype) return CUBLAS_STATUS_NOT_SUPPORTED;
+  const cudaDataType ab = g.Atype;
+  switch (g.compute_type) {
+    case CUBLAS_COMPUTE_32F:
+    case CUBLAS_COMPUTE_32F_PEDANTIC:
+      if (ab == CUDA_R_32F) {
+        if (g.Ctype != CUDA_R_32F) return CUBLAS_STATUS_NOT_SUPPORTED;
+        const int mode = handle.math_mode & ~CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION;
+        if (g.compute_type == CUBLAS_COMPUTE_32F && mode == CUBLAS_TF32_TENSOR_OP_MATH) {
+          *rounding = InputRounding::kTf32;
+        }
+        return CUBLAS_STATUS_SUCCESS;
+      }
+      if (ab == CUDA_R_16F || ab == CUDA_R_16BF) {
+        return g.Ctype == ab || g.Ctype == CUDA_R_32F ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_NOT_SUPPORTED;
+      }
+      return CUBLAS_STATUS_NOT_SUPPORTED;
+    case CUBLAS_COMPUTE_32F_FAST_TF32:
+    case CUBLAS_COMPUTE_32F_FAST_16F:
+    case CUBLAS_COMPUTE_32F_FAST_16BF:
+      if (ab != CUDA_R_32F || g.Ctype != CUDA_R_32F) return CUBLAS_STATUS_NOT_SUPPORTED;
+      *rounding = g.compute_type == CUBLAS_COMPUTE_32F_FAST_TF32  ? InputRounding::kTf32
+                  : g.compute_type == CUBLAS_COMPUTE_32F_FAST_16F ? InputRounding::kHalf
+                                                                  : InputRounding::kBfloat16;
+      return CUBLAS_STATUS_SUCCESS;
+    case CUBLAS_COMPUTE_64F:
+    case CUBLAS_COMPUTE_64F_PEDANTIC:
+      if (ab != CUDA_R_64F || g.Ctype != CUDA_R_64F) return CUBLAS_STATUS_NOT_SUPPORTED;
+      *use_double = true;
+      return CUBLAS_STATUS_SUCCESS;
+    default:
+      // CUBLAS_COMPUTE_16F / 32I and friends: not emulated (halfgrad never
+      // accumulates in fp16).
+      return CUBLAS_STATUS_NOT_SUPPORTED;
+  }
+}
+
+// Whether a column-major rows x cols matrix with leading dimension ld, repeated
+// `batch` times `stride` elements apart, lies inside one device allocation.
+bool matrix_in_device_memory(const void* base, size_t elem, int rows, int cols, int ld, long long stride, int batch) {
+  if (rows == 0 || cols == 0 || batch == 0) return true;
+  const int64_t extent = static_cast<int64_t>(cols - 1) * ld + rows;
+  if (stride < 0) return false;
+  const int64_t last = static_cast<int64_t>(batch - 1) * stride + extent;
+  return hg::emu::is_device_range(base, static_cast<size_t>(last) * elem);
+}
+
+// op(X)[r, c] for a column-major X: X[r + c*ld] when op is N, X[c + r*ld] else.
+template <typename Acc>
+void pack_rows(std::vector<Acc>& out, const void* base, cudaDataType type, int64_t offset, cublasOperation_t op, int ld,
+               int rows, int depth, bool rows_are_cols, InputRounding rounding) {
+  // Produces out[r * depth + p] = op(X)[r, p] (for A: r = i, p = reduction) or
+  // op(X)[p, r] (for B: rows_are_cols, r = j). Either way the reduction index
+  // p is contiguous in `out`.
+  out.resize(static_cast<size_t>(rows) * depth);
+  for (int r = 0; r < rows; ++r) {
+    for (int p = 0; p < depth; ++p) {
+      const int row = rows_are_cols ? p : r;  // row/col of op(X)
+      const int col = rows_are_cols ? r : p;
+      const int64_t index =
+          op == CUBLAS_OP_N ? row + static_cast<int64_t>(col) * ld : col + static_cast<int64_t>(row) * ld;
+      const double value = load(base, type, offset + index);
+      out[static_cast<size_t>(r) * depth + p] =
+          std::is_same_v<Acc, float> ? static_cast<Acc>(apply_rounding(static_cast<float>(value), rounding))
+                                     : static_cast<Acc>(value);
+    }
+  }
+}
+
+template <typename Acc>
+void run_gemm(const GemmCall& g, InputRounding rounding) {
+  const Acc alpha = *static_cast<const Acc*>(g.alpha);
+  const Acc beta = *static_cast<const Acc*>(g.beta);
+  std::vector<Acc> a_rows, b_cols;  // [m, k] and [n, k], reduction index contiguous
+  for (int batch = 0; batch < g.batch_count; ++batch) {
+    const int64_t c_offset = batch * g.stride_c;
+    if (g.k > 0) {
+      pack_rows(a_rows, g.A, g.Atype, batch * g.stride_a, g.transa, g.lda, g.m, g.k, false, rounding);
+      pack_rows(b_cols, g.B, g.Btype, batch * g.stride_b, g.transb, g.ldb, g.n, g.k, true, rounding);
+    }
+    for (int j = 0; j < g.n; ++j) {
+      for (int i = 0; i < g.m; ++i) {
+        Acc acc = 0;
+        if (g.k > 0) {
+          const Acc* a = &a_rows[static_cast<size_t>(i) * g.k];
+          const Acc* b = &b_cols[static_cast<size_t>(j) * g.k];
+          for (int p = 0; p < g.k; ++p) acc += a[p] * b[p];
+        }
+        const int64_t c_index = c_offset + i + static_cast<int64_t>(j) * g.ldc;
+        Acc result = alpha * acc;
+        if (beta != Acc(0)) result += beta * static_cast<Acc>(load(g.C, g.Ctype, c_index));
+        store(g.C, g.Ctype, c_index, static_cast<double>(result));
+      }
+    }
+  }
+}
+
+cublasStatus_t gemm(cublasHandle_t handle, const GemmCall& g) {
+  if (handle == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
+  if (!is_op(g.transa) || !is_op(g.transb) || g.m < 0 || g.n < 0 || g.k < 0 || g.batch_count < 0) {
+    return CUBLAS_STATUS_INVALID_VALUE;
+  }
+  const int a_rows = g.transa == CUBLAS_OP_N ? g.m : g.k;
+  const int b_rows = g.transb == CUBLAS_OP_N ? g.k : g.n;
+  if (g.lda < std::max(1, a_rows) || g.ldb < std::max(1, b_rows) || g.ldc < std::max(1, g.m)) {
+    return CUBLAS_STATUS_INVALID_VALUE;
+  }
+  if (g.alpha == nullptr || g.beta == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
+  bool use_double = false;
+  InputRounding rounding = InputRounding::kNone;
+  if (const cublasStatus_t s = check_types(g, *handle, &use_double, &rounding); s != CUBLAS_STATUS_SUCCESS) {
+    return s;
+  }
+  if (g.m == 0 || g.n == 0 || g.batch_count == 0) return CUBLAS_STATUS_SUCCESS;
+  const int a_cols = g.transa == CUBLAS_OP_N ? g.k : g.m;
+  const int b_cols = g.transb == CUBLAS_OP_N ? g.n : g.k;
+  const bool in_bounds =
+      (g.k == 0 ||
+       (matrix_in_device_memory(g.A, element_size(g.Atype), a_rows, a_cols, g.lda, g.stride_a, g.batch_count) &&
+        matrix_in_device_memory(g.B, element_size(g.Btype), b_rows, b_cols, g.ldb, g.stride_b, g.batch_count))) &&
+      matrix_in_device_memory(g.C, element_size(g.Ctype), g.m, g.n, g.ldc, g.stride_c, g.batch_count);
+  if (!in_bounds) {
+    hg::emu::set_last_error(cudaErrorIllegalAddress);
+    return CUBLAS_STATUS_EXECUTION_FAILED;
+  }
+  if (use_double) {
+    run_gemm<double>(g, rounding);
+  } else {
+    run_gemm<float>(g, rounding);
+  }
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+}  // namespace
+
+// ---- cuBLAS handles -------------------------------------------------------------
+
+cublasStatus_t cublasCreate_v2(cublasHandle_t* handle) {
+  if (handle == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    (void)cudaGetLastError();  // the failure is reported as the cuBLAS status
+    return CUBLAS_STATUS_NOT_INITIALIZED;
+  }
+  auto* created = new (std::nothrow) cublasContext;
+  if (created == nullptr) return CUBLAS_STATUS_ALLOC_FAILED;
+  created->device = hg::emu::detail::current_device();
+  *handle = created;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasDestroy_v2(cublasHandle_t handle) {
+  if (handle == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
+  delete handle;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasGetVersion_v2(cublasHandle_t handle, int* version) {
+  if (version == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
+  *version = CUBLAS_VERSION;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasSetWorkspace_v2(cublasHandle_t handle, void* workspace, size_t workspaceSizeInBytes) {
+  if (handle == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
+  return CUBLAS_STATUS_SUCCESS;  // the CPU stand-in needs no workspace
+}
+
+cublasStatus_t cublasSetStream_v2(cublasHandle_t handle, cudaStream_t streamId) {
+  if (handle == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
+  if (!hg::emu::detail::is_valid_stream(streamId)) return CUBLAS_STATUS_INVALID_VALUE;
+  handle->stream = streamId;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasGetStream_v2(cublasHandle_t handle, cudaStream_t* streamId) {
+  if (handle == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
+  if (streamId == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
+  *streamId = handle->stream;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasGetPointerMode_v2(cublasHandle_t handle, cublasPointerMode_t* mode) {
+  if (handle == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
+  if (mode == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
+  *mode = handle->pointer_mode;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasSetPointerMode_v2(cublasHandle_t handle, cublasPointerMode_t mode) {
+  if (handle == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
+  if (mode != CUBLAS_POINTER_MODE_HOST && mode != CUBLAS_POINTER_MODE_DEVICE) {
+    return CUBLAS_STATUS_INVALID_VALUE;
+  }
+  // Device memory is host memory here, so alpha/beta read the same either way.
+  handle->pointer_mode = mode;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasGetMathMode(cublasHandle_t handle, cublasMath_t* mode) {
+  if (handle == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
+  if (mode == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
+  *mode = handle->math_mode;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasSetMathMode(cublasHandle_t handle, cublasMath_t mode) {
+  if (handle == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
+  const int base = mode & ~CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION;
+  if (base < CUBLAS_DEFAULT_MATH || base > CUBLAS_TF32_TENSOR_OP_MATH) {
+    return CUBLAS_STATUS_INVALID_VALUE;
+  }
+  handle->math_mode = mode;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+const char* cublasGetStatusName(cublasStatus_t status) {
+  switch (status) {
+    case CUBLAS_STATUS_SUCCESS:
+      return "CUBLAS_STATUS_SUCCESS";
+    case CUBLAS_STATUS_NOT_INITIALIZED:
+      return "CUBLAS_STATUS_NOT_INITIALIZED";
+    case CUBLAS_STATUS_ALLOC_FAILED:
+      return "CUBLAS_STATUS_ALLOC_FAILED";
+    case CUBLAS_STATUS_INVALID_VALUE:
+      return "CUBLAS_STATUS_INVALID_VALUE";
+    case CUBLAS_STATUS_ARCH_MISMATCH:
+      return "CUBLAS_STATUS_ARCH_MISMATCH";
+    case CUBLAS_STATUS_MAPPING_ERROR:
+      return "CUBLAS_STATUS_MAPPING_ERROR";
+    case CUBLAS_STATUS_EXECUTION_FAILED:
+      return "CUBLAS_STATUS_EXECUTION_FAILED";
+    case CUBLAS_STATUS_INTERNAL_ERROR:
+      return "CUBLAS_STATUS_INTERNAL_ERROR";
+    case CUBLAS_STATUS_NOT_SUPPORTED:
+      return "CUBLAS_STATUS_NOT_SUPPORTED";
+    case CUBLAS_STATUS_LICENSE_ERROR:
+      return "CUBLAS_STATUS_LICENSE_ERROR";
+  }
+  return "CUBLAS_STATUS_UNKNOWN";
+}
+
+const char* cublasGetStatusString(cublasStatus_t status) {
+  switch (status) {
+    case CUBLAS_STATUS_SUCCESS:
+      return "success";
+    case CUBLAS_STATUS_NOT_INITIALIZED:
+      return "the library was not initialized";
+    case CUBLAS_STATUS_ALLOC_FAILED:
+      return "the resource allocation failed";
+    case CUBLAS_STATUS_INVALID_VALUE:
+      return "an invalid numeric value was used as an argument";
+    case CUBLAS_STATUS_ARCH_MISMATCH:
+      return "an absent device architectural feature is required";
+    case CUBLAS_STATUS_MAPPING_ERROR:
+      return "an access to GPU memory space failed";
+    case CUBLAS_STATUS_EXECUTION_FAILED:
+      return "the GPU program failed to execute";
+    case CUBLAS_STATUS_INTERNAL_ERROR:
+      return "an internal operation failed";
+    case CUBLAS_STATUS_NOT_SUPPORTED:
+      return "the functionality requested is not supported";
+    case CUBLAS_STATUS_LICENSE_ERROR:
+      return "error detected trying to check the license";
+  }
+  return "unknown error";
+}
+
+// ---- GEMMs --------------------------------------------------------------------
+
+cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n,
+                            int k, const void* alpha, const void* A, cudaDataType Atype, int lda, const void* B,
+                            cudaDataType Btype, int ldb, const void* beta, void* C, cudaDataType Ctype, int ldc,
+                            cublasComputeType_t computeType, cublasGemmAlgo_t algo) {
+  const GemmCall args{transa, transb, m, n,    k, alpha, A,   Atype, lda, 0,          B,
+                      Btype,  ldb,    0, beta, C, Ctype, ldc, 0,     1,   computeType};
+  return gemm(handle, args);
+}
+
+cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb,
+                                          int m, int n, int k, const void* alpha, const void* A, cudaDataType Atype,
+                                          int lda, long long int strideA, const void* B, cudaDataType Btype, int ldb,
+                                          long long int strideB, const void* beta, void* C, cudaDataType Ctype, int ldc,
+                                          long long int strideC, int batchCount, cublasComputeType_t computeType,
+                                          cublasGemmAlgo_t algo) {
+  const GemmCall args{transa, transb, m,       n,    k, alpha, A,   Atype,   lda,        strideA,    B,
+                      Btype,  ldb,    strideB, beta, C, Ctype, ldc, strideC, batchCount, computeType};
+  return gemm(handle, args);
+}
+
+// ---- cuBLASLt handles -----------------------------------------------------------
+
+cublasStatus_t cublasLtCreate(cublasLtHandle_t* lightHandle) {
+  if (lightHandle == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
+  auto* created = new (std::nothrow) cublasLtContext;
+  if (created == nullptr) return CUBLAS_STATUS_ALLOC_FAILED;
+  created->device = hg::emu::detail::current_device();
+  *lightHandle = created;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtDestroy(cublasLtHandle_t lightHandle) {
+  if (lightHandle == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
+  delete lightHandle;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+size_t cublasLtGetVersion(void) { return CUBLAS_VERSION; }

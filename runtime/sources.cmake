@@ -1,0 +1,10 @@
+# runtime/ — floor 1, under kernels/: what the CUDA backend's kernels run on.
+#   HG_CUDA_HOST_SOURCES : cuda/ — the CUDA runtime layer (streams, events, error
+#                          checks, the caching allocator, the cuBLAS/cuDNN handles)
+#   HG_EMU_SOURCES       : emu/ — the CUDA-on-CPU emulator (emu configuration only)
+list(APPEND HG_CUDA_HOST_SOURCES
+  ${CMAKE_CURRENT_LIST_DIR}/cuda/cuda_check.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/cuda/runtime.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/cuda/caching_allocator.cpp
+)
+include(${CMAKE_CURRENT_LIST_DIR}/emu/sources.cmake)
