@@ -63,6 +63,7 @@ def parse_args():
                                      "halfgrad's table at the end. ./run bench uses it so that halfgrad's work is "
                                      "done once, not once for the table and again for the ratios")
     p.add_argument("--only", action="append", default=[], help="only these workload names")
+    p.add_argument("--set", help="only hg-bench's named set of workloads (hg-bench --set; gpu-check)")
     p.add_argument("--suite", "-s", action="append", default=[], help="same as the positional names")
     args, unknown = p.parse_known_args()
     if unknown:
@@ -526,7 +527,9 @@ def main():
     suite_args = []
     for s in args.suites:
         suite_args += ["--suite", s]
-    listed = [json.loads(x) for x in hg_lines(args.hg_bench, args, suite_args + ["--list"]).splitlines() if x.strip()]
+    set_args = ["--set", args.set] if args.set else []
+    listed = [json.loads(x) for x in hg_lines(args.hg_bench, args, suite_args + set_args + ["--list"]).splitlines()
+              if x.strip()]
     if args.only:  # in the order given
         by_name = {w["name"]: w for w in listed}
         listed = [by_name[n] for n in args.only if n in by_name]

@@ -5,12 +5,14 @@
 //   hg-bench --json results.jsonl     # also one JSON line per result
 //   hg-bench --list                   # the workloads, one JSON line each
 //   hg-bench --only gemm/f16/1024x1024x1024   # one workload (compare_torch.py)
+//   hg-bench --quick --set gpu-check  # the few minutes of numbers scripts/gpu-check takes
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <fnmatch.h>
 #include <set>
 #include <string>
 #include <vector>
@@ -27,6 +29,30 @@ namespace {
 
 const std::vector<std::string> kSuites = {"ceilings",  "gemm",      "bandwidth", "optimizer",
                                           "train-mlp", "train-cnn", "train-gpt", "accuracy"};
+
+// Named sets of workloads (--set), as shell patterns over the workload names.
+// gpu-check: what one short GPU run must bring back (scripts/gpu-check): the
+// ceilings, GPT-2's GEMM shapes and two square ones, the memory-bound kernels
+// of a training step in bf16, the fused optimizer, and the training steps that
+// PyTorch is compared on (the small and the wide MLP, the char-GPT, GPT-2 124M).
+struct NamedSet {
+  const char* name;
+  std::vector<const char*> patterns;
+};
+const std::vector<NamedSet> kSets = {
+    {"gpu-check",
+     {"ceilings/*", "gemm/bf16/4096x4096x4096", "gemm/f16/4096x4096x4096", "gemm/bf16/16384x*", "gemm/f16/16384x50*",
+      "bandwidth/cast/f32->bf16/*", "bandwidth/add/bf16/*", "bandwidth/gelu/bf16/*", "bandwidth/softmax/*/8192x4096",
+      "bandwidth/cross_entropy/bf16/*", "bandwidth/sum-rows/bf16/*", "bandwidth/layer_norm*/bf16/*",
+      "bandwidth/copy*", "bandwidth/transpose*", "attention/*", "optimizer/adamw/bf16+f32-masters/*",
+      "train-mlp/784-512-512-10/b64/amp-bf16", "train-mlp/4096-*/amp-bf16", "train-gpt/char/*/amp-bf16",
+      "train-gpt/gpt2-124M/*/amp-bf16", "train-gpt/gpt2-124M/*/amp-f16"}},
+};
+
+bool in_set(const NamedSet& set, const std::string& name) {
+  return std::any_of(set.patterns.begin(), set.patterns.end(),
+                     [&](const char* p) { return fnmatch(p, name.c_str(), 0) == 0; });
+}
 
 }  // namespace
 
@@ -46,6 +72,8 @@ int main(int argc, char** argv) {
   app.add_flag("--quick", o.quick, "smaller shapes (the same >= 20 timed runs): a few minutes on a CPU");
   app.add_option("--json", o.json_path, "append one JSON line per result to this file");
   app.add_option("--only", o.only, "run only these workloads (exact names from --list; repeatable)");
+  std::string set_name;
+  app.add_option("--set", set_name, "run only a named set of workloads: gpu-check (what scripts/gpu-check runs)");
   app.add_flag("--list", list, "print the selected workloads as JSON lines and exit");
   std::vector<std::string> ceilings_given;
   app.add_option("--ceiling", ceilings_given,
@@ -101,7 +129,15 @@ int main(int argc, char** argv) {
     if (want.count("train-cnn")) hgb::add_train_cnn(bench, all);
     if (want.count("train-gpt")) hgb::add_train_gpt(bench, all);
     if (want.count("accuracy")) hgb::add_accuracy(bench, all);
+    const NamedSet* set = nullptr;
+    if (!set_name.empty()) {
+      for (const auto& s : kSets) {
+        if (set_name == s.name) set = &s;
+      }
+      HG_CHECK(set != nullptr, "hg-bench: unknown --set '", set_name, "'; the sets are: gpu-check");
+    }
     for (auto& w : all) {
+      if (set != nullptr && !in_set(*set, w.name)) continue;
       if (o.only.empty() || std::find(o.only.begin(), o.only.end(), w.name) != o.only.end()) selected.push_back(w);
     }
     if (!o.only.empty() && selected.size() != o.only.size()) {

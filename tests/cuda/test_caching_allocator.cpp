@@ -351,7 +351,10 @@ TEST_CASE("caching allocator: the process-wide instance and its shorthands",
   HG_REQUIRE_CUDA_DEVICE();
   const AllocatorStats before = hg::cuda::memory_stats();
   void* p = hg::cuda::caching_allocator().allocate(12345);
-  CHECK(hg::cuda::memory_stats().allocated_bytes == before.allocated_bytes + 12800);
+  // The cache rounds a request up to its 512-byte class; with HG_CUDA_ALLOC=nocache
+  // (compute-sanitizer runs) every request is its own cudaMalloc of the exact size.
+  const size_t rounded = hg::cuda::caching_allocator().caching_enabled() ? 12800 : 12345;
+  CHECK(hg::cuda::memory_stats().allocated_bytes == before.allocated_bytes + rounded);
   hg::cuda::caching_allocator().free(p);
   CHECK(hg::cuda::memory_stats().allocated_bytes == before.allocated_bytes);
   hg::cuda::reset_peak_memory_stats();
