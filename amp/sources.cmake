@@ -1,4 +1,4 @@
-# amp/ — floor 5: the GradScaler, plus its kernels and the floor-1 policy
+# amp/ — floor 6: the GradScaler, plus its kernels and the floor-2 policy
 # table, listed here so that the kernels/ lists stay untouched by this module.
 list(APPEND HG_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/grad_scaler.cpp

@@ -92,7 +92,7 @@ Tensor to(const Tensor& x, Device device);
 // Sums `grad` over the dims that broadcasting expanded to reach it from `shape`.
 Tensor sum_to(const Tensor& grad, const Shape& shape);
 
-// ---- sequence-model building blocks (issue 14, part 1; autograd/functions_norm_index.cpp) ----
+// ---- softmax over any dim, norms (autograd/functions_norm.cpp), embedding and indexing (functions_index.cpp) ----
 // softmax / log_softmax over any dim (the one-argument forms above use the last).
 Tensor softmax(const Tensor& x, int64_t dim);
 Tensor log_softmax(const Tensor& x, int64_t dim);
@@ -121,7 +121,6 @@ std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim = 0);
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value);
 Tensor tril(const Tensor& x, int64_t diagonal = 0);
 Tensor triu(const Tensor& x, int64_t diagonal = 0);
-// ---- end of issue 14, part 1 ----
 
 // ---- operators --------------------------------------------------------------------------------
 inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }

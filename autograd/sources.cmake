@@ -1,4 +1,4 @@
-# autograd/ — floor 2.
+# autograd/ — floor 3.
 list(APPEND HG_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/grad_mode.cpp
   ${CMAKE_CURRENT_LIST_DIR}/node.cpp
@@ -7,7 +7,8 @@ list(APPEND HG_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/functions.cpp
   ${CMAKE_CURRENT_LIST_DIR}/functions_views.cpp
   ${CMAKE_CURRENT_LIST_DIR}/functions_conv.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/functions_norm_index.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/functions_norm.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/functions_index.cpp
   ${CMAKE_CURRENT_LIST_DIR}/functions_attention.cpp
   ${CMAKE_CURRENT_LIST_DIR}/gradcheck.cpp
   ${CMAKE_CURRENT_LIST_DIR}/tensor_methods.cpp

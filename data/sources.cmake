@@ -1,4 +1,4 @@
-# data/ — floor 4: datasets, loaders, file formats. Explicit list; add new files here.
+# data/ — floor 5: datasets, loaders, file formats. Explicit list; add new files here.
 list(APPEND HG_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/idx.cpp
   ${CMAKE_CURRENT_LIST_DIR}/fashion_mnist.cpp

@@ -1,4 +1,4 @@
-# distributed/ — floor 5, beside amp/ (above optim/): process groups,
+# distributed/ — floor 6, beside amp/ (above optim/): process groups,
 # collectives (Gloo; NCCL in gpu builds), DistributedDataParallel, the
 # cross-rank GradScaler hook. docs/distributed.md. Explicit list; add new files here.
 list(APPEND HG_SOURCES

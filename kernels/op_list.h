@@ -124,7 +124,7 @@ namespace hg {
   _(adaptive_avg_pool2d_backward, floating, passthrough, none)  \
   _(batch_norm,                   floating, passthrough, rule)  \
   _(batch_norm_backward,          floating, passthrough, none)
-// ---- sequence-model building blocks (issue 14, part 1: norms, embedding, indexing) ----
+// ---- sequence-model building blocks: norms, embedding, indexing ----
 // Row normalisation over the trailing dims (kernels/norm.h); PyTorch's CUDA
 // autocast runs layer_norm and rms_norm in fp32 (AT_FORALL_FP32).
 #define HG_FORALL_NORM_OPS(_)                             \
@@ -148,9 +148,8 @@ namespace hg {
   _(tril,                   any,      passthrough, rule)  \
   _(triu,                   any,      passthrough, rule)  \
   _(arange,                 any,      passthrough, none)
-// ---- end of issue 14, part 1 ----
 
-// Attention (issue 14, part 2; kernels/attention.h). The op runs its GEMMs in
+// Attention (kernels/attention.h). The op runs its GEMMs in
 // the autocast dtype, like PyTorch's CUDA autocast (scaled_dot_product_attention
 // is on its lower_precision_fp list); the fused row kernel between them takes
 // whatever dtype the scores have.

@@ -1,4 +1,4 @@
-# kernels/ — floor 1. Every folder has one sources.cmake that appends its files
+# kernels/ — floor 2. Every folder has one sources.cmake that appends its files
 # to the lists declared in the top-level CMakeLists.txt:
 #   HG_SOURCES           : the ops layer (here) and the CPU kernels (cpu/)
 #   HG_CUDA_SOURCES      : .cu kernel files (cuda/)

@@ -69,7 +69,7 @@ Tensor Sequential::forward(const Tensor& x) {
   return h;
 }
 
-// ---- sequence-model layers (issue 14, part 1) -----------------------------------------
+// ---- sequence-model layers: LayerNorm, RMSNorm, Embedding ---------------------------
 
 LayerNorm::LayerNorm(Shape normalized_shape, double eps, bool elementwise_affine, bool with_bias)
     : normalized_shape_(std::move(normalized_shape)), eps_(eps) {

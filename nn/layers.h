@@ -137,7 +137,7 @@ class Sequential : public Module {
   std::vector<std::shared_ptr<Module>> modules_;
 };
 
-// ---- sequence-model layers (issue 14, part 1) -----------------------------------------
+// ---- sequence-model layers: LayerNorm, RMSNorm, Embedding ---------------------------
 
 // torch.nn.LayerNorm: normalises over the trailing normalized_shape, then
 // weight (ones) and bias (zeros) when elementwise_affine (kernels/norm.h).
@@ -186,6 +186,5 @@ class Embedding : public Module {
   int64_t num_embeddings_, embedding_dim_;
   std::optional<int64_t> padding_idx_;
 };
-// ---- end of issue 14, part 1 ----
 
 }  // namespace hg::nn

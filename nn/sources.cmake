@@ -1,4 +1,4 @@
-# nn/ — floor 3: modules, layers, init, functional, safetensors. Explicit list; add new files here.
+# nn/ — floor 4: modules, layers, init, functional, safetensors. Explicit list; add new files here.
 list(APPEND HG_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/module.cpp
   ${CMAKE_CURRENT_LIST_DIR}/layers.cpp

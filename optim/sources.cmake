@@ -1,4 +1,4 @@
-# optim/ — floor 4.
+# optim/ — floor 5.
 list(APPEND HG_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/optimizer.cpp
   ${CMAKE_CURRENT_LIST_DIR}/lr_scheduler.cpp

@@ -111,7 +111,7 @@ void softmax_backward(OpId op, const Tensor& d_x, const Tensor& d_y, const Tenso
   });
 }
 
-// ---- softmax over a middle dim (issue 14) ---------------------------------------------
+// ---- softmax over a middle dim ----------------------------------------------------------
 // x, y contiguous [outer, n, inner]; the softmax runs over n for each (o, i)
 // column, with the formulas of softmax_rows / softmax_backward_rows. Columns
 // in parallel; each column reads its n values with stride inner.

@@ -199,7 +199,7 @@ void softmax_backward(OpId op, const Tensor& d_x, const Tensor& d_y, const Tenso
   });
 }
 
-// ---- softmax over a middle dim (issue 14) ---------------------------------------------
+// ---- softmax over a middle dim ----------------------------------------------------------
 
 namespace {
 

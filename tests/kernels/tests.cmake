@@ -39,14 +39,14 @@ if(NOT HG_CUDA_MODE STREQUAL "off")
   set_tests_properties(test_kernels_cuda PROPERTIES LABELS kernels)
   hg_test_requires(test_kernels_cuda cuda cudnn)
 endif()
-# The sequence-model building blocks (norms, embedding, indexing; issue 14).
+# The sequence-model building blocks (norms, embedding, indexing).
 hg_add_test(test_seq_ops LABEL kernels SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_seq_ops.cpp)
 target_link_libraries(test_seq_ops PRIVATE nlohmann_json::nlohmann_json)
 target_compile_definitions(test_seq_ops PRIVATE HG_TEST_FIXTURE_DIR="${CMAKE_CURRENT_LIST_DIR}/fixtures")
 # The fused (flash) attention kernels of kernels/flash_attention.h against an
-# f64 reference, CPU vs CUDA (emu), bad input (issue 14).
+# f64 reference, CPU vs CUDA (emu), bad input.
 hg_add_test(test_flash_attention LABEL kernels SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_flash_attention.cpp)
-# Batched matmul and scaled_dot_product_attention's math path (issue 14, part 2).
+# Batched matmul and scaled_dot_product_attention's math path .
 hg_add_test(test_attention LABEL kernels SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_attention.cpp)
 target_link_libraries(test_attention PRIVATE nlohmann_json::nlohmann_json)
 target_compile_definitions(test_attention PRIVATE HG_TEST_FIXTURE_DIR="${CMAKE_CURRENT_LIST_DIR}/fixtures")

@@ -1,93 +1,27 @@
-// Differentiable normalisation, embedding, indexing and shape ops, and
-// softmax over any dim. Each forward is followed by its backward; closures
-// capture only what they use. Kernels: kernels/norm.h, kernels/index.h,
-// kernels/softmax.h.
+// Differentiable embedding, indexing and shape ops (index_select, gather,
+// scatter_add, cat, stack, split, chunk, masked_fill, tril/triu). Each forward
+// is followed by its backward; closures capture only what they use. Kernels:
+// kernels/index.h.
+#include <cstdint>
 #include <numeric>
+#include <optional>
+#include <vector>
 
 #include "autograd/autocast.h"
 #include "autograd/functions.h"
 #include "autograd/node.h"
 #include "core/copy.h"
 #include "kernels/index.h"
-#include "kernels/norm.h"
 #include "kernels/ops.h"
-#include "kernels/softmax.h"
 
 namespace hg {
+
 
 using autograd::any_requires_grad;
 using autograd::FunctionNode;
 using autograd::Grads;
 using autograd::record;
 using autograd::SavedTensor;
-
-// ---- softmax over any dim ------------------------------------------------------------------
-
-Tensor softmax(const Tensor& x, int64_t dim) {
-  HG_AUTOCAST(
-      OpId::softmax, [&](const Tensor& in) { return softmax(in, dim); }, x);  // Note [Autocast]
-  Tensor y = ops::softmax(x, dim);
-  if (any_requires_grad({&x})) {
-    record("softmax", y, {&x}, {SavedTensor(y)}, [dim](const Tensor& g, const FunctionNode& self) -> Grads {
-      return {ops::softmax_backward(g, self.saved(0), dim)};
-    });
-  }
-  return y;
-}
-
-Tensor log_softmax(const Tensor& x, int64_t dim) {
-  HG_AUTOCAST(
-      OpId::log_softmax, [&](const Tensor& in) { return log_softmax(in, dim); }, x);  // Note [Autocast]
-  Tensor y = ops::log_softmax(x, dim);
-  if (any_requires_grad({&x})) {
-    record("log_softmax", y, {&x}, {SavedTensor(y)}, [dim](const Tensor& g, const FunctionNode& self) -> Grads {
-      return {ops::log_softmax_backward(g, self.saved(0), dim)};
-    });
-  }
-  return y;
-}
-
-// ---- normalisation ---------------------------------------------------------------------------
-
-Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
-                  double eps) {
-  HG_AUTOCAST(
-      OpId::layer_norm,
-      [&](const Tensor& p, const Tensor& w, const Tensor& b) { return layer_norm(p, normalized_shape, w, b, eps); }, x,
-      weight, bias);  // Note [Autocast]
-  ops::NormForward f = ops::layer_norm(x, normalized_shape, weight, bias, eps);
-  if (any_requires_grad({&x, &weight, &bias})) {
-    const ops::NormGradMask mask{x.requires_grad(), weight.defined() && weight.requires_grad(),
-                                 bias.defined() && bias.requires_grad()};
-    record("layer_norm", f.y, {&x, weight.defined() ? &weight : nullptr, bias.defined() ? &bias : nullptr},
-           {SavedTensor(x), SavedTensor(f.mean), SavedTensor(f.rstd), SavedTensor(weight)},
-           [normalized_shape, mask, bias_dtype = bias.defined() ? bias.dtype() : kF32](
-               const Tensor& g, const FunctionNode& self) -> Grads {
-             ops::NormBackward b = ops::layer_norm_backward(g, self.saved(0), normalized_shape, self.saved(1),
-                                                            self.saved(2), self.saved(3), mask);
-             return {b.d_x, b.d_weight, b.d_bias.defined() ? b.d_bias.to(bias_dtype) : Tensor()};
-           });
-  }
-  return f.y;
-}
-
-Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, std::optional<double> eps) {
-  HG_AUTOCAST(
-      OpId::rms_norm, [&](const Tensor& p, const Tensor& w) { return rms_norm(p, normalized_shape, w, eps); }, x,
-      weight);  // Note [Autocast]
-  ops::NormForward f = ops::rms_norm(x, normalized_shape, weight, eps);
-  if (any_requires_grad({&x, &weight})) {
-    const ops::NormGradMask mask{x.requires_grad(), weight.defined() && weight.requires_grad(), false};
-    record("rms_norm", f.y, {&x, weight.defined() ? &weight : nullptr},
-           {SavedTensor(x), SavedTensor(f.rstd), SavedTensor(weight)},
-           [normalized_shape, mask](const Tensor& g, const FunctionNode& self) -> Grads {
-             ops::NormBackward b =
-                 ops::rms_norm_backward(g, self.saved(0), normalized_shape, self.saved(1), self.saved(2), mask);
-             return {b.d_x, b.d_weight};
-           });
-  }
-  return f.y;
-}
 
 // ---- embedding and indexing ------------------------------------------------------------------
 
