@@ -2,10 +2,10 @@
 // properties on its one line.
 //
 // Note [The op list]
-// Each family has its own list; HG_FORALL_OPS(_) runs them all. Every line is
+// Each family has its own list; HG_FORALL_OP_FAMILIES names them all. Every line is
 //   _(name, dtypes, amp_class, grad)
 // and the list a line sits in is the op's family (OpFamily). From these lines
-// come the OpId enum, op_name, op_family, default_amp_class, needs_floating,
+// come the OpFamily and OpId enums, op_name, op_family, default_amp_class, needs_floating,
 // has_backward and the is_* tests below; kernels/elementwise_engine.h
 // generates the CPU and CUDA dispatch of the element-wise families from the
 // same lists. Nothing else switches on op ids by hand. Adding an element-wise
@@ -174,20 +174,6 @@ namespace hg {
   _(index,      HG_FORALL_INDEX_OPS)      \
   _(attention,  HG_FORALL_ATTENTION_OPS)
 
-#define HG_FORALL_OPS(_)          \
-  HG_FORALL_MEMORY_OPS(_)         \
-  HG_FORALL_UNARY_OPS(_)          \
-  HG_FORALL_BINARY_OPS(_)         \
-  HG_FORALL_COMPARISON_OPS(_)     \
-  HG_FORALL_SELECT_OPS(_)         \
-  HG_FORALL_REDUCTION_OPS(_)      \
-  HG_FORALL_RANDOM_OPS(_)         \
-  HG_FORALL_GEMM_OPS(_)           \
-  HG_FORALL_SOFTMAX_OPS(_)        \
-  HG_FORALL_CONV_OPS(_)           \
-  HG_FORALL_NORM_OPS(_)           \
-  HG_FORALL_INDEX_OPS(_)          \
-  HG_FORALL_ATTENTION_OPS(_)
 // clang-format on
 
 // The enum and the table below both walk the families in HG_FORALL_OP_FAMILIES
@@ -201,25 +187,13 @@ enum class OpId : uint16_t { HG_FORALL_OP_FAMILIES(HG_OP_ENUM_FAMILY) };
 #define HG_OP_COUNT(name, dtypes, amp, grad) +1
 #define HG_OP_COUNT_FAMILY(family, list) list(HG_OP_COUNT)
 inline constexpr int kNumOps = 0 HG_FORALL_OP_FAMILIES(HG_OP_COUNT_FAMILY);
-static_assert(kNumOps == 0 HG_FORALL_OPS(HG_OP_COUNT), "HG_FORALL_OPS must run every family");
 #undef HG_OP_COUNT_FAMILY
 #undef HG_OP_COUNT
 
-enum class OpFamily : uint8_t {
-  memory,
-  unary,
-  binary,
-  comparison,
-  select,
-  reduction,
-  random,
-  gemm,
-  softmax,
-  conv,
-  norm,
-  index,
-  attention
-};
+// One enumerator per family, in HG_FORALL_OP_FAMILIES order.
+#define HG_OP_FAMILY_ENUM(family, list) family,
+enum class OpFamily : uint8_t { HG_FORALL_OP_FAMILIES(HG_OP_FAMILY_ENUM) };
+#undef HG_OP_FAMILY_ENUM
 enum class OpDTypes : uint8_t { any, floating };
 enum class AmpClass : uint8_t { lower, fp32, promote, passthrough, banned };
 enum class OpGrad : uint8_t { functor, rule, none };
@@ -277,7 +251,6 @@ constexpr bool is_comparison(OpId op) { return op_family(op) == OpFamily::compar
 constexpr bool is_binary(OpId op) {
   return op_family(op) == OpFamily::binary || op_family(op) == OpFamily::comparison;
 }
-constexpr bool is_reduction(OpId op) { return op_family(op) == OpFamily::reduction; }
 
 constexpr std::string_view amp_class_name(AmpClass c) {
   switch (c) {
