@@ -53,8 +53,10 @@ Tensor heads_last(const Shape& sizes, const TensorOptions& opts) {
   return empty({sizes[0], sizes[2], sizes[1], sizes[3]}, opts).transpose(1, 2);
 }
 
-// The CUDA kernels' view of x: itself when they can read its strides, else a copy.
-Tensor cuda_rows(const Tensor& x) { return flash_attention_rows_ok(x) ? x : x.contiguous(); }
+// The CUDA kernels' view of x: itself when they can read its strides, else a
+// fresh (aligned) contiguous copy; clone, since contiguous() returns a
+// contiguous view with misaligned rows unchanged.
+Tensor cuda_rows(const Tensor& x) { return flash_attention_rows_ok(x) ? x : x.clone(); }
 
 }  // namespace
 
