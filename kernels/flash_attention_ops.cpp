@@ -45,6 +45,7 @@ void check_qkv(const char* what, const Tensor& q, const Tensor& k, const Tensor&
 
 DType lse_dtype(DType t) { return t == kF64 ? kF64 : kF32; }
 
+#if defined(HG_WITH_CUDA)
 // A [B, H, N, D] tensor stored as [B, N, H, D] (the CUDA kernels write any
 // strides): the layout the heads came from in a [B, T, H * D] projection, so
 // merging heads back (transpose(1, 2) then a view) needs no copy, and the
@@ -57,6 +58,7 @@ Tensor heads_last(const Shape& sizes, const TensorOptions& opts) {
 // fresh (aligned) contiguous copy; clone, since contiguous() returns a
 // contiguous view with misaligned rows unchanged.
 Tensor cuda_rows(const Tensor& x) { return flash_attention_rows_ok(x) ? x : x.clone(); }
+#endif
 
 }  // namespace
 
@@ -132,11 +134,11 @@ FlashBackward flash_attention_backward(const Tensor& d_out, const Tensor& q, con
     return g;
   }
 #endif
-  cpu::flash_attention_backward(g.dq.view({bh, l, d}), g.dk.view({bh, s, d}),
-                  g.dv.view({bh, s, d}), d_out.to(q.dtype()).contiguous().view({bh, l, d}),
-                  q.contiguous().view({bh, l, d}), k.contiguous().view({bh, s, d}), v.contiguous().view({bh, s, d}),
-                  out.to(q.dtype()).contiguous().view({bh, l, d}),
-                  lse.to(lse_dtype(q.dtype())).contiguous().view({bh, l}), scale, causal);
+  cpu::flash_attention_backward(g.dq.view({bh, l, d}), g.dk.view({bh, s, d}), g.dv.view({bh, s, d}),
+                                d_out.to(q.dtype()).contiguous().view({bh, l, d}), q.contiguous().view({bh, l, d}),
+                                k.contiguous().view({bh, s, d}), v.contiguous().view({bh, s, d}),
+                                out.to(q.dtype()).contiguous().view({bh, l, d}),
+                                lse.to(lse_dtype(q.dtype())).contiguous().view({bh, l}), scale, causal);
   return g;
 }
 

@@ -170,8 +170,7 @@ template <typename T, int kK, int kN>
 __device__ __forceinline__ void gemm_p_b(float (&acc)[kN / 8][4], const float (&p)[kK / 8][4], const T* b, int ld) {
   for (int kk = 0; kk < kK / 16; ++kk) {
     const uint32_t fa[4] = {pack2<T>(p[2 * kk][0], p[2 * kk][1]), pack2<T>(p[2 * kk][2], p[2 * kk][3]),
-                            pack2<T>(p[2 * kk + 1][0], p[2 * kk + 1][1]),
-                            pack2<T>(p[2 * kk + 1][2], p[2 * kk + 1][3])};
+                            pack2<T>(p[2 * kk + 1][0], p[2 * kk + 1][1]), pack2<T>(p[2 * kk + 1][2], p[2 * kk + 1][3])};
     for (int np = 0; np < kN / 16; ++np) {
       uint32_t fb[4];
       load_b_kn(fb, b, ld, kk * 16, np * 16);
@@ -212,7 +211,8 @@ constexpr size_t forward_smem() {
 }
 template <int D>
 constexpr size_t dkdv_smem() {
-  return (2 * size_t{kKeys} + 4 * kDkdvRows<D>) * kPitch<D> * 2 + 4 * size_t{kDkdvRows<D>} * 4;
+  constexpr size_t kRows = kDkdvRows<D>;
+  return (2 * size_t{kKeys} + 4 * kRows) * kPitch<D> * 2 + 4 * kRows * 4;
 }
 template <int D>
 constexpr size_t dq_smem() {
@@ -352,7 +352,8 @@ __global__ void __launch_bounds__(32 * kBwdWarps)
   T* sK = dynamic_shared<T>();
   T* sV = sK + kKeys * kLd;
   T* sQdO = sV + kKeys * kLd;  // stage s: Q at sQdO + 2 s kQRows kLd, dO after it
-  float* sStats = reinterpret_cast<float*>(sQdO + 4 * kQRows * kLd);  // stage s: lse (log2 units) at 2 s kQRows, Delta after
+  // stage s: lse (log2 units) at sStats + 2 s kQRows, Delta after it
+  float* sStats = reinterpret_cast<float*>(sQdO + 4 * kQRows * kLd);
   const int b = static_cast<int>(blockIdx.z), h = static_cast<int>(blockIdx.y);
   const int k0 = static_cast<int>(blockIdx.x) * kKeys;
   const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32;
@@ -557,14 +558,16 @@ void backward_launch(const Tensor& dq, const Tensor& dk, const Tensor& dv, const
             strided_in<T>(out), dp, hi, li, b * h * l);
   constexpr size_t smem_kv = dkdv_smem<D>();
   allow_smem(flash_backward_dkdv_kernel<T, D>, smem_kv);
-  HG_LAUNCH((flash_backward_dkdv_kernel<T, D>), dim3(tiles(s, kKeys), static_cast<unsigned>(h), static_cast<unsigned>(b)),
-            dim3(32 * kBwdWarps), smem_kv, stream, strided_in<T>(q), strided_in<T>(k), strided_in<T>(v),
-            strided_in<T>(d_out), lp, dp, strided<T>(dk), strided<T>(dv), hi, li, si, scale, causal);
+  HG_LAUNCH((flash_backward_dkdv_kernel<T, D>),
+            dim3(tiles(s, kKeys), static_cast<unsigned>(h), static_cast<unsigned>(b)), dim3(32 * kBwdWarps), smem_kv,
+            stream, strided_in<T>(q), strided_in<T>(k), strided_in<T>(v), strided_in<T>(d_out), lp, dp, strided<T>(dk),
+            strided<T>(dv), hi, li, si, scale, causal);
   constexpr size_t smem_q = dq_smem<D>();
   allow_smem(flash_backward_dq_kernel<T, D>, smem_q);
-  HG_LAUNCH((flash_backward_dq_kernel<T, D>), dim3(tiles(l, kBwdRows), static_cast<unsigned>(h), static_cast<unsigned>(b)),
-            dim3(32 * kBwdWarps), smem_q, stream, strided_in<T>(q), strided_in<T>(k), strided_in<T>(v),
-            strided_in<T>(d_out), lp, dp, strided<T>(dq), hi, li, si, scale, causal);
+  HG_LAUNCH((flash_backward_dq_kernel<T, D>),
+            dim3(tiles(l, kBwdRows), static_cast<unsigned>(h), static_cast<unsigned>(b)), dim3(32 * kBwdWarps), smem_q,
+            stream, strided_in<T>(q), strided_in<T>(k), strided_in<T>(v), strided_in<T>(d_out), lp, dp, strided<T>(dq),
+            hi, li, si, scale, causal);
 }
 
 // Calls fn(T{}, integral_constant<int, D>) for the supported dtypes and head dims.
@@ -592,8 +595,7 @@ void check_layout(const char* what, const char* name, const Tensor& x) {
 }
 
 void check_sizes(const char* what, const Tensor& q, const Tensor& k) {
-  HG_CHECK(q.size(0) <= 65535 && q.size(1) <= 65535 && q.size(2) < (int64_t{1} << 30) &&
-               k.size(2) < (int64_t{1} << 30),
+  HG_CHECK(q.size(0) <= 65535 && q.size(1) <= 65535 && q.size(2) < (int64_t{1} << 30) && k.size(2) < (int64_t{1} << 30),
            "cuda::", what, ": wants B, H <= 65535 and L, S < 2^30, got q ", q.shape_str(), " k ", k.shape_str());
 }
 
@@ -616,8 +618,14 @@ void flash_attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& 
                               const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
                               double scale, bool causal) {
   const char* what = "flash_attention_backward";
-  for (const auto& [name, x] : {std::pair{"q", &q}, {"k", &k}, {"v", &v}, {"out", &out}, {"d_out", &d_out},
-                                {"dq", &dq}, {"dk", &dk}, {"dv", &dv}}) {
+  for (const auto& [name, x] : {std::pair{"q", &q},
+                                {"k", &k},
+                                {"v", &v},
+                                {"out", &out},
+                                {"d_out", &d_out},
+                                {"dq", &dq},
+                                {"dk", &dk},
+                                {"dv", &dv}}) {
     check_layout(what, name, *x);
   }
   check_sizes(what, q, k);

@@ -199,8 +199,8 @@ TEST_CASE("emu: ldmatrix.x4 and .trans give every lane the documented elements",
     for (int lane = 0; lane < 32; ++lane) {
       const int g = lane / 4, t = lane % 4;
       for (int j = 0; j < 4; ++j) {
-        const uint32_t want = trans ? (m(j, 2 * t, g) | (m(j, 2 * t + 1, g) << 16))
-                                    : (m(j, g, 2 * t) | (m(j, g, 2 * t + 1) << 16));
+        const uint32_t want =
+            trans ? (m(j, 2 * t, g) | (m(j, 2 * t + 1, g) << 16)) : (m(j, g, 2 * t) | (m(j, g, 2 * t + 1) << 16));
         INFO("lane " << lane << " register " << j);
         REQUIRE(out[4 * lane + j] == want);
       }

@@ -88,8 +88,7 @@ inline float b_at(unsigned base, unsigned k, unsigned n, bool bf16) {
   return element(g_slots[base + lane].b[k / 8], k % 2, bf16);
 }
 
-inline void mma_m16n8k16(float* d, const uint32_t* a, const uint32_t* b, bool bf16,
-                         const std::source_location& where) {
+inline void mma_m16n8k16(float* d, const uint32_t* a, const uint32_t* b, bool bf16, const std::source_location& where) {
   rendezvous(where);
   const unsigned lane = lane_id(), base = warp_base();
   LaneSlot& mine = g_slots[base + lane];
