@@ -1,10 +1,13 @@
 // Argument checks, output allocation and device dispatch for the fused
-// attention kernels (kernels/flash_attention.h). The backends get contiguous
-// [B*H, L or S, D] tensors.
+// attention kernels (kernels/flash_attention.h). The CPU backend gets
+// contiguous [B*H, L or S, D] tensors; the CUDA backend gets [B, H, L or S, D]
+// tensors through their strides (copied only when flash_attention_rows_ok
+// fails).
 #include <cmath>
+#include <cstdint>
 #include <string>
 
-#include "kernels/dispatch.h"
+#include "core/error.h"
 #include "kernels/flash_attention.h"
 
 namespace hg::ops {
@@ -42,7 +45,32 @@ void check_qkv(const char* what, const Tensor& q, const Tensor& k, const Tensor&
 
 DType lse_dtype(DType t) { return t == kF64 ? kF64 : kF32; }
 
+#if defined(HG_WITH_CUDA)
+// A [B, H, N, D] tensor stored as [B, N, H, D] (the CUDA kernels write any
+// strides): the layout the heads came from in a [B, T, H * D] projection, so
+// merging heads back (transpose(1, 2) then a view) needs no copy, and the
+// gradient of the split-heads view is a view too.
+Tensor heads_last(const Shape& sizes, const TensorOptions& opts) {
+  return empty({sizes[0], sizes[2], sizes[1], sizes[3]}, opts).transpose(1, 2);
+}
+
+// The CUDA kernels' view of x: itself when they can read its strides, else a
+// fresh (aligned) contiguous copy; clone, since contiguous() returns a
+// contiguous view with misaligned rows unchanged.
+Tensor cuda_rows(const Tensor& x) { return flash_attention_rows_ok(x) ? x : x.clone(); }
+#endif
+
 }  // namespace
+
+bool flash_attention_rows_ok(const Tensor& x) {
+  if (!x.defined() || x.dim() != 4 || x.stride(3) != 1) return false;
+  const int64_t bytes = static_cast<int64_t>(dtype_size(x.dtype()));
+  if (bytes != 2 || reinterpret_cast<uintptr_t>(x.data_ptr()) % 16 != 0) return false;
+  for (int64_t d = 0; d < 3; ++d) {
+    if ((x.stride(d) * bytes) % 16 != 0 && x.size(d) > 1) return false;
+  }
+  return (x.size(3) * bytes) % 16 == 0;
+}
 
 bool flash_attention_supported(const Tensor& q, const Tensor& k, const Tensor& v, bool has_mask, double dropout_p) {
   if (has_mask || dropout_p != 0.0) return false;
@@ -64,9 +92,15 @@ FlashForward flash_attention_forward(const Tensor& q, const Tensor& k, const Ten
   f.lse = empty({b, h, l}, {.dtype = lse_dtype(q.dtype()), .device = q.device()});
   const int64_t bh = b * h;
   if (bh == 0) return f;
-  HG_BACKEND_CALL(q.device(), flash_attention_forward, f.out.view({bh, l, d}), f.lse.view({bh, l}),
-                  q.contiguous().view({bh, l, d}), k.contiguous().view({bh, s, d}), v.contiguous().view({bh, s, d}),
-                  scale, causal);
+#if defined(HG_WITH_CUDA)
+  if (q.device().is_cuda()) {
+    f.out = heads_last(q.sizes(), {.dtype = q.dtype(), .device = q.device()});
+    cuda::flash_attention_forward(f.out, f.lse, cuda_rows(q), cuda_rows(k), cuda_rows(v), scale, causal);
+    return f;
+  }
+#endif
+  cpu::flash_attention_forward(f.out.view({bh, l, d}), f.lse.view({bh, l}), q.contiguous().view({bh, l, d}),
+                               k.contiguous().view({bh, s, d}), v.contiguous().view({bh, s, d}), scale, causal);
   return f;
 }
 
@@ -89,11 +123,22 @@ FlashBackward flash_attention_backward(const Tensor& d_out, const Tensor& q, con
   g.dv = empty(v.sizes(), opts);
   const int64_t bh = b * h;
   if (bh == 0) return g;
-  HG_BACKEND_CALL(q.device(), flash_attention_backward, g.dq.view({bh, l, d}), g.dk.view({bh, s, d}),
-                  g.dv.view({bh, s, d}), d_out.to(q.dtype()).contiguous().view({bh, l, d}),
-                  q.contiguous().view({bh, l, d}), k.contiguous().view({bh, s, d}), v.contiguous().view({bh, s, d}),
-                  out.to(q.dtype()).contiguous().view({bh, l, d}),
-                  lse.to(lse_dtype(q.dtype())).contiguous().view({bh, l}), scale, causal);
+#if defined(HG_WITH_CUDA)
+  if (q.device().is_cuda()) {
+    g.dq = heads_last(q.sizes(), opts);
+    g.dk = heads_last(k.sizes(), opts);
+    g.dv = heads_last(v.sizes(), opts);
+    cuda::flash_attention_backward(g.dq, g.dk, g.dv, cuda_rows(d_out.to(q.dtype())), cuda_rows(q), cuda_rows(k),
+                                   cuda_rows(v), cuda_rows(out.to(q.dtype())), lse.to(kF32).contiguous(), scale,
+                                   causal);
+    return g;
+  }
+#endif
+  cpu::flash_attention_backward(g.dq.view({bh, l, d}), g.dk.view({bh, s, d}), g.dv.view({bh, s, d}),
+                                d_out.to(q.dtype()).contiguous().view({bh, l, d}), q.contiguous().view({bh, l, d}),
+                                k.contiguous().view({bh, s, d}), v.contiguous().view({bh, s, d}),
+                                out.to(q.dtype()).contiguous().view({bh, l, d}),
+                                lse.to(lse_dtype(q.dtype())).contiguous().view({bh, l}), scale, causal);
   return g;
 }
 

@@ -1,376 +1,516 @@
-// CUDA fused attention (FlashAttention-2 style) on tensor cores, forward and
-// backward side by side, then the launchers. Formulas and contract:
-// kernels/flash_attention.h; walk-through: docs/kernels.md "Attention: the
-// flash kernel". CPU counterpart: kernels/cpu/flash_attention.cpp.
+// CUDA fused attention (FlashAttention-2), forward and backward side by side,
+// then the launchers. Formulas and contract: kernels/flash_attention.h;
+// walk-through and static evidence (registers, shared memory, SASS):
+// docs/kernels.md "Attention: the flash kernel". CPU counterpart and oracle:
+// kernels/cpu/flash_attention.cpp.
 //
-// Every GEMM tile is a 16x16x16 WMMA (nvcuda::wmma) product with 16-bit inputs
-// and fp32 accumulators. CUDA leaves the fragment's element-to-lane mapping
-// unspecified, so nothing here depends on it: row-wise work (mask, softmax,
-// dS) goes through shared memory (store_matrix_sync, then two threads own one
-// row, 32 columns each), and accumulator fragments are only filled, mma'd,
-// scaled uniformly and stored.
+// Every product is a warp-level mma.sync m16n8k16 (16-bit inputs, fp32
+// accumulators) through kernels/cuda/mma_sm80.cuh, whose register layouts are
+// the PTX ISA's (they are what the emulator implements and tests): operands
+// come from padded shared memory by ldmatrix, tiles arrive by cp.async into
+// two stages (the next tile loads while this one is used), and row-wise
+// softmax work happens in the accumulator registers: a thread holds two rows
+// (g and g + 8 of its warp's 16) and the four threads of a quad share a row, so
+// row max and sum are two xor-shuffles. P (and dS) are rounded to T in
+// registers and fed straight back as the A operand of the next mma.
 //
-// Tiles: kBr = 64 query rows and kBc = 64 key rows per block, 4 warps
-// (128 threads); warp w owns rows [16w, 16w + 16) of the block's tile in every
-// product, and thread t owns row t / 2 (the same warp's rows), so only the
-// K/V (or Q/dO) tile loads need __syncthreads; the rest is __syncwarp.
+// flash_forward_kernel<T, D>                  | flash_backward_dkdv_kernel<T, D> + flash_backward_dq_kernel<T, D>
+//   formula  S = scale Q K^T (masked); per    |   P = exp(S - lse) recomputed, Delta_i = dO_i . O_i (flash_delta_kernel),
+//            K/V tile m' = max(m, rowmax S),  |   dP = dO V^T, dS = P (dP - Delta_i);
+//            l = l e^(m-m') + rowsum e^(S-m'),|   dkdv: dV_j = sum_i P_ij dO_i, dK_j = scale sum_i dS_ij Q_i
+//            O = O e^(m-m') + e^(S-m') V;     |   dq:   dQ_i = scale sum_j dS_ij K_j
+//            out = O / l, lse = m + log l     |
+//   split    grid (ceil(L/128), H, B): one    |   dkdv: grid (ceil(S/64), H, B), 4 warps, warp w owns keys
+//            128-row Q tile per block, 8      |         [16w, 16w+16) of the block's 64; Q/dO tiles of 64
+//            warps x 16 rows; K/V tiles of 64 |         (D=128: 32) rows streamed (causal: from the diagonal on)
+//            streamed (causal: only up to the |   dq:   grid (ceil(L/64), H, B), 4 warps x 16 query rows;
+//            diagonal; a warp skips the mma  |         K/V tiles of 64 streamed (causal: up to the diagonal)
+//            work of tiles it cannot see)     |   Deterministic: every output element has one owner and is
+//                                             |   summed in a fixed order; no atomics. dQ gets its own pass
+//                                             |   (recomputing S and dP: 7 tile products instead of FA2's 5)
+//                                             |   because the alternatives are float atomics (run-to-run
+//                                             |   differences) or an f32 dQ partial per K/V block,
+//                                             |   ceil(S/64) x L x D floats per head, reduced in order.
+//   launch   256 threads, dynamic shared      |   128 threads each, dynamic shared memory; flash_delta_kernel
+//            memory (above 48 KiB opt-in)     |   first: one warp per row, 4 rows per block
+//   bytes    reads Q once, K and V once per Q |   dkdv: K, V once, Q, dO, lse, Delta once per K/V tile;
+//            tile: 2 (L D + ceil(L/128) 2 S D)|   dq: Q, dO once, K, V once per Q tile; writes dq, dk, dv
+//            writes out 2 L D, lse 4 L (per   |   2 (L + 2 S) D; Delta: reads dO, O, writes 4 L (per head)
+//            head); never an L x S matrix     |
+//   FLOPs    4 L S D per head (2 L S D        |   dkdv 8 L S D, dq 6 L S D per head (halved when causal)
+//            causal)                          |
+//   precision scores, m, l, O in fp32; P      |   scores, P, dP, Delta, accumulators fp32; P and dS rounded
+//            rounded to T for P V (as FA2);   |   to T for their products; outputs rounded once
+//            out rounded once; lse fp32       |
 //
-// flash_forward_kernel<T, D>                 | flash_backward_dkdv_kernel<T, D> + flash_backward_dq_kernel<T, D>
-//   formula  S = scale Q K^T (masked),       |   P = exp(S - lse) (recomputed), D_i = dO_i . O_i,
-//            online softmax per K/V tile:    |   dP = dO V^T, dS = P (dP - D_i);
-//            m' = max(m, rowmax S~),         |   dkdv: dV_j = sum_i P_ij dO_i, dK_j = scale sum_i dS_ij Q_i
-//            l = l e^(m-m') + rowsum e^(S~-m')|  dq:   dQ_i = scale sum_j dS_ij K_j
-//            O = O e^(m-m') + e^(S~-m') V    |   (two kernels: each output has one owner, no atomics)
-//            out = O / l, lse = m + log l    |
-//   split    grid (ceil(L/64), B*H): one     |   dkdv: grid (ceil(S/64), B*H), one K/V tile per block,
-//            Q tile per block, K/V tiles     |         Q/dO tiles streamed; dq: grid (ceil(L/64), B*H),
-//            streamed (causal: only tiles    |         one Q/dO tile per block, K/V tiles streamed
-//            left of the diagonal)           |   (causal: only tiles on or below the diagonal)
-//   launch   128 threads, dynamic shared     |   128 threads each; flash_delta_kernel (D_i) first:
-//                                            |   one warp per row, 4 rows per block
-//   shared   Q, K, V tiles (3 x 64 D x 2 B), |   dkdv: K, V, Q, dO tiles (4 x 64 D x 2 B), S^T and dP^T
-//            S/PV scratch 64 max(64, D) x 4, |         (2 x 64 x 64 x 4), P^T and dS^T (2 x 64 x 64 x 2),
-//            P 64 x 64 x 2:                  |         lse, D (2 x 64 x 4): 80.5 KiB (D=64), 112.5 KiB (128)
-//            48 KiB (D=64), 88 KiB (D=128)   |   dq:   Q, dO, K, V tiles, S, dP (2 x 64 x 64 x 4), dS (64 x 64 x 2):
-//                                            |         72 KiB (D=64), 104 KiB (D=128)   (opt-in above 48 KiB)
-//   bytes    reads Q once, K and V once per  |   dkdv reads K, V once and Q, dO, lse, D once per K/V tile;
-//            Q tile: 2 (L D + ceil(L/64) 2 S D)| dq reads Q, dO once and K, V once per Q tile; writes
-//            writes out (2 L D) + lse (4 L)  |   dq, dk, dv (2 (L + 2 S) D); D_i: reads dO, O, writes 4 L
-//            per head; never an L x S matrix |   per head; never an L x S matrix
-//   precision scores, m, l, O in fp32; P    |   scores, P, dP, D_i and all accumulators fp32; P and dS
-//            rounded to T for P V (as FA2); |   rounded to T for the tensor-core products; outputs
-//            out rounded once; lse fp32      |   rounded once
+// Shared memory (elements of T; rows padded by 8 elements = 16 bytes, so the
+// 8 row addresses of an ldmatrix fall in 8 distinct 16-byte bank groups and
+// every cp.async destination stays 16-byte aligned; LD = D + 8):
+//   kernel   region        rows x LD    count     D = 64    D = 128
+//   forward  Q tile        128          1         18 KiB    34 KiB
+//            K, V tiles    64           2 stages  36 KiB    68 KiB    total 54 / 102 KiB
+//   dkdv     K, V tiles    64           1         18 KiB    34 KiB
+//            Q, dO tiles   64 / 32      2 stages  36 KiB    34 KiB
+//            lse, Delta    64 / 32 fl.  2 stages  1 KiB     0.5 KiB   total 55 / 68.5 KiB
+//   dq       Q, dO tiles   64           1         18 KiB    34 KiB
+//            K, V tiles    64           2 stages  36 KiB    68 KiB    total 54 / 102 KiB
+// (dkdv streams Q/dO tiles of 64 rows for D = 64 and 32 for D = 128, which
+// keeps its registers spill-free.) The D = 128 forward and dq kernels fit
+// sm_80 and sm_90 (163 / 227 KiB per block) but not sm_86/sm_89 (99 KiB):
+// there the launch reports an hg::Error naming the kernel.
 //
-// Shared memory above 48 KiB needs cudaFuncSetAttribute (done by the
-// launchers); the backward's 112.5 KiB (D = 128) fits sm_80 and sm_90
-// (163 / 227 KiB) but not sm_86/sm_89 (99 KiB): there the launch reports an
-// hg::Error naming the kernel.
+// Inputs are strided: element (b, h, i, d) of q lives at q[b sb + h sh + i sr + d]
+// (the head dim contiguous; the [B, T, 3, H, D] output of a fused qkv
+// projection and [B, H, T, D] both qualify), with every row 16-byte aligned;
+// outputs are written through strides the same way.
 #include <cuda_runtime.h>
-#include <mma.h>
 
 #include <cmath>
+#include <cstdint>
+#include <type_traits>
+#include <utility>
 
-#include "runtime/cuda/cuda_check.h"
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/launch.cuh"
-#include "runtime/cuda/runtime.h"
+#include "kernels/cuda/mma_sm80.cuh"
 #include "kernels/flash_attention.h"
+#include "runtime/cuda/cuda_check.h"
+#include "runtime/cuda/runtime.h"
 
 namespace hg::cuda {
 
 namespace {
 
-namespace wmma = nvcuda::wmma;
+using sm80::cp_async_16;
+using sm80::cp_async_commit;
+using sm80::cp_async_wait;
+using sm80::ldmatrix_x4;
+using sm80::ldmatrix_x4_trans;
+using sm80::mma_m16n8k16;
+using sm80::pack2;
 
-constexpr int kBr = 64;  // query rows per tile
-constexpr int kBc = 64;  // key rows per tile
-constexpr int kWarps = 4;
-constexpr int kThreads = 32 * kWarps;
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
 
-// The WMMA element type of a storage type (same 2-byte layout).
+constexpr int kFwdRows = 128;  // forward: query rows per block
+constexpr int kFwdWarps = kFwdRows / 16;
+constexpr int kBwdRows = 64;  // backward: query rows per Q tile and keys per K/V tile
+constexpr int kBwdWarps = kBwdRows / 16;
+constexpr int kKeys = 64;  // keys per K/V tile
+// dkdv: query rows per streamed Q/dO tile (32 for D = 128 keeps S^T and dP^T
+// small enough that the dK, dV accumulators stay in registers without spills)
+template <int D>
+constexpr int kDkdvRows = D == 64 ? 64 : 32;
+
+// A [B, H, N, D] operand with strides in elements (the last dim contiguous).
 template <typename T>
-struct WmmaOf;
-template <>
-struct WmmaOf<half> {
-  using type = __half;
-};
-template <>
-struct WmmaOf<bfloat16> {
-  using type = __nv_bfloat16;
+struct Strided {
+  T* p;
+  int64_t sb, sh, sr;
+  __device__ T* head(int b, int h) const { return p + b * sb + h * sh; }
 };
 
-template <typename W>
-__device__ __forceinline__ W from_f(float x);
-template <>
-__device__ __forceinline__ __half from_f<__half>(float x) {
-  return __float2half_rn(x);
-}
-template <>
-__device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float x) {
-  return __float2bfloat16_rn(x);
-}
+template <int D>
+constexpr int kPitch = D + 8;  // shared-memory row pitch in elements
 
-template <typename W>
-using FragA = wmma::fragment<wmma::matrix_a, 16, 16, 16, W, wmma::row_major>;
-template <typename W>
-using FragBRow = wmma::fragment<wmma::matrix_b, 16, 16, 16, W, wmma::row_major>;
-template <typename W>
-using FragBCol = wmma::fragment<wmma::matrix_b, 16, 16, 16, W, wmma::col_major>;
-using FragC = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
-
-// Copies rows [row0, row0 + kRows) of a [n, D] matrix into a [kRows, D] tile,
-// zero rows past n. All threads of the block.
-template <int kRows, int D, typename W>
-__device__ void load_tile(W* tile, const W* src, int row0, int n) {
-  for (int e = static_cast<int>(threadIdx.x); e < kRows * D; e += kThreads) {
-    const int r = e / D;
-    tile[e] = row0 + r < n ? src[static_cast<int64_t>(row0 + r) * D + e % D] : from_f<W>(0.0f);
+// Rows [row0, row0 + kRows) of a head (row stride sr) into a [kRows][D + 8]
+// tile by cp.async; rows past n become zeros. All kThreads threads of the block.
+template <int kRows, int D, int kThreads, typename T>
+__device__ __forceinline__ void load_tile_async(T* tile, const T* head, int64_t sr, int row0, int n) {
+  constexpr int kChunks = D / 8;  // 16-byte chunks per row
+  for (int c = static_cast<int>(threadIdx.x); c < kRows * kChunks; c += kThreads) {
+    const int r = c / kChunks, col = (c % kChunks) * 8;
+    const bool valid = row0 + r < n;
+    const T* src = valid ? head + static_cast<int64_t>(row0 + r) * sr + col : head;
+    cp_async_16(tile + r * kPitch<D> + col, src, valid);
   }
 }
 
-// out[16, 16 n] (this warp's rows, ld ldo) = A[16, K] (ld lda) x B, with B
-// [K, 16 n] row-major (ld ldb) or, when kBT, B = Bt^T for Bt [16 n, K] row-major.
-template <int kK, int kN, bool kBT, typename W>
-__device__ void warp_gemm_store(float* out, int ldo, const W* a, int lda, const W* b, int ldb) {
-  for (int n = 0; n < kN / 16; ++n) {
-    FragC acc;
-    wmma::fill_fragment(acc, 0.0f);
-    for (int kk = 0; kk < kK / 16; ++kk) {
-      FragA<W> fa;
-      wmma::load_matrix_sync(fa, a + kk * 16, lda);
-      if constexpr (kBT) {
-        FragBCol<W> fb;
-        wmma::load_matrix_sync(fb, b + n * 16 * ldb + kk * 16, ldb);
-        wmma::mma_sync(acc, fa, fb, acc);
-      } else {
-        FragBRow<W> fb;
-        wmma::load_matrix_sync(fb, b + kk * 16 * ldb + n * 16, ldb);
-        wmma::mma_sync(acc, fa, fb, acc);
-      }
-    }
-    wmma::store_matrix_sync(out + n * 16, acc, ldo, wmma::mem_row_major);
-  }
+// The 16 x 16 A operand at (row0, col0) of a row-major tile (pitch ld).
+template <typename T>
+__device__ __forceinline__ void load_a(uint32_t (&a)[4], const T* tile, int ld, int row0, int col0) {
+  const int lane = static_cast<int>(threadIdx.x) % 32, mi = lane / 8, ri = lane % 8;
+  ldmatrix_x4(a, tile + (row0 + (mi % 2) * 8 + ri) * ld + col0 + (mi / 2) * 8);
 }
 
-// acc[n] += A[16, K] (ld lda) x B[K, 16 n] row-major (ld ldb).
-template <int kK, int kN, typename W>
-__device__ void warp_gemm_acc(FragC (&acc)[kN / 16], const W* a, int lda, const W* b, int ldb) {
+// B operands of two n-tiles (n0, n0 + 8) x 16 k from a tile stored [n][k]
+// (B = tile^T: keys as columns of S = Q K^T): b[0..1] for n0, b[2..3] for n0 + 8.
+template <typename T>
+__device__ __forceinline__ void load_b_nk(uint32_t (&b)[4], const T* tile, int ld, int n0, int k0) {
+  const int lane = static_cast<int>(threadIdx.x) % 32, mi = lane / 8, ri = lane % 8;
+  ldmatrix_x4(b, tile + (n0 + (mi / 2) * 8 + ri) * ld + k0 + (mi % 2) * 8);
+}
+
+// The same from a tile stored [k][n] (B = tile, e.g. V in P V), through .trans.
+template <typename T>
+__device__ __forceinline__ void load_b_kn(uint32_t (&b)[4], const T* tile, int ld, int k0, int n0) {
+  const int lane = static_cast<int>(threadIdx.x) % 32, mi = lane / 8, ri = lane % 8;
+  ldmatrix_x4_trans(b, tile + (k0 + (mi % 2) * 8 + ri) * ld + n0 + (mi / 2) * 8);
+}
+
+// acc[kN / 8] (16 x kN) += A (16 x kK, rows arow0.. of tile a) B^T, B stored [kN][kK] in tile b.
+template <typename T, int kK, int kN>
+__device__ __forceinline__ void gemm_a_bt(float (&acc)[kN / 8][4], const T* a, int arow0, const T* b, int ld) {
   for (int kk = 0; kk < kK / 16; ++kk) {
-    FragA<W> fa;
-    wmma::load_matrix_sync(fa, a + kk * 16, lda);
-    for (int n = 0; n < kN / 16; ++n) {
-      FragBRow<W> fb;
-      wmma::load_matrix_sync(fb, b + kk * 16 * ldb + n * 16, ldb);
-      wmma::mma_sync(acc[n], fa, fb, acc[n]);
+    uint32_t fa[4];
+    load_a(fa, a, ld, arow0, kk * 16);
+    for (int np = 0; np < kN / 16; ++np) {
+      uint32_t fb[4];
+      load_b_nk(fb, b, ld, np * 16, kk * 16);
+      const uint32_t b0[2] = {fb[0], fb[1]}, b1[2] = {fb[2], fb[3]};
+      mma_m16n8k16<T>(acc[2 * np], fa, b0);
+      mma_m16n8k16<T>(acc[2 * np + 1], fa, b1);
     }
   }
 }
 
-// Writes this warp's accumulators (rows [row0, row0 + 16) of a [n, D] output,
-// times `mul`) through a 16 x 16 float scratch of the warp (ld 16 * k >= 16).
-template <int D, typename T>
-__device__ void warp_store_rows(T* dst, const FragC (&acc)[D / 16], float mul, float* scratch, int ld, int row0,
-                                int n) {
-  const int lane = static_cast<int>(threadIdx.x) % 32;
-  for (int c = 0; c < D / 16; ++c) {
-    FragC f = acc[c];
-    for (int i = 0; i < f.num_elements; ++i) f.x[i] *= mul;
-    __syncwarp();
-    wmma::store_matrix_sync(scratch, f, ld, wmma::mem_row_major);
-    __syncwarp();
-    for (int e = lane; e < 256; e += 32) {
-      const int r = e / 16;
-      if (row0 + r < n) {
-        dst[static_cast<int64_t>(row0 + r) * D + c * 16 + e % 16] = static_cast<T>(scratch[r * ld + e % 16]);
-      }
+// acc[kN / 8] (16 x kN) += P B, P (16 x kK) given as accumulators p[kK / 8]
+// (rounded to T here), B stored [kK][kN] in tile b.
+template <typename T, int kK, int kN>
+__device__ __forceinline__ void gemm_p_b(float (&acc)[kN / 8][4], const float (&p)[kK / 8][4], const T* b, int ld) {
+  for (int kk = 0; kk < kK / 16; ++kk) {
+    const uint32_t fa[4] = {pack2<T>(p[2 * kk][0], p[2 * kk][1]), pack2<T>(p[2 * kk][2], p[2 * kk][3]),
+                            pack2<T>(p[2 * kk + 1][0], p[2 * kk + 1][1]), pack2<T>(p[2 * kk + 1][2], p[2 * kk + 1][3])};
+    for (int np = 0; np < kN / 16; ++np) {
+      uint32_t fb[4];
+      load_b_kn(fb, b, ld, kk * 16, np * 16);
+      const uint32_t b0[2] = {fb[0], fb[1]}, b1[2] = {fb[2], fb[3]};
+      mma_m16n8k16<T>(acc[2 * np], fa, b0);
+      mma_m16n8k16<T>(acc[2 * np + 1], fa, b1);
     }
   }
 }
 
-constexpr size_t forward_smem(int d) {
-  return (3 * size_t{kBr} * d) * 2 + size_t{kBr} * (d > kBc ? d : kBc) * 4 + size_t{kBr} * kBc * 2;
+template <int N>
+__device__ __forceinline__ void zero(float (&acc)[N][4]) {
+  for (int n = 0; n < N; ++n) {
+    for (int i = 0; i < 4; ++i) acc[n][i] = 0.0f;
+  }
 }
-constexpr size_t dkdv_smem(int d) {
-  return (4 * size_t{kBr} * d) * 2 + 2 * size_t{kBc} * kBr * 4 + 2 * size_t{kBc} * kBr * 2 + 2 * size_t{kBr} * 4;
+
+// Writes a warp's 16 x D accumulators (times mul) to rows row0 + [0, 16) of a
+// strided head, skipping rows >= n.
+template <typename T, int D>
+__device__ __forceinline__ void store_rows(T* head, int64_t sr, const float (&acc)[D / 8][4], float mul, int row0,
+                                           int n) {
+  const int lane = static_cast<int>(threadIdx.x) % 32, g = lane / 4, t = lane % 4;
+  for (int half_row = 0; half_row < 2; ++half_row) {
+    const int r = row0 + g + 8 * half_row;
+    if (r >= n) continue;
+    T* dst = head + static_cast<int64_t>(r) * sr;
+    for (int nt = 0; nt < D / 8; ++nt) {
+      const uint32_t v = pack2<T>(acc[nt][2 * half_row] * mul, acc[nt][2 * half_row + 1] * mul);
+      *reinterpret_cast<uint32_t*>(dst + nt * 8 + 2 * t) = v;
+    }
+  }
 }
-constexpr size_t dq_smem(int d) {
-  return (4 * size_t{kBr} * d) * 2 + 2 * size_t{kBr} * kBc * 4 + size_t{kBr} * kBc * 2;
+
+template <int D>
+constexpr size_t forward_smem() {
+  return (size_t{kFwdRows} + 4 * kKeys) * kPitch<D> * 2;
+}
+template <int D>
+constexpr size_t dkdv_smem() {
+  constexpr size_t kRows = kDkdvRows<D>;
+  return (2 * size_t{kKeys} + 4 * kRows) * kPitch<D> * 2 + 4 * kRows * 4;
+}
+template <int D>
+constexpr size_t dq_smem() {
+  return (2 * size_t{kBwdRows} + 4 * kKeys) * kPitch<D> * 2;
 }
 
 // ---- forward -----------------------------------------------------------------------------
 template <typename T, int D>
-__global__ void __launch_bounds__(kThreads)
-    flash_forward_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v, T* __restrict__ out,
-                         float* __restrict__ lse, int L, int S, float scale, bool causal) {
-  using W = typename WmmaOf<T>::type;
-  constexpr int kLd = D > kBc ? D : kBc;  // scratch row length: S tile, then the P V tile
-  W* sQ = dynamic_shared<W>();
-  W* sK = sQ + kBr * D;
-  W* sV = sK + kBc * D;
-  float* sS = reinterpret_cast<float*>(sV + kBc * D);
-  W* sP = reinterpret_cast<W*>(sS + kBr * kLd);
-  const int64_t bh = blockIdx.y;
-  const int q0 = static_cast<int>(blockIdx.x) * kBr;
-  const int tid = static_cast<int>(threadIdx.x), warp = tid / 32;
-  const int row = tid / 2, part = tid % 2, qi = q0 + row;
-  const W* qb = reinterpret_cast<const W*>(q) + bh * L * D;
-  const W* kb = reinterpret_cast<const W*>(k) + bh * S * D;
-  const W* vb = reinterpret_cast<const W*>(v) + bh * S * D;
-  load_tile<kBr, D>(sQ, qb, q0, L);
+__global__ void __launch_bounds__(32 * kFwdWarps)
+    flash_forward_kernel(Strided<const T> q, Strided<const T> k, Strided<const T> v, Strided<T> out,
+                         float* __restrict__ lse, int H, int L, int S, float scale_log2, bool causal) {
+  constexpr int kThreads = 32 * kFwdWarps, kLd = kPitch<D>;
+  T* sQ = dynamic_shared<T>();
+  T* sKV = sQ + kFwdRows * kLd;  // stage s: K at sKV + 2 s kKeys kLd, V after it
+  const int b = static_cast<int>(blockIdx.z), h = static_cast<int>(blockIdx.y);
+  const int q0 = static_cast<int>(blockIdx.x) * kFwdRows;
+  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  const int g = lane / 4, t = lane % 4;
+  const int wrow0 = q0 + warp * 16;  // this warp's first query row
+  const T* qh = q.head(b, h);
+  const T* kh = k.head(b, h);
+  const T* vh = v.head(b, h);
+  const int kv_end = causal && q0 + kFwdRows < S ? q0 + kFwdRows : S;
+  const int n_tiles = (kv_end + kKeys - 1) / kKeys;
 
-  float m = -INFINITY, lsum = 0.0f;
-  float o[D / 2];
-  for (int c = 0; c < D / 2; ++c) o[c] = 0.0f;
-  const int kv_end = causal ? (S < q0 + kBr ? S : q0 + kBr) : S;
-  for (int j0 = 0; j0 < kv_end; j0 += kBc) {
-    __syncthreads();  // the previous tile's K, V are no longer read
-    load_tile<kBc, D>(sK, kb, j0, S);
-    load_tile<kBc, D>(sV, vb, j0, S);
+  load_tile_async<kFwdRows, D, kThreads>(sQ, qh, q.sr, q0, L);
+  load_tile_async<kKeys, D, kThreads>(sKV, kh, k.sr, 0, S);
+  load_tile_async<kKeys, D, kThreads>(sKV + kKeys * kLd, vh, v.sr, 0, S);
+  cp_async_commit();
+
+  float o[D / 8][4];
+  zero(o);
+  float m[2] = {-INFINITY, -INFINITY};  // running row max of the log2-scaled scores, rows g and g + 8
+  float l[2] = {0.0f, 0.0f};            // this thread's part of the running row sums
+  for (int j = 0; j < n_tiles; ++j) {
+    const int j0 = j * kKeys;
+    if (j + 1 < n_tiles) {  // prefetch the next K/V tile into the other stage
+      T* next = sKV + ((j + 1) % 2) * 2 * kKeys * kLd;
+      load_tile_async<kKeys, D, kThreads>(next, kh, k.sr, j0 + kKeys, S);
+      load_tile_async<kKeys, D, kThreads>(next + kKeys * kLd, vh, v.sr, j0 + kKeys, S);
+      cp_async_commit();
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
     __syncthreads();
-    // S = Q K^T for this warp's 16 query rows.
-    warp_gemm_store<D, kBc, true>(sS + warp * 16 * kLd, kLd, sQ + warp * 16 * D, D, sK, D);
-    __syncwarp();
-    // Online softmax of this thread's half row.
-    float* srow = sS + row * kLd;
-    float mx = -INFINITY;
-    for (int c = part * 32; c < part * 32 + 32; ++c) {
-      const int j = j0 + c;
-      const float s = (j < S && !(causal && j > qi)) ? srow[c] * scale : -INFINITY;
-      srow[c] = s;
-      mx = fmaxf(mx, s);
+    const T* sK = sKV + (j % 2) * 2 * kKeys * kLd;
+    const T* sV = sK + kKeys * kLd;
+    if (!(causal && j0 > wrow0 + 15)) {  // some key of the tile is visible to some row of this warp
+      float s[kKeys / 8][4];
+      zero(s);
+      gemm_a_bt<T, D, kKeys>(s, sQ, warp * 16, sK, kLd);
+      const bool edge = j0 + kKeys > S || (causal && j0 + kKeys - 1 > wrow0);
+      float mx[2] = {-INFINITY, -INFINITY};
+      for (int nt = 0; nt < kKeys / 8; ++nt) {
+        for (int i = 0; i < 4; ++i) {
+          float x = s[nt][i] * scale_log2;
+          if (edge) {
+            const int key = j0 + nt * 8 + 2 * t + i % 2, row = wrow0 + g + 8 * (i / 2);
+            if (key >= S || (causal && key > row)) x = -INFINITY;
+          }
+          s[nt][i] = x;
+          mx[i / 2] = fmaxf(mx[i / 2], x);
+        }
+      }
+      float alpha[2], base[2];
+      for (int r = 0; r < 2; ++r) {
+        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+        const float m_new = fmaxf(m[r], mx[r]);
+        base[r] = m_new == -INFINITY ? 0.0f : m_new;  // a row with every key so far masked
+        alpha[r] = exp2f(m[r] - base[r]);
+        m[r] = m_new;
+        l[r] *= alpha[r];
+      }
+      for (int nt = 0; nt < kKeys / 8; ++nt) {
+        for (int i = 0; i < 4; ++i) {
+          const float p = exp2f(s[nt][i] - base[i / 2]);
+          s[nt][i] = p;
+          l[i / 2] += p;
+        }
+      }
+      for (int nt = 0; nt < D / 8; ++nt) {
+        for (int i = 0; i < 4; ++i) o[nt][i] *= alpha[i / 2];
+      }
+      gemm_p_b<T, kKeys, D>(o, s, sV, kLd);
     }
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-    const float m_new = fmaxf(m, mx);
-    const bool empty = m_new == -INFINITY;  // every key so far masked (padding rows only)
-    const float alpha = empty ? 1.0f : expf(m - m_new);
-    float psum = 0.0f;
-    for (int c = part * 32; c < part * 32 + 32; ++c) {
-      const float p = empty ? 0.0f : expf(srow[c] - m_new);
-      sP[row * kBc + c] = from_f<W>(p);
-      psum += p;
-    }
-    psum += __shfl_xor_sync(0xffffffffu, psum, 1);
-    lsum = lsum * alpha + psum;
-    m = m_new;
-    for (int c = 0; c < D / 2; ++c) o[c] *= alpha;
-    __syncwarp();
-    // P V into the scratch (the S tile is consumed), then O += P V.
-    warp_gemm_store<kBc, D, false>(sS + warp * 16 * kLd, kLd, sP + warp * 16 * kBc, kBc, sV, D);
-    __syncwarp();
-    for (int c = 0; c < D / 2; ++c) o[c] += sS[row * kLd + part * (D / 2) + c];
+    __syncthreads();  // every warp is done with this stage before it is refilled
   }
-  if (qi < L) {
-    const float inv = 1.0f / lsum;
-    T* orow = out + (bh * L + qi) * D + part * (D / 2);
-    for (int c = 0; c < D / 2; ++c) orow[c] = static_cast<T>(o[c] * inv);
-    if (part == 0) lse[bh * L + qi] = m + logf(lsum);
+  for (int r = 0; r < 2; ++r) {
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+  }
+  const float inv[2] = {1.0f / l[0], 1.0f / l[1]};
+  for (int nt = 0; nt < D / 8; ++nt) {
+    for (int i = 0; i < 4; ++i) o[nt][i] *= inv[i / 2];
+  }
+  store_rows<T, D>(out.head(b, h), out.sr, o, 1.0f, wrow0, L);
+  if (t == 0) {
+    float* lh = lse + (static_cast<int64_t>(b) * H + h) * L;
+    for (int r = 0; r < 2; ++r) {
+      const int row = wrow0 + g + 8 * r;
+      if (row < L) lh[row] = (m[r] + log2f(l[r])) * kLn2;
+    }
   }
 }
 
 // ---- backward ----------------------------------------------------------------------------
-// delta[r] = dO_r . O_r, one warp per row (lanes stride the row, then a fixed
-// xor-shuffle tree).
+// delta[(b H + h) L + i] = dO_i . O_i, one warp per row (lanes stride the row,
+// then a fixed xor-shuffle tree).
 template <typename T, int D>
-__global__ void __launch_bounds__(kThreads) flash_delta_kernel(const T* __restrict__ d_out, const T* __restrict__ out,
-                                                               float* __restrict__ delta, int64_t rows) {
-  const int64_t r = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
+__global__ void __launch_bounds__(128) flash_delta_kernel(Strided<const T> d_out, Strided<const T> out,
+                                                          float* __restrict__ delta, int H, int L, int64_t rows) {
+  const int64_t r = static_cast<int64_t>(blockIdx.x) * 4 + threadIdx.x / 32;
   const int lane = static_cast<int>(threadIdx.x) % 32;
   float acc = 0.0f;
   if (r < rows) {
-    for (int c = lane; c < D; c += 32) acc += static_cast<float>(d_out[r * D + c]) * static_cast<float>(out[r * D + c]);
+    const int i = static_cast<int>(r % L);
+    const int bh = static_cast<int>(r / L);
+    const T* dor = d_out.head(bh / H, bh % H) + static_cast<int64_t>(i) * d_out.sr;
+    const T* orow = out.head(bh / H, bh % H) + static_cast<int64_t>(i) * out.sr;
+    for (int c = lane; c < D; c += 32) acc += static_cast<float>(dor[c]) * static_cast<float>(orow[c]);
   }
   for (int off = 16; off > 0; off /= 2) acc += __shfl_xor_sync(0xffffffffu, acc, off);
   if (r < rows && lane == 0) delta[r] = acc;
 }
 
-// dK, dV for one K/V tile; warp w owns key rows [16w, 16w + 16).
+// dK, dV for one tile of 64 keys; warp w owns keys [16w, 16w + 16) and works on
+// transposed scores: S^T = K Q^T (16 keys x 64 queries), so P^T and dS^T are
+// the A operands of dV += P^T dO and dK += dS^T Q without leaving registers.
 template <typename T, int D>
-__global__ void __launch_bounds__(kThreads)
-    flash_backward_dkdv_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
-                               const T* __restrict__ d_out, const float* __restrict__ lse,
-                               const float* __restrict__ delta, T* __restrict__ dk, T* __restrict__ dv, int L, int S,
-                               float scale, bool causal) {
-  using W = typename WmmaOf<T>::type;
-  W* sK = dynamic_shared<W>();
-  W* sV = sK + kBc * D;
-  W* sQ = sV + kBc * D;
-  W* sdO = sQ + kBr * D;
-  float* sST = reinterpret_cast<float*>(sdO + kBr * D);  // [kBc][kBr]: S^T
-  float* sdPT = sST + kBc * kBr;                         // [kBc][kBr]: dP^T
-  W* sPT = reinterpret_cast<W*>(sdPT + kBc * kBr);       // [kBc][kBr]: P^T
-  W* sdST = sPT + kBc * kBr;                             // [kBc][kBr]: dS^T
-  float* sLse = reinterpret_cast<float*>(sdST + kBc * kBr);
-  float* sDelta = sLse + kBr;
-  const int64_t bh = blockIdx.y;
-  const int k0 = static_cast<int>(blockIdx.x) * kBc;
-  const int tid = static_cast<int>(threadIdx.x), warp = tid / 32;
-  const int row = tid / 2, part = tid % 2, kj = k0 + row;
-  const W* qb = reinterpret_cast<const W*>(q) + bh * L * D;
-  const W* dob = reinterpret_cast<const W*>(d_out) + bh * L * D;
-  load_tile<kBc, D>(sK, reinterpret_cast<const W*>(k) + bh * S * D, k0, S);
-  load_tile<kBc, D>(sV, reinterpret_cast<const W*>(v) + bh * S * D, k0, S);
+__global__ void __launch_bounds__(32 * kBwdWarps)
+    flash_backward_dkdv_kernel(Strided<const T> q, Strided<const T> k, Strided<const T> v, Strided<const T> d_out,
+                               const float* __restrict__ lse, const float* __restrict__ delta, Strided<T> dk,
+                               Strided<T> dv, int H, int L, int S, float scale, bool causal) {
+  constexpr int kThreads = 32 * kBwdWarps, kLd = kPitch<D>, kQRows = kDkdvRows<D>;
+  T* sK = dynamic_shared<T>();
+  T* sV = sK + kKeys * kLd;
+  T* sQdO = sV + kKeys * kLd;  // stage s: Q at sQdO + 2 s kQRows kLd, dO after it
+  // stage s: lse (log2 units) at sStats + 2 s kQRows, Delta after it
+  float* sStats = reinterpret_cast<float*>(sQdO + 4 * kQRows * kLd);
+  const int b = static_cast<int>(blockIdx.z), h = static_cast<int>(blockIdx.y);
+  const int k0 = static_cast<int>(blockIdx.x) * kKeys;
+  const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32;
+  const int g = lane / 4, t = lane % 4;
+  const int wkey0 = k0 + warp * 16;
+  const T* qh = q.head(b, h);
+  const T* doh = d_out.head(b, h);
+  const int64_t bh = static_cast<int64_t>(b) * H + h;
+  const float* lse_h = lse + bh * L;
+  const float* delta_h = delta + bh * L;
+  const float scale_log2 = scale * kLog2e;
+  const int i_begin = causal ? (k0 / kQRows) * kQRows : 0;
+  const int n_tiles = i_begin < L ? (L - i_begin + kQRows - 1) / kQRows : 0;
 
-  FragC acc_dk[D / 16], acc_dv[D / 16];
-  for (int n = 0; n < D / 16; ++n) {
-    wmma::fill_fragment(acc_dk[n], 0.0f);
-    wmma::fill_fragment(acc_dv[n], 0.0f);
+  // lse (in log2 units) and Delta of the Q tile at i0 into stats stage st;
+  // padding rows get lse = +inf (P = 0) and Delta = 0.
+  auto load_stats = [&](int i0, int st) {
+    for (int r = tid; r < kQRows; r += kThreads) {
+      const bool valid = i0 + r < L;
+      sStats[st * 2 * kQRows + r] = valid ? lse_h[i0 + r] * kLog2e : INFINITY;
+      sStats[st * 2 * kQRows + kQRows + r] = valid ? delta_h[i0 + r] : 0.0f;
+    }
+  };
+  load_tile_async<kKeys, D, kThreads>(sK, k.head(b, h), k.sr, k0, S);
+  load_tile_async<kKeys, D, kThreads>(sV, v.head(b, h), v.sr, k0, S);
+  if (n_tiles > 0) {
+    load_tile_async<kQRows, D, kThreads>(sQdO, qh, q.sr, i_begin, L);
+    load_tile_async<kQRows, D, kThreads>(sQdO + kQRows * kLd, doh, d_out.sr, i_begin, L);
+    load_stats(i_begin, 0);
   }
-  for (int i0 = causal ? (k0 / kBr) * kBr : 0; i0 < L; i0 += kBr) {
-    __syncthreads();  // the previous Q, dO tiles are no longer read
-    load_tile<kBr, D>(sQ, qb, i0, L);
-    load_tile<kBr, D>(sdO, dob, i0, L);
-    for (int r = tid; r < kBr; r += kThreads) {
-      sLse[r] = i0 + r < L ? lse[bh * L + i0 + r] : INFINITY;  // padding rows: P = 0
-      sDelta[r] = i0 + r < L ? delta[bh * L + i0 + r] : 0.0f;
+  cp_async_commit();
+
+  float dk_acc[D / 8][4], dv_acc[D / 8][4];
+  zero(dk_acc);
+  zero(dv_acc);
+  for (int j = 0; j < n_tiles; ++j) {
+    const int i0 = i_begin + j * kQRows;
+    if (j + 1 < n_tiles) {
+      T* next = sQdO + ((j + 1) % 2) * 2 * kQRows * kLd;
+      load_tile_async<kQRows, D, kThreads>(next, qh, q.sr, i0 + kQRows, L);
+      load_tile_async<kQRows, D, kThreads>(next + kQRows * kLd, doh, d_out.sr, i0 + kQRows, L);
+      load_stats(i0 + kQRows, (j + 1) % 2);
+      cp_async_commit();
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
     }
     __syncthreads();
-    // S^T = K Q^T and dP^T = V dO^T for this warp's 16 key rows.
-    warp_gemm_store<D, kBr, true>(sST + warp * 16 * kBr, kBr, sK + warp * 16 * D, D, sQ, D);
-    warp_gemm_store<D, kBr, true>(sdPT + warp * 16 * kBr, kBr, sV + warp * 16 * D, D, sdO, D);
-    __syncwarp();
-    for (int c = part * 32; c < part * 32 + 32; ++c) {
-      const int qi = i0 + c;
-      const bool valid = kj < S && qi < L && !(causal && kj > qi);
-      const float p = valid ? expf(sST[row * kBr + c] * scale - sLse[c]) : 0.0f;
-      sPT[row * kBr + c] = from_f<W>(p);
-      sdST[row * kBr + c] = from_f<W>(p * (sdPT[row * kBr + c] - sDelta[c]));
+    const T* sQ = sQdO + (j % 2) * 2 * kQRows * kLd;
+    const T* sdO = sQ + kQRows * kLd;
+    const float* sLse = sStats + (j % 2) * 2 * kQRows;
+    const float* sDelta = sLse + kQRows;
+    if (!(causal && wkey0 > i0 + kQRows - 1)) {  // some query of the tile sees some key of this warp
+      const bool edge = causal && wkey0 + 15 > i0;
+      float pt[kQRows / 8][4];  // S^T, then P^T
+      zero(pt);
+      gemm_a_bt<T, D, kQRows>(pt, sK, warp * 16, sQ, kLd);
+      for (int nt = 0; nt < kQRows / 8; ++nt) {
+        for (int i = 0; i < 4; ++i) {
+          const int c = nt * 8 + 2 * t + i % 2;  // query within the tile
+          float p = exp2f(pt[nt][i] * scale_log2 - sLse[c]);
+          if (edge && wkey0 + g + 8 * (i / 2) > i0 + c) p = 0.0f;
+          pt[nt][i] = p;
+        }
+      }
+      float ds[kQRows / 8][4];  // dP^T, then dS^T
+      zero(ds);
+      gemm_a_bt<T, D, kQRows>(ds, sV, warp * 16, sdO, kLd);
+      for (int nt = 0; nt < kQRows / 8; ++nt) {
+        for (int i = 0; i < 4; ++i) ds[nt][i] = pt[nt][i] * (ds[nt][i] - sDelta[nt * 8 + 2 * t + i % 2]);
+      }
+      gemm_p_b<T, kQRows, D>(dv_acc, pt, sdO, kLd);
+      gemm_p_b<T, kQRows, D>(dk_acc, ds, sQ, kLd);
     }
-    __syncwarp();
-    warp_gemm_acc<kBr, D>(acc_dv, sPT + warp * 16 * kBr, kBr, sdO, D);
-    warp_gemm_acc<kBr, D>(acc_dk, sdST + warp * 16 * kBr, kBr, sQ, D);
+    __syncthreads();
   }
-  float* scratch = sST + warp * 16 * kBr;  // this warp's rows: free after its last product
-  warp_store_rows<D>(dk + bh * S * D, acc_dk, scale, scratch, kBr, k0 + warp * 16, S);
-  warp_store_rows<D>(dv + bh * S * D, acc_dv, 1.0f, scratch, kBr, k0 + warp * 16, S);
+  cp_async_wait<0>();  // causal blocks past every query issued the K/V copies only
+  store_rows<T, D>(dk.head(b, h), dk.sr, dk_acc, scale, wkey0, S);
+  store_rows<T, D>(dv.head(b, h), dv.sr, dv_acc, 1.0f, wkey0, S);
 }
 
-// dQ for one Q tile; warp w owns query rows [16w, 16w + 16).
+// dQ for one tile of 64 queries; warp w owns rows [16w, 16w + 16).
 template <typename T, int D>
-__global__ void __launch_bounds__(kThreads)
-    flash_backward_dq_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
-                             const T* __restrict__ d_out, const float* __restrict__ lse,
-                             const float* __restrict__ delta, T* __restrict__ dq, int L, int S, float scale,
-                             bool causal) {
-  using W = typename WmmaOf<T>::type;
-  W* sQ = dynamic_shared<W>();
-  W* sdO = sQ + kBr * D;
-  W* sK = sdO + kBr * D;
-  W* sV = sK + kBc * D;
-  float* sS = reinterpret_cast<float*>(sV + kBc * D);  // [kBr][kBc]
-  float* sdP = sS + kBr * kBc;                         // [kBr][kBc]
-  W* sdS = reinterpret_cast<W*>(sdP + kBr * kBc);      // [kBr][kBc]
-  const int64_t bh = blockIdx.y;
-  const int q0 = static_cast<int>(blockIdx.x) * kBr;
-  const int tid = static_cast<int>(threadIdx.x), warp = tid / 32;
-  const int row = tid / 2, part = tid % 2, qi = q0 + row;
-  const W* kb = reinterpret_cast<const W*>(k) + bh * S * D;
-  const W* vb = reinterpret_cast<const W*>(v) + bh * S * D;
-  load_tile<kBr, D>(sQ, reinterpret_cast<const W*>(q) + bh * L * D, q0, L);
-  load_tile<kBr, D>(sdO, reinterpret_cast<const W*>(d_out) + bh * L * D, q0, L);
-  const float row_lse = qi < L ? lse[bh * L + qi] : INFINITY;
-  const float row_delta = qi < L ? delta[bh * L + qi] : 0.0f;
-
-  FragC acc_dq[D / 16];
-  for (int n = 0; n < D / 16; ++n) wmma::fill_fragment(acc_dq[n], 0.0f);
-  const int kv_end = causal ? (S < q0 + kBr ? S : q0 + kBr) : S;
-  for (int j0 = 0; j0 < kv_end; j0 += kBc) {
-    __syncthreads();
-    load_tile<kBc, D>(sK, kb, j0, S);
-    load_tile<kBc, D>(sV, vb, j0, S);
-    __syncthreads();
-    warp_gemm_store<D, kBc, true>(sS + warp * 16 * kBc, kBc, sQ + warp * 16 * D, D, sK, D);
-    warp_gemm_store<D, kBc, true>(sdP + warp * 16 * kBc, kBc, sdO + warp * 16 * D, D, sV, D);
-    __syncwarp();
-    for (int c = part * 32; c < part * 32 + 32; ++c) {
-      const int j = j0 + c;
-      const bool valid = j < S && !(causal && j > qi);
-      const float p = valid ? expf(sS[row * kBc + c] * scale - row_lse) : 0.0f;
-      sdS[row * kBc + c] = from_f<W>(p * (sdP[row * kBc + c] - row_delta));
-    }
-    __syncwarp();
-    warp_gemm_acc<kBc, D>(acc_dq, sdS + warp * 16 * kBc, kBc, sK, D);
+__global__ void __launch_bounds__(32 * kBwdWarps)
+    flash_backward_dq_kernel(Strided<const T> q, Strided<const T> k, Strided<const T> v, Strided<const T> d_out,
+                             const float* __restrict__ lse, const float* __restrict__ delta, Strided<T> dq, int H,
+                             int L, int S, float scale, bool causal) {
+  constexpr int kThreads = 32 * kBwdWarps, kLd = kPitch<D>;
+  T* sQ = dynamic_shared<T>();
+  T* sdO = sQ + kBwdRows * kLd;
+  T* sKV = sdO + kBwdRows * kLd;  // stage s: K at sKV + 2 s kKeys kLd, V after it
+  const int b = static_cast<int>(blockIdx.z), h = static_cast<int>(blockIdx.y);
+  const int q0 = static_cast<int>(blockIdx.x) * kBwdRows;
+  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  const int g = lane / 4, t = lane % 4;
+  const int wrow0 = q0 + warp * 16;
+  const T* kh = k.head(b, h);
+  const T* vh = v.head(b, h);
+  const int64_t bh = static_cast<int64_t>(b) * H + h;
+  const float scale_log2 = scale * kLog2e;
+  float row_lse[2], row_delta[2];  // rows g and g + 8; padding rows: P = 0
+  for (int r = 0; r < 2; ++r) {
+    const int row = wrow0 + g + 8 * r;
+    row_lse[r] = row < L ? lse[bh * L + row] * kLog2e : INFINITY;
+    row_delta[r] = row < L ? delta[bh * L + row] : 0.0f;
   }
-  warp_store_rows<D>(dq + bh * L * D, acc_dq, scale, sS + warp * 16 * kBc, kBc, q0 + warp * 16, L);
+  const int kv_end = causal && q0 + kBwdRows < S ? q0 + kBwdRows : S;
+  const int n_tiles = (kv_end + kKeys - 1) / kKeys;
+
+  load_tile_async<kBwdRows, D, kThreads>(sQ, q.head(b, h), q.sr, q0, L);
+  load_tile_async<kBwdRows, D, kThreads>(sdO, d_out.head(b, h), d_out.sr, q0, L);
+  load_tile_async<kKeys, D, kThreads>(sKV, kh, k.sr, 0, S);
+  load_tile_async<kKeys, D, kThreads>(sKV + kKeys * kLd, vh, v.sr, 0, S);
+  cp_async_commit();
+
+  float dq_acc[D / 8][4];
+  zero(dq_acc);
+  for (int j = 0; j < n_tiles; ++j) {
+    const int j0 = j * kKeys;
+    if (j + 1 < n_tiles) {
+      T* next = sKV + ((j + 1) % 2) * 2 * kKeys * kLd;
+      load_tile_async<kKeys, D, kThreads>(next, kh, k.sr, j0 + kKeys, S);
+      load_tile_async<kKeys, D, kThreads>(next + kKeys * kLd, vh, v.sr, j0 + kKeys, S);
+      cp_async_commit();
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();
+    const T* sK = sKV + (j % 2) * 2 * kKeys * kLd;
+    const T* sV = sK + kKeys * kLd;
+    if (!(causal && j0 > wrow0 + 15)) {
+      const bool edge = j0 + kKeys > S || (causal && j0 + kKeys - 1 > wrow0);
+      float p[kKeys / 8][4];  // S, then P
+      zero(p);
+      gemm_a_bt<T, D, kKeys>(p, sQ, warp * 16, sK, kLd);
+      for (int nt = 0; nt < kKeys / 8; ++nt) {
+        for (int i = 0; i < 4; ++i) {
+          float x = exp2f(p[nt][i] * scale_log2 - row_lse[i / 2]);
+          if (edge) {
+            const int key = j0 + nt * 8 + 2 * t + i % 2, row = wrow0 + g + 8 * (i / 2);
+            if (key >= S || (causal && key > row)) x = 0.0f;
+          }
+          p[nt][i] = x;
+        }
+      }
+      float ds[kKeys / 8][4];  // dP, then dS
+      zero(ds);
+      gemm_a_bt<T, D, kKeys>(ds, sdO, warp * 16, sV, kLd);
+      for (int nt = 0; nt < kKeys / 8; ++nt) {
+        for (int i = 0; i < 4; ++i) ds[nt][i] = p[nt][i] * (ds[nt][i] - row_delta[i / 2]);
+      }
+      gemm_p_b<T, kKeys, D>(dq_acc, ds, sK, kLd);
+    }
+    __syncthreads();
+  }
+  store_rows<T, D>(dq.head(b, h), dq.sr, dq_acc, scale, wrow0, L);
 }
 
 // ---- launchers ---------------------------------------------------------------------------
@@ -383,42 +523,51 @@ void allow_smem(Kernel* kernel, size_t bytes) {
 
 unsigned tiles(int64_t n, int tile) { return static_cast<unsigned>((n + tile - 1) / tile); }
 
+// [B, H, N, D] with the last dim contiguous (checked by check_layout).
+template <typename T>
+Strided<T> strided(const Tensor& x) {
+  return Strided<T>{static_cast<T*>(x.data_ptr()), x.stride(0), x.stride(1), x.stride(2)};
+}
+template <typename T>
+Strided<const T> strided_in(const Tensor& x) {
+  return Strided<const T>{static_cast<const T*>(x.data_ptr()), x.stride(0), x.stride(1), x.stride(2)};
+}
+
 template <typename T, int D>
 void forward_launch(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
                     float scale, bool causal, cudaStream_t stream) {
-  const int64_t bh = q.size(0), l = q.size(1), s = k.size(1);
-  constexpr size_t smem = forward_smem(D);
+  const int64_t b = q.size(0), h = q.size(1), l = q.size(2), s = k.size(2);
+  constexpr size_t smem = forward_smem<D>();
   allow_smem(flash_forward_kernel<T, D>, smem);
-  HG_LAUNCH((flash_forward_kernel<T, D>), dim3(tiles(l, kBr), static_cast<unsigned>(bh)), dim3(kThreads), smem, stream,
-            static_cast<const T*>(q.data_ptr()), static_cast<const T*>(k.data_ptr()),
-            static_cast<const T*>(v.data_ptr()), static_cast<T*>(out.data_ptr()), static_cast<float*>(lse.data_ptr()),
-            static_cast<int>(l), static_cast<int>(s), scale, causal);
+  HG_LAUNCH((flash_forward_kernel<T, D>), dim3(tiles(l, kFwdRows), static_cast<unsigned>(h), static_cast<unsigned>(b)),
+            dim3(32 * kFwdWarps), smem, stream, strided_in<T>(q), strided_in<T>(k), strided_in<T>(v), strided<T>(out),
+            static_cast<float*>(lse.data_ptr()), static_cast<int>(h), static_cast<int>(l), static_cast<int>(s),
+            scale * kLog2e, causal);
 }
 
 template <typename T, int D>
 void backward_launch(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& d_out, const Tensor& q,
                      const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse, float scale, bool causal,
                      cudaStream_t stream) {
-  const int64_t bh = q.size(0), l = q.size(1), s = k.size(1);
-  const Tensor delta = empty({bh, l}, {.dtype = kF32, .device = q.device()});
-  const T* qp = static_cast<const T*>(q.data_ptr());
-  const T* kp = static_cast<const T*>(k.data_ptr());
-  const T* vp = static_cast<const T*>(v.data_ptr());
-  const T* dop = static_cast<const T*>(d_out.data_ptr());
+  const int64_t b = q.size(0), h = q.size(1), l = q.size(2), s = k.size(2);
+  const Tensor delta = empty({b, h, l}, {.dtype = kF32, .device = q.device()});
   const float* lp = static_cast<const float*>(lse.data_ptr());
   float* dp = static_cast<float*>(delta.data_ptr());
-  HG_LAUNCH((flash_delta_kernel<T, D>), dim3(tiles(bh * l, kWarps)), dim3(kThreads), 0, stream, dop,
-            static_cast<const T*>(out.data_ptr()), dp, bh * l);
-  constexpr size_t smem_kv = dkdv_smem(D);
+  const int hi = static_cast<int>(h), li = static_cast<int>(l), si = static_cast<int>(s);
+  HG_LAUNCH((flash_delta_kernel<T, D>), dim3(tiles(b * h * l, 4)), dim3(128), 0, stream, strided_in<T>(d_out),
+            strided_in<T>(out), dp, hi, li, b * h * l);
+  constexpr size_t smem_kv = dkdv_smem<D>();
   allow_smem(flash_backward_dkdv_kernel<T, D>, smem_kv);
-  HG_LAUNCH((flash_backward_dkdv_kernel<T, D>), dim3(tiles(s, kBc), static_cast<unsigned>(bh)), dim3(kThreads), smem_kv,
-            stream, qp, kp, vp, dop, lp, dp, static_cast<T*>(dk.data_ptr()), static_cast<T*>(dv.data_ptr()),
-            static_cast<int>(l), static_cast<int>(s), scale, causal);
-  constexpr size_t smem_q = dq_smem(D);
+  HG_LAUNCH((flash_backward_dkdv_kernel<T, D>),
+            dim3(tiles(s, kKeys), static_cast<unsigned>(h), static_cast<unsigned>(b)), dim3(32 * kBwdWarps), smem_kv,
+            stream, strided_in<T>(q), strided_in<T>(k), strided_in<T>(v), strided_in<T>(d_out), lp, dp, strided<T>(dk),
+            strided<T>(dv), hi, li, si, scale, causal);
+  constexpr size_t smem_q = dq_smem<D>();
   allow_smem(flash_backward_dq_kernel<T, D>, smem_q);
-  HG_LAUNCH((flash_backward_dq_kernel<T, D>), dim3(tiles(l, kBr), static_cast<unsigned>(bh)), dim3(kThreads), smem_q,
-            stream, qp, kp, vp, dop, lp, dp, static_cast<T*>(dq.data_ptr()), static_cast<int>(l), static_cast<int>(s),
-            scale, causal);
+  HG_LAUNCH((flash_backward_dq_kernel<T, D>),
+            dim3(tiles(l, kBwdRows), static_cast<unsigned>(h), static_cast<unsigned>(b)), dim3(32 * kBwdWarps), smem_q,
+            stream, strided_in<T>(q), strided_in<T>(k), strided_in<T>(v), strided_in<T>(d_out), lp, dp, strided<T>(dq),
+            hi, li, si, scale, causal);
 }
 
 // Calls fn(T{}, integral_constant<int, D>) for the supported dtypes and head dims.
@@ -440,24 +589,27 @@ void dispatch_flash(const char* what, DType dtype, int64_t d, Fn&& fn) {
   }
 }
 
+void check_layout(const char* what, const char* name, const Tensor& x) {
+  HG_CHECK(x.dim() == 4 && ops::flash_attention_rows_ok(x), "cuda::", what, ": ", name, " ", x.shape_str(),
+           " must be [B, H, N, D] with the head dim contiguous and 16-byte aligned rows");
+}
+
 void check_sizes(const char* what, const Tensor& q, const Tensor& k) {
-  HG_CHECK(q.dim() == 3 && k.dim() == 3 && q.size(1) <= (int64_t{1} << 30) && k.size(1) <= (int64_t{1} << 30) &&
-               q.size(0) <= 65535,
-           "cuda::", what, ": wants [BH, L, D] with BH <= 65535 and L, S < 2^30, got q ", q.shape_str(), " k ",
-           k.shape_str());
+  HG_CHECK(q.size(0) <= 65535 && q.size(1) <= 65535 && q.size(2) < (int64_t{1} << 30) && k.size(2) < (int64_t{1} << 30),
+           "cuda::", what, ": wants B, H <= 65535 and L, S < 2^30, got q ", q.shape_str(), " k ", k.shape_str());
 }
 
 }  // namespace
 
 void flash_attention_forward(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
                              double scale, bool causal) {
-  check_sizes("flash_attention_forward", q, k);
-  HG_CHECK(q.is_contiguous() && k.is_contiguous() && v.is_contiguous() && out.is_contiguous() && lse.is_contiguous() &&
-               lse.dtype() == kF32,
-           "cuda::flash_attention_forward: wants contiguous inputs and an f32 lse");
+  const char* what = "flash_attention_forward";
+  for (const auto& [name, x] : {std::pair{"q", &q}, {"k", &k}, {"v", &v}, {"out", &out}}) check_layout(what, name, *x);
+  check_sizes(what, q, k);
+  HG_CHECK(lse.is_contiguous() && lse.dtype() == kF32, "cuda::", what, ": wants a contiguous f32 lse");
   DeviceGuard guard(q.device().index);
   const cudaStream_t stream = current_stream().handle();
-  dispatch_flash("flash_attention_forward", q.dtype(), q.size(2), [&](auto tag, auto dim) {
+  dispatch_flash(what, q.dtype(), q.size(3), [&](auto tag, auto dim) {
     forward_launch<decltype(tag), decltype(dim)::value>(out, lse, q, k, v, static_cast<float>(scale), causal, stream);
   });
 }
@@ -465,14 +617,22 @@ void flash_attention_forward(const Tensor& out, const Tensor& lse, const Tensor&
 void flash_attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& d_out,
                               const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
                               double scale, bool causal) {
-  check_sizes("flash_attention_backward", q, k);
-  HG_CHECK(q.is_contiguous() && k.is_contiguous() && v.is_contiguous() && out.is_contiguous() &&
-               d_out.is_contiguous() && dq.is_contiguous() && dk.is_contiguous() && dv.is_contiguous() &&
-               lse.is_contiguous() && lse.dtype() == kF32,
-           "cuda::flash_attention_backward: wants contiguous tensors and an f32 lse");
+  const char* what = "flash_attention_backward";
+  for (const auto& [name, x] : {std::pair{"q", &q},
+                                {"k", &k},
+                                {"v", &v},
+                                {"out", &out},
+                                {"d_out", &d_out},
+                                {"dq", &dq},
+                                {"dk", &dk},
+                                {"dv", &dv}}) {
+    check_layout(what, name, *x);
+  }
+  check_sizes(what, q, k);
+  HG_CHECK(lse.is_contiguous() && lse.dtype() == kF32, "cuda::", what, ": wants a contiguous f32 lse");
   DeviceGuard guard(q.device().index);
   const cudaStream_t stream = current_stream().handle();
-  dispatch_flash("flash_attention_backward", q.dtype(), q.size(2), [&](auto tag, auto dim) {
+  dispatch_flash(what, q.dtype(), q.size(3), [&](auto tag, auto dim) {
     backward_launch<decltype(tag), decltype(dim)::value>(dq, dk, dv, d_out, q, k, v, out, lse,
                                                          static_cast<float>(scale), causal, stream);
   });

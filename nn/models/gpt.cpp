@@ -62,7 +62,9 @@ Tensor CausalSelfAttention::forward(const Tensor& x) {
   Tensor y =
       scaled_dot_product_attention(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]),
                                    {.dropout_p = is_training() ? dropout_ : 0.0, .is_causal = true, .generator = gen_});
-  y = reshape(contiguous(transpose(y, 1, 2)), {b, t, n_embd_});  // [B, T, C]
+  // Merge the heads, [B, H, T, D] -> [B, T, C]: a view when y is stored heads
+  // last (the CUDA flash kernel writes it so), one copy otherwise.
+  y = reshape(transpose(y, 1, 2), {b, t, n_embd_});
   return resid_dropout->forward(c_proj->forward(y));
 }
 

@@ -23,6 +23,7 @@
 
 #include "core/error.h"
 #include "cuda_runtime.h"
+#include "hg_emu_mma_sm80.h"
 #include "runtime/emu/scheduler.h"
 #include "runtime/emu/stack_pool.h"
 
@@ -93,6 +94,7 @@ size_t total_static_tls_bytes() {
 }
 
 const char* g_running_kernel = nullptr;  // for the sanitizer report below
+uint64_t g_block_serial = 0;             // counts the blocks started (hg::emu::detail::block_serial)
 
 #if defined(__SANITIZE_ADDRESS__)
 // AddressSanitizer's report shows the kernel's source line; this adds which
@@ -237,6 +239,7 @@ Failure run_grid(const KernelLaunch& l, uint64_t seed, LaunchStats& stats) {
     for (unsigned y = 0; y < l.grid.y && failure.error == cudaSuccess; ++y) {
       for (unsigned x = 0; x < l.grid.x && failure.error == cudaSuccess; ++x) {
         detail::g_block.block_idx = uint3{x, y, z};
+        ++g_block_serial;
         if (tls->second.data != nullptr) std::memset(tls->second.data, kSharedPoison, tls->second.size);
         // Exact-size heap buffer: AddressSanitizer catches accesses past the
         // launch's dynamic shared memory size.
@@ -359,6 +362,10 @@ uint64_t schedule_seed() {
   }
   return e.seed;
 }
+
+// Declared in hg_emu_mma_sm80.h (the cp.async stand-in drops a finished
+// block's pending copies by it). Read on the worker thread, which runs blocks.
+uint64_t detail::block_serial() { return g_block_serial; }
 
 LaunchStats last_launch_stats() {
   Engine& e = engine();

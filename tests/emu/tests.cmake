@@ -8,6 +8,7 @@ if(HG_CUDA_MODE STREQUAL "emu")
     ${CMAKE_CURRENT_LIST_DIR}/test_emu_half.cu
     ${CMAKE_CURRENT_LIST_DIR}/test_emu_perf.cu
     ${CMAKE_CURRENT_LIST_DIR}/test_emu_wmma.cu
+    ${CMAKE_CURRENT_LIST_DIR}/test_emu_mma_sm80.cu
   )
 endif()
 

@@ -239,6 +239,57 @@ TEST_CASE("flash attention: non-contiguous inputs and B*H = 0", "[flash]") {
   }
 }
 
+// The fused qkv projection's [B, T, 3, H, D] output, viewed as q, k, v
+// [B, H, T, D] without a copy, and a d_out from [B, T, H, D] storage: the
+// results must equal those of contiguous copies bit for bit (the CUDA
+// kernels read the strides; the CPU path copies), two backward runs must
+// agree bit for bit (no atomics), and on CUDA the outputs come back heads
+// last, so merging heads is a view. A view whose rows are not 16-byte
+// aligned takes the copy path and must agree too.
+TEST_CASE("flash attention: the fused qkv layout in place, heads-last outputs, deterministic", "[flash]") {
+  for (Device dev : test_devices()) {
+    const DType dt = dev.is_cpu() ? kF32 : kF16;
+    INFO(dev.str());
+    const int64_t b = 2, t = 37, h = 2, d = 64;
+    const Tensor qkv = input({b, t, 3, h, d}, dt, 31).to(dev);
+    const Tensor q = qkv.select(2, 0).transpose(1, 2), k = qkv.select(2, 1).transpose(1, 2);
+    const Tensor v = qkv.select(2, 2).transpose(1, 2);
+    const Tensor d_out = input({b, t, h, d}, dt, 32).to(dev).transpose(1, 2);
+    if (dev.is_cuda()) {
+      CHECK(ops::flash_attention_rows_ok(q));
+      CHECK(ops::flash_attention_rows_ok(d_out));
+    }
+    const ops::FlashForward f = ops::flash_attention_forward(q, k, v, 0.125, true);
+    const ops::FlashForward fc =
+        ops::flash_attention_forward(q.contiguous(), k.contiguous(), v.contiguous(), 0.125, true);
+    CHECK(values_of(f.out) == values_of(fc.out));
+    CHECK(values_of(f.lse) == values_of(fc.lse));
+    const ops::FlashBackward g = ops::flash_attention_backward(d_out, q, k, v, f.out, f.lse, 0.125, true);
+    const ops::FlashBackward g2 = ops::flash_attention_backward(d_out, q, k, v, f.out, f.lse, 0.125, true);
+    const ops::FlashBackward gc = ops::flash_attention_backward(d_out.contiguous(), q.contiguous(), k.contiguous(),
+                                                                v.contiguous(), fc.out, fc.lse, 0.125, true);
+    CHECK(values_of(g.dq) == values_of(gc.dq));
+    CHECK(values_of(g.dk) == values_of(gc.dk));
+    CHECK(values_of(g.dv) == values_of(gc.dv));
+    CHECK(values_of(g.dq) == values_of(g2.dq));
+    CHECK(values_of(g.dk) == values_of(g2.dk));
+    CHECK(values_of(g.dv) == values_of(g2.dv));
+    if (dev.is_cuda()) {
+      CHECK(f.out.transpose(1, 2).is_contiguous());
+      CHECK(g.dq.transpose(1, 2).is_contiguous());
+      CHECK(g.dk.transpose(1, 2).is_contiguous());
+      CHECK(g.dv.transpose(1, 2).is_contiguous());
+      // Rows 2 bytes off a 16-byte boundary: copied first, same results.
+      const Tensor flat = input({b * h * t * d + 1}, dt, 33).to(dev);
+      const Tensor qm = flat.narrow(0, 1, b * h * t * d).view({b, h, t, d});
+      CHECK_FALSE(ops::flash_attention_rows_ok(qm));
+      const ops::FlashForward fm = ops::flash_attention_forward(qm, k, v, 0.125, false);
+      const ops::FlashForward fmc = ops::flash_attention_forward(qm.contiguous(), k, v, 0.125, false);
+      CHECK(values_of(fm.out) == values_of(fmc.out));
+    }
+  }
+}
+
 TEST_CASE("flash attention: bad input names the shapes", "[flash]") {
   for (Device dev : test_devices()) {
     const DType dt = kF16;
