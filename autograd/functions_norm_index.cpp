@@ -2,7 +2,13 @@
 // softmax over any dim. Each forward is followed by its backward; closures
 // capture only what they use. Kernels: kernels/norm.h, kernels/index.h,
 // kernels/softmax.h.
+#include <algorithm>
+#include <cstdint>
+#include <memory>
 #include <numeric>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "autograd/autocast.h"
 #include "autograd/functions.h"

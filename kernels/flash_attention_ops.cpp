@@ -2,6 +2,7 @@
 // attention kernels (kernels/flash_attention.h). The backends get contiguous
 // [B*H, L or S, D] tensors.
 #include <cmath>
+#include <cstdint>
 #include <string>
 
 #include "kernels/dispatch.h"

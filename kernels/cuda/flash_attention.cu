@@ -49,6 +49,8 @@
 #include <mma.h>
 
 #include <cmath>
+#include <cstdint>
+#include <type_traits>
 
 #include "runtime/cuda/cuda_check.h"
 #include "kernels/cuda/device_math.cuh"
