@@ -1,7 +1,12 @@
 #include "amp/grad_scaler.h"
 
 #include <cmath>
+#include <cstdint>
 #include <cstring>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "autograd/functions.h"
 #include "autograd/grad_mode.h"

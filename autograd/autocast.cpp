@@ -6,8 +6,12 @@
 #include <cpuid.h>
 #endif
 
+#include <cstdint>
+#include <initializer_list>
 #include <map>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "autograd/functions.h"
 #include "autograd/grad_mode.h"

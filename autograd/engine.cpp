@@ -9,6 +9,7 @@
 //    whose count drops to zero join the heap.
 #include "autograd/engine.h"
 
+#include <memory>
 #include <queue>
 #include <unordered_map>
 #include <vector>

@@ -2,8 +2,12 @@
 // followed by its backward; closures capture only what they use.
 #include "autograd/functions.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
+#include <optional>
+#include <vector>
 
 #include "autograd/autocast.h"
 #include "autograd/node.h"

@@ -2,6 +2,7 @@
 // repeat_interleave. The forward is followed by its backward; the fused row
 // kernel and its rules are in kernels/attention.h.
 #include <cmath>
+#include <cstdint>
 
 #include "autograd/autocast.h"
 #include "autograd/functions.h"

@@ -3,6 +3,10 @@
 // backward kernel.
 #include "autograd/functions_conv.h"
 
+#include <array>
+#include <cstdint>
+#include <string>
+
 #include "autograd/autocast.h"
 #include "autograd/node.h"
 #include "kernels/conv.h"

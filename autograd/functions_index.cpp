@@ -2,9 +2,12 @@
 // scatter_add, cat, stack, split, chunk, masked_fill, tril/triu). Each forward
 // is followed by its backward; closures capture only what they use. Kernels:
 // kernels/index.h.
+#include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <numeric>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "autograd/autocast.h"

@@ -5,7 +5,10 @@
 // the base's shape: reshape for view/reshape/squeeze/unsqueeze, the inverse
 // permutation for transpose/permute, a scatter into zeros for
 // slice/narrow/select, and a sum over the broadcast dims for expand.
+#include <cstdint>
 #include <numeric>
+#include <optional>
+#include <vector>
 
 #include "autograd/functions.h"
 #include "autograd/node.h"

@@ -1,7 +1,11 @@
 #include "autograd/gradcheck.h"
 
 #include <cmath>
+#include <cstdint>
+#include <functional>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "autograd/grad_mode.h"
 #include "core/generator.h"

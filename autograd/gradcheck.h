@@ -10,6 +10,7 @@
 // |analytic - numeric| <= atol + rtol * |numeric|.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>

@@ -1,8 +1,11 @@
 #include "autograd/hooks.h"
 
 #include <atomic>
+#include <cstdint>
+#include <functional>
 #include <mutex>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"

@@ -1,6 +1,11 @@
 #include "autograd/node.h"
 
 #include <atomic>
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <vector>
 
 #include "autograd/grad_mode.h"
 #include "autograd/hooks.h"

@@ -3,6 +3,10 @@
 // on the autograd floor, defines them as one-line forwards to the
 // differentiable free functions (autograd/functions.h) and, for the
 // non-differentiable argmax and comparisons, to the kernel API.
+#include <cstdint>
+#include <optional>
+#include <vector>
+
 #include "autograd/functions.h"
 #include "core/tensor.h"
 #include "kernels/ops.h"

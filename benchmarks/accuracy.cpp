@@ -13,6 +13,7 @@
 // values near the dtype's range, -inf masks, subnormals: whichever apply).
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <functional>
 #include <limits>

@@ -1,4 +1,5 @@
 // The optimizer and train-mlp suites of hg-bench.
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <memory>

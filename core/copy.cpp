@@ -2,8 +2,11 @@
 
 #include <array>
 #include <atomic>
+#include <cstdint>
 #include <cstring>
+#include <memory>
 #include <mutex>
+#include <vector>
 
 #include "core/convert.h"
 #include "core/log.h"

@@ -2,6 +2,8 @@
 
 #include <charconv>
 #include <ostream>
+#include <string>
+#include <string_view>
 
 #include "core/error.h"
 

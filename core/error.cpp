@@ -1,6 +1,8 @@
 #include "core/error.h"
 
 #include <cstring>
+#include <stdexcept>
+#include <string>
 
 namespace hg {
 

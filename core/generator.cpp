@@ -1,5 +1,8 @@
 #include "core/generator.h"
 
+#include <cstdint>
+#include <mutex>
+
 namespace hg {
 
 Generator::Generator(uint64_t seed) : seed_(seed), offset_(0) {}

@@ -1,7 +1,9 @@
 // Checked shape arithmetic (see core/shape.h, Note [Checked shape arithmetic]).
 #include "core/shape.h"
 
+#include <cstdint>
 #include <sstream>
+#include <string>
 
 #include "core/error.h"
 

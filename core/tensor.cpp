@@ -1,8 +1,12 @@
 #include "core/tensor.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <limits>
+#include <memory>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "core/convert.h"
 #include "core/copy.h"

@@ -5,7 +5,10 @@
 // registered a kernel) (the random fills use the counter-based
 // Philox generator, so where the numbers are computed does not change them).
 #include <cmath>
+#include <cstdint>
 #include <cstring>
+#include <memory>
+#include <vector>
 
 #include "core/convert.h"
 #include "core/copy.h"

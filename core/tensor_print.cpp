@@ -4,7 +4,9 @@
 // Floats use one format for the whole tensor: integers print as "1.", values
 // in a comfortable range with 4 decimals, others in scientific notation.
 // Tensors over 1000 elements show the first and last 3 entries of each dim.
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <ostream>
 #include <string>

@@ -1,7 +1,10 @@
 // View operations: new sizes/strides/offset over the same storage, no copies.
 #include <algorithm>
+#include <cstdint>
+#include <memory>
 #include <numeric>
 #include <optional>
+#include <vector>
 
 #include "core/tensor.h"
 

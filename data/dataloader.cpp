@@ -4,7 +4,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <memory>
 #include <type_traits>
+#include <vector>
 
 #include "core/philox.h"
 #include "data/prefetch.h"

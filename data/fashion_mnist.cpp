@@ -1,7 +1,11 @@
 // Fashion-MNIST loading: file lookup, IDX reads, cross-file consistency checks.
 #include "data/fashion_mnist.h"
 
+#include <array>
+#include <cstdint>
 #include <filesystem>
+#include <string>
+#include <string_view>
 
 #include "data/idx.h"
 

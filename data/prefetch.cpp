@@ -5,6 +5,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <thread>
 #include <utility>
 
 #include "core/error.h"

@@ -2,7 +2,11 @@
 #include "distributed/ddp.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <memory>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "autograd/grad_mode.h"
 #include "core/error.h"

@@ -2,6 +2,7 @@
 // seeded random numbers, and the errors bad input gets. `./run train` runs it
 // until the training job exists.
 #include <iostream>
+#include <vector>
 
 #include "core/generator.h"
 #include "core/tensor.h"

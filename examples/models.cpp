@@ -1,5 +1,8 @@
 #include "examples/models.h"
 
+#include <initializer_list>
+#include <memory>
+
 #include "nn/conv.h"
 
 namespace hg::train {

@@ -4,7 +4,12 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cstdint>
+#include <optional>
 #include <ostream>
+#include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 namespace hg::amp {

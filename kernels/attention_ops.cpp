@@ -3,6 +3,7 @@
 #include "kernels/attention.h"
 
 #include <algorithm>
+#include <cstdint>
 
 #include "core/copy.h"
 #include "core/shape.h"

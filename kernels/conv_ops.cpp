@@ -1,7 +1,12 @@
 // Argument checks, dtype rules, output allocation and device dispatch for
 // conv2d, the 2-D poolings and batch_norm (kernels/conv.h). Every error names
 // the op, the shapes and the fix.
+#include <algorithm>
+#include <array>
+#include <cstdint>
 #include <sstream>
+#include <string>
+#include <tuple>
 
 #include "kernels/conv.h"
 #include "kernels/dispatch.h"

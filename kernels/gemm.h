@@ -79,6 +79,9 @@ const char* gemm_bf16_widen_reason();
 // Why f32 takes OpenBLAS here ("" when it takes oneDNN): HG_CPU_GEMM=widen or
 // openblas, HG_CPU_ISA=generic, no AVX-512, or a build without oneDNN.
 const char* gemm_f32_openblas_reason();
+// Whether this build links oneDNN (CMake's HG_WITH_ONEDNN): without it every
+// reason above is "this build has no oneDNN", whatever HG_CPU_GEMM says.
+bool gemm_has_onednn();
 }
 #if defined(HG_WITH_CUDA)
 namespace cuda {

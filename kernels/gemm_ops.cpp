@@ -1,6 +1,8 @@
 // matmul: shape checks, operand layout (transposed views need no copy), bias
 // pre-fill, and dispatch to the backend GEMM.
+#include <algorithm>
 #include <atomic>
+#include <cstdint>
 
 #include "core/copy.h"
 #include "kernels/gemm.h"

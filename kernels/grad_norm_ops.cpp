@@ -1,6 +1,7 @@
 // grad_norm / scale_grads_: check every gradient once, allocate the f32 [1]
 // results, then one backend call (Note [Global gradient norm]).
 #include <cmath>
+#include <vector>
 
 #include "kernels/dispatch.h"
 #include "kernels/grad_norm.h"

@@ -1,7 +1,10 @@
 // Argument checks, dtype rules, output allocation and device dispatch for the
 // gather/scatter and shape ops (kernels/index.h). cat, stack and masked_fill
 // are built from the copy and where kernels; the rest call the backends.
+#include <cstdint>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "core/copy.h"
 #include "kernels/dispatch.h"

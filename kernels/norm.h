@@ -32,8 +32,10 @@
 #pragma once
 
 #include <array>
+#include <cstdint>
 #include <initializer_list>
 #include <optional>
+#include <string>
 
 #include "core/macros.h"
 #include "core/tensor.h"

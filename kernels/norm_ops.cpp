@@ -2,7 +2,10 @@
 // layer_norm and rms_norm (kernels/norm.h). The backends get contiguous
 // [rows, cols] tensors (see the preconditions there).
 #include <cmath>
+#include <cstdint>
 #include <limits>
+#include <optional>
+#include <string>
 
 #include "kernels/dispatch.h"
 #include "kernels/norm.h"

@@ -1,4 +1,6 @@
 // fused_optimizer_step: checks every slot once, then one backend call.
+#include <vector>
+
 #include "kernels/dispatch.h"
 #include "kernels/optimizer.h"
 

@@ -12,8 +12,11 @@
 // as it lies (Note [Column reductions on the CPU], kernels/cpu/reduce.cpp). Because the reduced dims keep
 // their order, a column index of the row view is the row-major index within
 // the reduced slice, which is what argmax returns.
+#include <cstdint>
 #include <limits>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "kernels/dispatch.h"
 #include "kernels/reduce.h"

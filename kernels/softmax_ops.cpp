@@ -1,6 +1,8 @@
 // Argument checks, dtype rules, output allocation and device dispatch for the
 // softmax family and fused cross-entropy (kernels/softmax.h). The backends get
 // contiguous tensors (see the preconditions there).
+#include <cstdint>
+
 #include "kernels/dispatch.h"
 #include "kernels/softmax.h"
 

@@ -1,7 +1,10 @@
 #include "nn/conv.h"
 
+#include <array>
 #include <cmath>
+#include <cstdint>
 #include <sstream>
+#include <string>
 
 #include "autograd/functions.h"
 #include "autograd/grad_mode.h"

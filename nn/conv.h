@@ -8,6 +8,8 @@
 #pragma once
 
 #include <array>
+#include <cstdint>
+#include <string>
 
 #include "autograd/functions_conv.h"
 #include "nn/module.h"

@@ -1,6 +1,9 @@
 // hg::nn::functional — stateless layer functions (torch.nn.functional).
 #pragma once
 
+#include <cstdint>
+#include <optional>
+
 #include "autograd/functions.h"
 
 namespace hg {

@@ -1,6 +1,8 @@
 #include "nn/init.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 
 #include "autograd/grad_mode.h"
 #include "kernels/random.h"

@@ -3,6 +3,8 @@
 // weight, fan_in = in * receptive field, fan_out = out * receptive field.
 #pragma once
 
+#include <cstdint>
+
 #include "core/tensor.h"
 
 namespace hg {

@@ -1,7 +1,12 @@
 #include "nn/layers.h"
 
 #include <cmath>
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <optional>
 #include <sstream>
+#include <string>
 
 #include "autograd/grad_mode.h"
 #include "nn/functional.h"

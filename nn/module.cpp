@@ -3,10 +3,15 @@
 #include <cxxabi.h>
 
 #include <cstdlib>
+#include <functional>
 #include <map>
+#include <memory>
 #include <ostream>
 #include <sstream>
+#include <string>
 #include <typeinfo>
+#include <utility>
+#include <vector>
 
 #include "autograd/grad_mode.h"
 

@@ -22,6 +22,7 @@
 //   hg::Tensor w2 = f.at("w");   // a CPU tensor
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>

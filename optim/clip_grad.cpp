@@ -1,6 +1,7 @@
 #include "optim/clip_grad.h"
 
 #include <cmath>
+#include <vector>
 
 #include "autograd/grad_mode.h"
 #include "kernels/grad_norm.h"

@@ -1,6 +1,7 @@
 #include "optim/lr_scheduler.h"
 
 #include <cmath>
+#include <cstdint>
 
 namespace hg::optim {
 

@@ -1,8 +1,11 @@
 #include "optim/optimizer.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <map>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "autograd/grad_mode.h"
 

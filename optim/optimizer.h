@@ -9,6 +9,7 @@
 //   opt.zero_grad();  loss.backward();  opt.step();
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>

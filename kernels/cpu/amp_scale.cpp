@@ -1,6 +1,9 @@
 // CPU reference for the GradScaler kernels (Note [GradScaler kernels] in
 // kernels/amp_scale.h): the same element rule as the CUDA unscale kernel in a
 // plain loop per gradient, and the shared one-thread update.
+#include <cstdint>
+#include <vector>
+
 #include "core/convert.h"
 #include "kernels/amp_scale.h"
 #include "kernels/cpu/loops.h"

@@ -6,6 +6,7 @@
 // parallel (OpenMP) when large. Precision: acc_t<T> (fp32, f64 for f64) per
 // row, max subtracted before exp, one rounding on store.
 #include <cmath>
+#include <cstdint>
 #include <limits>
 
 #include "kernels/attention.h"

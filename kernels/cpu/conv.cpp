@@ -10,10 +10,13 @@
 //   dcol[Kg, nb*P] = W_g^T @ dy_g,  dx = col2im(dcol)
 // Chunks keep col under kColLimit elements; the GEMMs run OpenBLAS's threads.
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/conv.h"

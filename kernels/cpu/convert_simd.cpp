@@ -2,6 +2,7 @@
 #include "kernels/cpu/convert_simd.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 

@@ -12,6 +12,7 @@
 //   -log p_c = (m - x_c) + log(s),  m = max_c x_c,  s = sum_c exp(x_c - m)
 // so logits of +-1000 lose nothing to cancellation against log-sum-exp.
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <type_traits>
 #include <vector>

@@ -11,6 +11,7 @@
 // ops run in the integer type. NaN in, NaN out for every floating op.
 #include <algorithm>
 #include <array>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <type_traits>

@@ -18,6 +18,7 @@
 //            inputs widened once, outputs rounded once.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <vector>
 

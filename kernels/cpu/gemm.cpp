@@ -11,6 +11,7 @@
 // matmul on CPUs without AVX512-FP16.
 #include <cblas.h>
 
+#include <cstdint>
 #include <type_traits>
 #include <vector>
 
@@ -91,6 +92,14 @@ const char* gemm_f32_openblas_reason() {
   return native_f32_gemm_reason();
 #else
   return "this build has no oneDNN";
+#endif
+}
+
+bool gemm_has_onednn() {
+#if defined(HG_HAVE_ONEDNN)
+  return true;
+#else
+  return false;
 #endif
 }
 

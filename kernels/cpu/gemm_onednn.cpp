@@ -21,11 +21,13 @@
 
 #include <omp.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <list>
 #include <memory>
 #include <mutex>
+#include <utility>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <string>
 #include <unordered_map>

@@ -3,7 +3,10 @@
 // kernels, each chunk summed in a plain loop into its own f64 partial, the
 // partials combined in chunk order. Chunks run in parallel but no partial
 // depends on the thread count, so neither does the result.
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <vector>
 
 #include "core/convert.h"
 #include "kernels/cpu/loops.h"

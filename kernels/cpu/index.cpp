@@ -13,7 +13,9 @@
 // An out-of-range index throws (the ops layer has already checked host
 // indices with the user's shapes in the message).
 #include <algorithm>
+#include <cstdint>
 #include <numeric>
+#include <type_traits>
 #include <vector>
 
 #include "core/convert.h"

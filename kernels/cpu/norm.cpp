@@ -12,7 +12,9 @@
 //            by chunk, so the result depends only on the shape
 // Precision  acc_t (float; double for f64), two passes for mean and variance,
 //            one rounding on store
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <vector>
 
 #include "core/copy.h"

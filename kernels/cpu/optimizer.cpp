@@ -1,7 +1,9 @@
 // CPU reference for the fused optimizer step: the same per-element update
 // (optimizer_update) in a plain loop per slot.
 #include <algorithm>
+#include <cstdint>
 #include <type_traits>
+#include <vector>
 
 #include "core/convert.h"
 #include "kernels/cpu/convert_simd.h"

@@ -1,4 +1,6 @@
 // CPU random fill: one Philox block per 4 elements (Note [Random element mapping]).
+#include <cstdint>
+
 #include "core/convert.h"
 #include "kernels/random.h"
 

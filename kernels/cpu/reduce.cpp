@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <limits>
 #include <type_traits>
+#include <utility>
 #include <vector>
 #include <algorithm>
 

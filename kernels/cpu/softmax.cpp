@@ -6,6 +6,7 @@
 // Precision: 16-bit values widened to float (double for f64), max subtracted
 // before exp, one rounding on store. A NaN in a row makes the row NaN.
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <type_traits>
 

@@ -28,6 +28,8 @@
 //   precision  the scale in f32 as PyTorch; inv_scale from f64
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <vector>
 
 #include "core/convert.h"

@@ -16,6 +16,7 @@
 #include <cuda_runtime.h>
 
 #include <cmath>
+#include <cstdint>
 
 #include "kernels/attention.h"
 #include "kernels/cuda/device_math.cuh"

@@ -14,7 +14,10 @@
 //
 // Layouts: x NCHW-contiguous runs with an NCHW (KCRS) filter; x channels-last
 // runs with an NHWC (KRSC) filter (w copied to channels-last when it is not),
-// dy is brought to x's layout, so cuDNN sees one consistent layout. Other
+// dy is brought to x's layout, so cuDNN sees one consistent layout. A pass
+// for which cuDNN offers no deterministic algorithm in channels-last (real
+// cuDNN 9: depthwise f32 backward-data) runs in NCHW instead: x, w and dy are
+// transposed, the result is copied back into the caller's layout. Other
 // strides are made contiguous first; f64 always runs NCHW (copied back into
 // channels-last outputs), since cuDNN's NHWC kernels target 16-bit and f32. Asymmetric padding (padding "same" with
 // an even dilated kernel) is not expressible in cuDNN: the input is padded
@@ -32,10 +35,13 @@
 #include <cudnn.h>
 
 #include <algorithm>
+#include <array>
 #include <climits>
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include "kernels/conv.h"
@@ -215,16 +221,17 @@ std::map<std::vector<int64_t>, int>& algo_cache() {
   return *cache;
 }
 
-// The first deterministic algorithm the heuristics list with status SUCCESS.
+// The first deterministic algorithm the heuristics list with status SUCCESS;
+// kNoAlgorithm when there is none (the caller falls back to NCHW).
+constexpr int kNoAlgorithm = -1;
 template <typename Perf>
-int pick_algorithm(const Perf* perf, int count, const char* pass) {
+int pick_algorithm(const Perf* perf, int count) {
   for (int i = 0; i < count; ++i) {
     if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].determinism == CUDNN_DETERMINISTIC) {
       return static_cast<int>(perf[i].algo);
     }
   }
-  HG_FAIL("conv2d: cuDNN offers no deterministic ", pass, " algorithm for this problem (", count,
-          " candidates); halfgrad keeps convolutions deterministic");
+  return kNoAlgorithm;
 }
 
 template <typename Query>
@@ -275,11 +282,13 @@ struct Prepared {
   std::array<int64_t, 2> extra_lo{0, 0};  // explicit padding added before x (per spatial dim)
 };
 
-Prepared prepare(const Tensor& x, const Tensor& w, const Conv2dParams& p) {
+// allow_channels_last = false: NCHW whatever x's layout (the fallback when
+// cuDNN has no deterministic algorithm for the channels-last problem).
+Prepared prepare(const Tensor& x, const Tensor& w, const Conv2dParams& p, bool allow_channels_last = true) {
   Prepared r;
   // f64 runs NCHW whatever x's layout (cuDNN's NHWC kernels are for 16-bit
   // and f32; results are copied back into the channels-last outputs).
-  r.channels_last = ::hg::is_channels_last(x) && x.dtype() != DType::F64;
+  r.channels_last = allow_channels_last && ::hg::is_channels_last(x) && x.dtype() != DType::F64;
   r.x = to_layout(x, r.channels_last);
   r.w = to_layout(w, r.channels_last);
   r.p = p;
@@ -304,11 +313,16 @@ dim3 elementwise_grid(int64_t n) {
   return dim3(static_cast<unsigned>(std::min<int64_t>((n + kBlockThreads - 1) / kBlockThreads, 8192)));
 }
 
-}  // namespace
+// ---- the three passes, each in the layout of a Prepared problem ------------------------------
+//
+// Each returns false, having written nothing, when cuDNN's heuristics offer no
+// deterministic algorithm for the problem in that layout; the entry points
+// below then run the same pass once more in NCHW (inputs transposed, results
+// copied back into the caller's layout). Real cuDNN 9 has no deterministic
+// backward-data algorithm for depthwise channels-last f32 (docs/kernels.md,
+// "Convolution on CUDA").
 
-void conv2d_forward(const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& bias, const Conv2dParams& p) {
-  DeviceGuard guard(x.device().index);
-  const Prepared pr = prepare(x, w, p);
+bool run_forward(const Tensor& y, const Prepared& pr, const Tensor& bias, DType dtype) {
   // y is in x's layout (the ops layer allocates it so); a non-standard y gets a temporary.
   const Tensor out = (pr.channels_last ? ::hg::is_channels_last(y) : y.is_contiguous())
                          ? y
@@ -316,23 +330,24 @@ void conv2d_forward(const Tensor& y, const Tensor& x, const Tensor& w, const Ten
   cudnnHandle_t handle = cudnn_handle();
   const TensorDesc xd(pr.x), yd(out);
   const FilterDesc wd(pr.w);
-  const ConvDesc cd(pr.p, x.dtype());
-  const auto algo =
-      static_cast<cudnnConvolutionFwdAlgo_t>(cached_algorithm(problem_key(Pass::kForward, pr.x, pr.w, pr.p), [&] {
-        cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-        int count = 0;
-        HG_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(handle, xd.d, wd.d, cd.d, yd.d,
-                                                              CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &count, perf));
-        return pick_algorithm(perf, count, "forward");
-      }));
+  const ConvDesc cd(pr.p, dtype);
+  const int found = cached_algorithm(problem_key(Pass::kForward, pr.x, pr.w, pr.p), [&] {
+    cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+    int count = 0;
+    HG_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(handle, xd.d, wd.d, cd.d, yd.d,
+                                                          CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &count, perf));
+    return pick_algorithm(perf, count);
+  });
+  if (found == kNoAlgorithm) return false;
+  const auto algo = static_cast<cudnnConvolutionFwdAlgo_t>(found);
   size_t bytes = 0;
   HG_CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(handle, xd.d, wd.d, cd.d, yd.d, algo, &bytes));
   const Workspace ws(bytes);
-  const Scales s(x.dtype());
+  const Scales s(dtype);
   if (bias.defined()) {
     const Tensor b = bias.contiguous();
     const cudaStream_t stream = current_stream().handle();
-    dispatch_floating(x.dtype(), "conv2d bias", [&](auto tag) {
+    dispatch_floating(dtype, "conv2d bias", [&](auto tag) {
       using T = decltype(tag);
       HG_LAUNCH(conv_bias_fill_kernel<T>, elementwise_grid(out.numel()), dim3(kBlockThreads), 0, stream,
                 static_cast<T*>(out.data_ptr()), bias_view(out), static_cast<const T*>(b.data_ptr()));
@@ -341,6 +356,89 @@ void conv2d_forward(const Tensor& y, const Tensor& x, const Tensor& w, const Ten
   HG_CUDNN_CHECK(cudnnConvolutionForward(handle, s.one(), xd.d, pr.x.data_ptr(), wd.d, pr.w.data_ptr(), cd.d, algo,
                                          ws.ptr, bytes, bias.defined() ? s.one() : s.zero(), yd.d, out.data_ptr()));
   if (out.data_ptr() != y.data_ptr()) const_cast<Tensor&>(y).copy_(out);
+  return true;
+}
+
+// dx from dy (already in pr's layout); x gives the unpadded extent.
+bool run_backward_data(const Tensor& dx, const Prepared& pr, const Tensor& g, const Tensor& x) {
+  cudnnHandle_t handle = cudnn_handle();
+  const Scales s(x.dtype());
+  const TensorDesc gd(g);
+  const ConvDesc cd(pr.p, x.dtype());
+  const bool padded = pr.x.size(2) != x.size(2) || pr.x.size(3) != x.size(3);
+  const bool direct = !padded && (pr.channels_last ? ::hg::is_channels_last(dx) : dx.is_contiguous());
+  const Tensor out =
+      direct ? dx : empty_in_layout(pr.x.size(0), pr.x.size(1), pr.x.size(2), pr.x.size(3), x, pr.channels_last);
+  const TensorDesc xd(out);
+  const FilterDesc wd(pr.w);
+  const int found = cached_algorithm(problem_key(Pass::kBackwardData, pr.x, pr.w, pr.p), [&] {
+    cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+    int count = 0;
+    HG_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(handle, wd.d, gd.d, cd.d, xd.d,
+                                                               CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &count, perf));
+    return pick_algorithm(perf, count);
+  });
+  if (found == kNoAlgorithm) return false;
+  const auto algo = static_cast<cudnnConvolutionBwdDataAlgo_t>(found);
+  size_t bytes = 0;
+  HG_CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(handle, wd.d, gd.d, cd.d, xd.d, algo, &bytes));
+  const Workspace ws(bytes);
+  HG_CUDNN_CHECK(cudnnConvolutionBackwardData(handle, s.one(), wd.d, pr.w.data_ptr(), gd.d, g.data_ptr(), cd.d, algo,
+                                              ws.ptr, bytes, s.zero(), xd.d, out.data_ptr()));
+  if (!direct) {
+    const_cast<Tensor&>(dx).copy_(out.narrow(2, pr.extra_lo[0], x.size(2)).narrow(3, pr.extra_lo[1], x.size(3)));
+  }
+  return true;
+}
+
+// dw (contiguous, KCRS) from x and dy (in pr's layout).
+bool run_backward_filter(const Tensor& dw, const Prepared& pr, const Tensor& g, const Tensor& w) {
+  cudnnHandle_t handle = cudnn_handle();
+  const Scales s(w.dtype());
+  const TensorDesc gd(g);
+  const ConvDesc cd(pr.p, w.dtype());
+  // The filter gradient in the filter layout cuDNN runs with; copied into dw (contiguous) when that differs.
+  const Tensor out =
+      pr.channels_last
+          ? to_layout(empty({w.size(0), w.size(1), w.size(2), w.size(3)}, {.dtype = w.dtype(), .device = w.device()}),
+                      true)
+          : dw;
+  const TensorDesc xd(pr.x);
+  const FilterDesc wd(out);
+  const int found = cached_algorithm(problem_key(Pass::kBackwardFilter, pr.x, pr.w, pr.p), [&] {
+    cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+    int count = 0;
+    HG_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+        handle, xd.d, gd.d, cd.d, wd.d, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &count, perf));
+    return pick_algorithm(perf, count);
+  });
+  if (found == kNoAlgorithm) return false;
+  const auto algo = static_cast<cudnnConvolutionBwdFilterAlgo_t>(found);
+  size_t bytes = 0;
+  HG_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(handle, xd.d, gd.d, cd.d, wd.d, algo, &bytes));
+  const Workspace ws(bytes);
+  HG_CUDNN_CHECK(cudnnConvolutionBackwardFilter(handle, s.one(), xd.d, pr.x.data_ptr(), gd.d, g.data_ptr(), cd.d, algo,
+                                                ws.ptr, bytes, s.zero(), wd.d, out.data_ptr()));
+  if (out.data_ptr() != dw.data_ptr()) const_cast<Tensor&>(dw).copy_(out);
+  return true;
+}
+
+// NCHW has a deterministic algorithm for every problem cuDNN takes; if one
+// ever does not, the error says so instead of running a nondeterministic one.
+[[noreturn]] void no_deterministic_algorithm(const char* pass) {
+  HG_FAIL("conv2d: cuDNN offers no deterministic ", pass,
+          " algorithm for this problem in either layout (channels-last, NCHW); halfgrad keeps convolutions "
+          "deterministic");
+}
+
+}  // namespace
+
+void conv2d_forward(const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& bias, const Conv2dParams& p) {
+  DeviceGuard guard(x.device().index);
+  const Prepared pr = prepare(x, w, p);
+  if (run_forward(y, pr, bias, x.dtype())) return;
+  if (!pr.channels_last || !run_forward(y, prepare(x, w, p, false), bias, x.dtype()))
+    no_deterministic_algorithm("forward");
 }
 
 void conv2d_backward(const Tensor& dx, const Tensor& dw, const Tensor& db, const Tensor& dy, const Tensor& x,
@@ -348,57 +446,22 @@ void conv2d_backward(const Tensor& dx, const Tensor& dw, const Tensor& db, const
   DeviceGuard guard(x.device().index);
   const Prepared pr = prepare(x, w, p);
   const Tensor g = to_layout(dy, pr.channels_last);
-  cudnnHandle_t handle = cudnn_handle();
-  const Scales s(x.dtype());
-  const TensorDesc gd(g);
-  const ConvDesc cd(pr.p, x.dtype());
-  if (dx.defined()) {
-    const bool padded = pr.x.size(2) != x.size(2) || pr.x.size(3) != x.size(3);
-    const bool direct = !padded && (pr.channels_last ? ::hg::is_channels_last(dx) : dx.is_contiguous());
-    const Tensor out =
-        direct ? dx : empty_in_layout(pr.x.size(0), pr.x.size(1), pr.x.size(2), pr.x.size(3), x, pr.channels_last);
-    const TensorDesc xd(out);
-    const FilterDesc wd(pr.w);
-    const auto algo = static_cast<cudnnConvolutionBwdDataAlgo_t>(
-        cached_algorithm(problem_key(Pass::kBackwardData, pr.x, pr.w, pr.p), [&] {
-          cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-          int count = 0;
-          HG_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(
-              handle, wd.d, gd.d, cd.d, xd.d, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &count, perf));
-          return pick_algorithm(perf, count, "backward-data");
-        }));
-    size_t bytes = 0;
-    HG_CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(handle, wd.d, gd.d, cd.d, xd.d, algo, &bytes));
-    const Workspace ws(bytes);
-    HG_CUDNN_CHECK(cudnnConvolutionBackwardData(handle, s.one(), wd.d, pr.w.data_ptr(), gd.d, g.data_ptr(), cd.d, algo,
-                                                ws.ptr, bytes, s.zero(), xd.d, out.data_ptr()));
-    if (!direct) {
-      const_cast<Tensor&>(dx).copy_(out.narrow(2, pr.extra_lo[0], x.size(2)).narrow(3, pr.extra_lo[1], x.size(3)));
+  // The NCHW problem, made on first need (one transpose of x, w and dy for both passes).
+  std::optional<Prepared> nchw;
+  Tensor g_nchw;
+  auto fallback = [&]() -> const Prepared& {
+    if (!nchw) {
+      nchw = prepare(x, w, p, false);
+      g_nchw = to_layout(dy, false);
     }
+    return *nchw;
+  };
+  if (dx.defined() && !run_backward_data(dx, pr, g, x)) {
+    if (!pr.channels_last || !run_backward_data(dx, fallback(), g_nchw, x)) no_deterministic_algorithm("backward-data");
   }
-  if (dw.defined()) {
-    // The filter gradient in the filter layout cuDNN runs with; copied into dw (contiguous) when that differs.
-    const Tensor out =
-        pr.channels_last
-            ? to_layout(empty({w.size(0), w.size(1), w.size(2), w.size(3)}, {.dtype = w.dtype(), .device = w.device()}),
-                        true)
-            : dw;
-    const TensorDesc xd(pr.x);
-    const FilterDesc wd(out);
-    const auto algo = static_cast<cudnnConvolutionBwdFilterAlgo_t>(
-        cached_algorithm(problem_key(Pass::kBackwardFilter, pr.x, pr.w, pr.p), [&] {
-          cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-          int count = 0;
-          HG_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
-              handle, xd.d, gd.d, cd.d, wd.d, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &count, perf));
-          return pick_algorithm(perf, count, "backward-filter");
-        }));
-    size_t bytes = 0;
-    HG_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(handle, xd.d, gd.d, cd.d, wd.d, algo, &bytes));
-    const Workspace ws(bytes);
-    HG_CUDNN_CHECK(cudnnConvolutionBackwardFilter(handle, s.one(), xd.d, pr.x.data_ptr(), gd.d, g.data_ptr(), cd.d,
-                                                  algo, ws.ptr, bytes, s.zero(), wd.d, out.data_ptr()));
-    if (out.data_ptr() != dw.data_ptr()) const_cast<Tensor&>(dw).copy_(out);
+  if (dw.defined() && !run_backward_filter(dw, pr, g, w)) {
+    if (!pr.channels_last || !run_backward_filter(dw, fallback(), g_nchw, w))
+      no_deterministic_algorithm("backward-filter");
   }
   if (db.defined()) {
     const cudaStream_t stream = current_stream().handle();

@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 
 #include "kernels/cuda/device_error.h"
 #include "kernels/cuda/device_math.cuh"

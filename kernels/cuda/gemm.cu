@@ -11,6 +11,8 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include <cstdint>
+
 #include "runtime/cuda/cuda_check.h"
 #include "runtime/cuda/runtime.h"
 #include "kernels/gemm.h"

@@ -40,6 +40,8 @@
 //   precision  the product in acc_t (fp32, f64 for f64), rounded once
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <vector>
 
 #include "core/convert.h"

@@ -28,6 +28,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "core/convert.h"
 #include "core/copy.h"

@@ -16,6 +16,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdint>
 
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/launch.cuh"

@@ -19,7 +19,12 @@
 //   skip       if *found_inf != 0 every block returns before touching memory
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <map>
+#include <type_traits>
+#include <utility>
+#include <vector>
 
 #include "core/convert.h"
 #include "runtime/cuda/device_limits.h"

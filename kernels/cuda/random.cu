@@ -9,6 +9,8 @@
 //   precision  correctly rounded float ops only, so bit-identical to the CPU
 #include <cuda_runtime.h>
 
+#include <cstdint>
+
 #include "core/convert.h"
 #include "kernels/cuda/elementwise.cuh"
 #include "kernels/random.h"

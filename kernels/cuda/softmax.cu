@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/launch.cuh"

@@ -1,9 +1,14 @@
 // The caching device allocator (see Note [Caching allocator] in the header).
 #include "runtime/cuda/caching_allocator.h"
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
+#include <mutex>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/error.h"
 #include "runtime/cuda/cuda_check.h"

@@ -8,7 +8,9 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 #if defined(HG_CUDA_EMU)

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -15,6 +16,7 @@
 #include <functional>
 #include <mutex>
 #include <new>
+#include <string>
 #include <unordered_map>
 
 #if defined(__SANITIZE_ADDRESS__)

@@ -108,7 +108,8 @@ cudnnStatus_t cudnnGetStream(cudnnHandle_t handle, cudaStream_t* streamId) {
 // The stand-in implements the algorithms its heuristics return (forward:
 // IMPLICIT_PRECOMP_GEMM, IMPLICIT_GEMM, GEMM; backward data and filter: ALGO_1,
 // ALGO_0) and answers CUDNN_STATUS_NOT_SUPPORTED for the others (FFT,
-// Winograd), which a real GPU would run. Every algorithm computes the same
+// Winograd), which a real GPU would run. Their determinism flags follow real
+// cuDNN, including its gap (no_deterministic_backward below). Every algorithm computes the same
 // direct sum: fp32 accumulation (fp64 for double), one rounding on store; fp32
 // data under CUDNN_DEFAULT_MATH / CUDNN_TENSOR_OP_MATH is first rounded to
 // TF32 as Ampere+ tensor cores do (CUDNN_FMA_MATH keeps full fp32). The
@@ -203,7 +204,8 @@ struct ConvProblem {
   int64_t N, C, H, W, K, Cg, R, S, P, Q, G;
   int64_t xs[4], ys[4], ws[4];
   int64_t pad[2], str[2], dil[2];
-  bool flip;  // CUDNN_CONVOLUTION mode
+  bool flip;         // CUDNN_CONVOLUTION mode
+  bool nhwc_filter;  // KRSC: the channels-last problem
 };
 
 cudnnStatus_t resolve(const cudnnTensorStruct* x, const cudnnFilterStruct* w, const cudnnConvolutionStruct* conv,
@@ -238,7 +240,18 @@ cudnnStatus_t resolve(const cudnnTensorStruct* x, const cudnnFilterStruct* w, co
     pr.ws[0] = pr.Cg * pr.R * pr.S, pr.ws[1] = pr.R * pr.S, pr.ws[2] = pr.S, pr.ws[3] = 1;
   }
   pr.flip = conv->mode == CUDNN_CONVOLUTION;
+  pr.nhwc_filter = w->format == CUDNN_TENSOR_NHWC;
   return CUDNN_STATUS_SUCCESS;
+}
+
+// Real cuDNN 9 (H200, sm_90) lists no deterministic backward-data algorithm
+// for a depthwise problem (one input channel a group) in channels-last (NHWC
+// filter) with f32 data: all its candidates are CUDNN_NON_DETERMINISTIC. The
+// stand-in's heuristics answer the same for backward-data and, to keep the
+// caller's fallback for that pass covered too, for backward-filter (on the
+// H200 that pass was never reached); NCHW and the other dtypes are unaffected.
+bool no_deterministic_backward(const ConvProblem& pr) {
+  return pr.nhwc_filter && pr.type == CUDNN_DATA_FLOAT && pr.Cg == 1 && pr.G > 1;
 }
 
 int64_t at4(const int64_t* s, int64_t a, int64_t b, int64_t c, int64_t d) {
@@ -552,7 +565,9 @@ cudnnStatus_t cudnnGetConvolutionBackwardDataAlgorithm_v7(cudnnHandle_t handle, 
   for (const auto algo : order) {
     if (count == requested) break;
     fill_perf(&perf[count++], algo, bwd_data_workspace(pr, algo),
-              algo == CUDNN_CONVOLUTION_BWD_DATA_ALGO_0 ? CUDNN_NON_DETERMINISTIC : CUDNN_DETERMINISTIC, conv->math);
+              algo == CUDNN_CONVOLUTION_BWD_DATA_ALGO_0 || no_deterministic_backward(pr) ? CUDNN_NON_DETERMINISTIC
+                                                                                         : CUDNN_DETERMINISTIC,
+              conv->math);
   }
   *returned = count;
   return CUDNN_STATUS_SUCCESS;
@@ -605,7 +620,9 @@ cudnnStatus_t cudnnGetConvolutionBackwardFilterAlgorithm_v7(cudnnHandle_t handle
   for (const auto algo : order) {
     if (count == requested) break;
     fill_perf(&perf[count++], algo, bwd_filter_workspace(pr, algo),
-              algo == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0 ? CUDNN_NON_DETERMINISTIC : CUDNN_DETERMINISTIC, conv->math);
+              algo == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0 || no_deterministic_backward(pr) ? CUDNN_NON_DETERMINISTIC
+                                                                                           : CUDNN_DETERMINISTIC,
+              conv->math);
   }
   *returned = count;
   return CUDNN_STATUS_SUCCESS;

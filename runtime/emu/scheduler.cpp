@@ -2,9 +2,12 @@
 #include "runtime/emu/scheduler.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <exception>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include <boost/context/fiber.hpp>
 #include <boost/context/preallocated.hpp>

@@ -4,6 +4,9 @@
 // and the hardware report. On every device.
 #include <catch2/catch.hpp>
 
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
 #include <string>
 #include <vector>
 

@@ -3,7 +3,11 @@
 // backend's, engine semantics, and the errors misuse must raise.
 #include <catch2/catch.hpp>
 
+#include <cmath>
+#include <cstdint>
 #include <functional>
+#include <string>
+#include <vector>
 
 #include "autograd/functions.h"
 #include "autograd/grad_mode.h"

@@ -5,8 +5,11 @@
 // must agree within the documented override below.
 #include <catch2/catch.hpp>
 
+#include <cstdint>
 #include <fstream>
 #include <map>
+#include <string>
+#include <vector>
 #include <nlohmann/json.hpp>
 
 #include "autograd/functions.h"

@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include <sstream>
+#include <string>
 
 #include "core/device.h"
 #include "core/dtype.h"

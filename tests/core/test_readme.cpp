@@ -3,7 +3,10 @@
 #include <catch2/catch.hpp>
 
 #include <iostream>
+#include <memory>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include <halfgrad/halfgrad.h>
 

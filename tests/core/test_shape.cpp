@@ -7,6 +7,8 @@
 #include <functional>
 #include <limits>
 #include <random>
+#include <utility>
+#include <vector>
 
 #include "core/tensor.h"
 

@@ -3,8 +3,12 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstdint>
+#include <initializer_list>
 #include <numeric>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "core/generator.h"
 #include "core/tensor.h"

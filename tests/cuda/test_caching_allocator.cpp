@@ -1,6 +1,7 @@
 // The caching device allocator. Most cases use their own CachingAllocator so
 // counts start from zero; out-of-memory cases shrink the emulated device.
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <random>
 #include <string>

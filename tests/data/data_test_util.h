@@ -7,6 +7,7 @@
 #include <zlib.h>
 
 #include <atomic>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <iterator>

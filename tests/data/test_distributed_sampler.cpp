@@ -3,7 +3,9 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cstdint>
 #include <numeric>
+#include <vector>
 
 #include "core/tensor.h"
 #include "data/dataloader.h"

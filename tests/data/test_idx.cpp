@@ -2,7 +2,11 @@
 // Fashion-MNIST loading, and the docs/data.md example.
 #include <catch2/catch.hpp>
 
+#include <cstdint>
+#include <filesystem>
 #include <random>
+#include <string>
+#include <vector>
 
 #include "core/tensor.h"
 #include "data/dataloader.h"

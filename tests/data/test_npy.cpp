@@ -1,6 +1,11 @@
 // data/: .npy round trips of every dtype and one corrupt file per header rule.
 #include <catch2/catch.hpp>
 
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
 #include "core/tensor.h"
 #include "data/npy.h"
 

@@ -2,8 +2,11 @@
 // and random windows, against values computed here from the text itself.
 #include <catch2/catch.hpp>
 
+#include <cstdint>
+#include <filesystem>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "core/generator.h"
 #include "data/text.h"

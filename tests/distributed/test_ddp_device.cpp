@@ -9,8 +9,11 @@
 // those of plain single-process training.
 #include <catch2/catch.hpp>
 
+#include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "amp/grad_scaler.h"

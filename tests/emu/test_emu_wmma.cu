@@ -8,6 +8,7 @@
 #include <mma.h>
 
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 #include "tests/emu/emu_test_util.h"

@@ -1,7 +1,11 @@
 // Training-checkpoint loader (optim/checkpoint.cpp) on a small MLP + AdamW:
 // any bytes -> a load or an hg::Error, and a failed load must leave the model
 // and the optimizer bit-identical (the load is atomic).
+#include <cstdint>
+#include <initializer_list>
 #include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"

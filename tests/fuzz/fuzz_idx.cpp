@@ -4,6 +4,8 @@
 // as it is (a plain IDX file, or a gzip stream the fuzzer damages).
 #include <zlib.h>
 
+#include <cstdint>
+#include <string>
 #include <vector>
 
 #include "core/error.h"

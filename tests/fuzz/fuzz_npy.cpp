@@ -1,4 +1,6 @@
 // .npy reader (data/npy.cpp): any bytes -> a tensor or an hg::Error.
+#include <cstdint>
+
 #include "core/error.h"
 #include "data/npy.h"
 #include "tests/fuzz/fuzz.h"

@@ -1,4 +1,6 @@
 // safetensors reader (nn/serialize.cpp): any bytes -> a file or an hg::Error.
+#include <cstdint>
+
 #include "core/error.h"
 #include "nn/serialize.h"
 #include "tests/fuzz/fuzz.h"

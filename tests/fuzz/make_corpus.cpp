@@ -5,9 +5,11 @@
 // changes:  build/cpu/tests/fuzz_make_corpus tests/fuzz/corpus
 #include <zlib.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <vector>

@@ -2,6 +2,7 @@
 // folder: each file in it), as the libFuzzer binary would, in the normal
 // build. ctest replays the committed seed corpus and every past crash input
 // this way, so they stay regression tests without clang.
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>

@@ -7,10 +7,14 @@
 // the fully-masked-row rule, Philox dropout agreement and bad input.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <fstream>
 #include <functional>
 #include <map>
+#include <utility>
+#include <vector>
 #include <nlohmann/json.hpp>
 #include <string>
 

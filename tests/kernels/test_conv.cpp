@@ -5,9 +5,12 @@
 // Tolerances come from tests/kernels/tolerance.h (OpKind::kReduction).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "autograd/functions.h"
 #include "autograd/gradcheck.h"

@@ -8,7 +8,11 @@
 // kernels of kernels/cuda/pool_norm.cu for pooling and BatchNorm2d).
 #include <catch2/catch.hpp>
 
+#include <array>
+#include <cstdint>
 #include <fstream>
+#include <string>
+#include <vector>
 #include <nlohmann/json.hpp>
 
 #include "autograd/functions.h"

@@ -12,6 +12,9 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "autograd/functions.h"
 #include "autograd/gradcheck.h"

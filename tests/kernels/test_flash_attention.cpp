@@ -6,7 +6,9 @@
 // head dims 64 and 128, causal and not. Tolerances: tests/kernels/tolerance.h.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <string>
 #include <vector>

@@ -4,6 +4,8 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstdint>
+#include <vector>
 
 #include "core/generator.h"
 #include "kernels/random.h"

@@ -15,11 +15,15 @@
 // that. Without cancellation (all our random rows) the extra term is small.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 #include <optional>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "kernels/cpu/threads.h"
 #include "kernels/ops.h"

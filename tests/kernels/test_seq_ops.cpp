@@ -8,11 +8,15 @@
 // tolerances come from tests/kernels/tolerance.h.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <functional>
 #include <map>
+#include <utility>
+#include <vector>
 #include <nlohmann/json.hpp>
 #include <string>
 

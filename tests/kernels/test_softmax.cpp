@@ -8,10 +8,13 @@
 // input and an empty batch.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "kernels/softmax.h"
 #include "tests/kernels/test_support.h"

@@ -31,6 +31,19 @@ if(HG_CUDA_MODE STREQUAL "off")
 endif()
 add_test(NAME test_gemm_widen COMMAND test_kernels "[gemm]~[cuda]")
 set_tests_properties(test_gemm_widen PROPERTIES ENVIRONMENT HG_CPU_GEMM=widen LABELS kernels)
+# -DHG_WITH_ONEDNN=OFF without a second build: test_gemm takes its expected
+# reasons from cpu::gemm_has_onednn(), so it holds in both configurations, and
+# the one file whose code differs (kernels/cpu/gemm.cpp, its #else branches)
+# is compiled once more here without HG_HAVE_ONEDNN, with the warnings of the
+# library (compile only: linking it would need a second libhalfgrad).
+if(HG_WITH_ONEDNN)
+  add_library(hg_gemm_without_onednn OBJECT ${PROJECT_SOURCE_DIR}/kernels/cpu/gemm.cpp)
+  target_include_directories(hg_gemm_without_onednn PRIVATE $<TARGET_PROPERTY:halfgrad,INCLUDE_DIRECTORIES>)
+  target_compile_definitions(hg_gemm_without_onednn PRIVATE
+    $<FILTER:$<TARGET_PROPERTY:halfgrad,COMPILE_DEFINITIONS>,EXCLUDE,^HG_HAVE_ONEDNN>)
+  target_link_libraries(hg_gemm_without_onednn PRIVATE fmt::fmt OpenMP::OpenMP_CXX)
+  hg_target_warnings(hg_gemm_without_onednn)
+endif()
 find_package(nlohmann_json 3 REQUIRED)
 target_link_libraries(test_kernels PRIVATE nlohmann_json::nlohmann_json)
 target_compile_definitions(test_kernels PRIVATE HG_KERNEL_FIXTURE_DIR="${CMAKE_CURRENT_LIST_DIR}/fixtures")

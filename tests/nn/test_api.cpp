@@ -3,9 +3,13 @@
 // the model-only safetensors export.
 #include <catch2/catch.hpp>
 
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
+#include <memory>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "autograd/functions.h"
 #include "core/generator.h"

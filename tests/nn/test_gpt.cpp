@@ -6,7 +6,10 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstdint>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "autograd/functions.h"
 #include "core/generator.h"

@@ -4,7 +4,11 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <initializer_list>
+#include <memory>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "autograd/gradcheck.h"
 #include "core/generator.h"

@@ -12,7 +12,12 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
+#include <optional>
 #include <set>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "nn/serialize.h"
 #include "tests/test_files.h"

@@ -6,9 +6,13 @@
 #include <catch2/catch.hpp>
 
 #include <bit>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <initializer_list>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "autograd/functions.h"
 #include "core/generator.h"

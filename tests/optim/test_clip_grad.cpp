@@ -3,9 +3,12 @@
 // tensor ends (Note [Global gradient norm] in kernels/grad_norm.h).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "autograd/functions.h"

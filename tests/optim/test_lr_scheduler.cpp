@@ -3,7 +3,9 @@
 // StepLR), resuming with set_last_step, and the lr reaching the optimizer.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <memory>
 #include <vector>
 

@@ -4,8 +4,11 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <functional>
+#include <memory>
+#include <vector>
 
 #include "optim/optimizer.h"
 #include "tests/kernels/test_support.h"

@@ -3,6 +3,9 @@
 // reach the objects they configure.
 #include <catch2/catch.hpp>
 
+#include <array>
+#include <cstdint>
+
 #include "amp/grad_scaler.h"
 #include "autograd/functions_conv.h"
 #include "core/tensor.h"

@@ -4,7 +4,11 @@
 #include <catch2/catch.hpp>
 
 #include <filesystem>
+#include <initializer_list>
+#include <memory>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "autograd/functions.h"
 #include "data/dataloader.h"

@@ -5,6 +5,9 @@
 // included), so what is ambiguous for nvcc is ambiguous here.
 #pragma once
 
+#include <cmath>
+#include <cstring>
+
 #include "cuda_fp16.h"
 #include "hg_emu_float16.h"
 #include "vector_types.h"

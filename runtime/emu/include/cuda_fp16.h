@@ -9,6 +9,7 @@
 // what the gpu build would.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 

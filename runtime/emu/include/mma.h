@@ -25,6 +25,7 @@
 #pragma once
 
 #include <cstddef>
+#include <type_traits>
 
 #include "cuda_bf16.h"
 #include "cuda_fp16.h"

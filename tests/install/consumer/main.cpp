@@ -3,6 +3,7 @@
 #include <halfgrad/halfgrad.h>
 
 #include <iostream>
+#include <memory>
 
 int main() {
   using namespace hg;
