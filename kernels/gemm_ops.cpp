@@ -173,8 +173,8 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b, cons
   // A 2-D CUDA GEMM with a per-column bias: the cuBLASLt BIAS epilogue adds it
   // in fp32 before the one rounding, and nothing is pre-filled (Note [Bias
   // epilogue]).
-  if (bias.defined() && a.is_cuda() && batch_shape.empty() && out.numel() > 0 && ka > 0 &&
-      bias.dtype() == a.dtype() && bias.numel() == n && (n == 1 || bias.stride(-1) == 1)) {
+  if (bias.defined() && a.is_cuda() && batch_shape.empty() && out.numel() > 0 && ka > 0 && bias.dtype() == a.dtype() &&
+      bias.numel() == n && (n == 1 || bias.stride(-1) == 1)) {
     const Operand A = layout(a, trans_a);
     const Operand B = layout(b, trans_b);
     GemmArgs args;

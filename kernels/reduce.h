@@ -104,8 +104,8 @@ inline void check_reduce_cols_buffers(const Tensor& out, const Tensor& x) {
   HG_CHECK(x.dim() == 2 && (x.sizes()[0] <= 1 || x.strides()[0] == 1) &&
                (x.sizes()[1] <= 1 || x.strides()[1] >= x.sizes()[0]),
            "reduce_cols wants dense columns, got ", x.shape_str());
-  HG_CHECK(out.is_contiguous() && out.numel() == x.sizes()[0] && out.dtype() == x.dtype(),
-           "reduce_cols: bad output ", out.shape_str());
+  HG_CHECK(out.is_contiguous() && out.numel() == x.sizes()[0] && out.dtype() == x.dtype(), "reduce_cols: bad output ",
+           out.shape_str());
 }
 }  // namespace hg::detail
 

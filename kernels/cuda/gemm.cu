@@ -119,14 +119,22 @@ constexpr uint64_t kLtWorkspaceBytes = uint64_t{32} << 20;
 
 cublasLtEpilogue_t lt_epilogue(GemmEpilogue e) {
   switch (e) {
-    case GemmEpilogue::none: return CUBLASLT_EPILOGUE_DEFAULT;
-    case GemmEpilogue::bias: return CUBLASLT_EPILOGUE_BIAS;
-    case GemmEpilogue::gelu: return CUBLASLT_EPILOGUE_GELU;
-    case GemmEpilogue::gelu_bias: return CUBLASLT_EPILOGUE_GELU_BIAS;
-    case GemmEpilogue::gelu_aux: return CUBLASLT_EPILOGUE_GELU_AUX;
-    case GemmEpilogue::gelu_aux_bias: return CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
-    case GemmEpilogue::dgelu: return CUBLASLT_EPILOGUE_DGELU;
-    case GemmEpilogue::bgrad_a: return CUBLASLT_EPILOGUE_BGRADB;
+    case GemmEpilogue::none:
+      return CUBLASLT_EPILOGUE_DEFAULT;
+    case GemmEpilogue::bias:
+      return CUBLASLT_EPILOGUE_BIAS;
+    case GemmEpilogue::gelu:
+      return CUBLASLT_EPILOGUE_GELU;
+    case GemmEpilogue::gelu_bias:
+      return CUBLASLT_EPILOGUE_GELU_BIAS;
+    case GemmEpilogue::gelu_aux:
+      return CUBLASLT_EPILOGUE_GELU_AUX;
+    case GemmEpilogue::gelu_aux_bias:
+      return CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+    case GemmEpilogue::dgelu:
+      return CUBLASLT_EPILOGUE_DGELU;
+    case GemmEpilogue::bgrad_a:
+      return CUBLASLT_EPILOGUE_BGRADB;
   }
   HG_FAIL("gemm_lt: unknown epilogue");
 }
@@ -251,9 +259,12 @@ bool gemm_lt(const GemmArgs& g) {
     set_desc(raw_desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, g.ld_aux);
     set_desc(raw_desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE, static_cast<int32_t>(type));
   }
-  if (g.scale_a != nullptr) set_desc(raw_desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, static_cast<const void*>(g.scale_a));
-  if (g.scale_b != nullptr) set_desc(raw_desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, static_cast<const void*>(g.scale_b));
-  if (g.scale_d != nullptr) set_desc(raw_desc, CUBLASLT_MATMUL_DESC_D_SCALE_POINTER, static_cast<const void*>(g.scale_d));
+  if (g.scale_a != nullptr)
+    set_desc(raw_desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, static_cast<const void*>(g.scale_a));
+  if (g.scale_b != nullptr)
+    set_desc(raw_desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, static_cast<const void*>(g.scale_b));
+  if (g.scale_d != nullptr)
+    set_desc(raw_desc, CUBLASLT_MATMUL_DESC_D_SCALE_POINTER, static_cast<const void*>(g.scale_d));
 
   const LayoutPtr a_lt = g.trans_b ? make_layout(type, g.k, g.n, g.ldb, g.batch, g.stride_b)
                                    : make_layout(type, g.n, g.k, g.ldb, g.batch, g.stride_b);
@@ -298,7 +309,8 @@ bool gemm_lt(const GemmArgs& g) {
       const uint64_t max_workspace = kLtWorkspaceBytes;
       HG_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(raw_pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                            &max_workspace, sizeof(max_workspace)));
-      const uint32_t schemes = CUBLASLT_REDUCTION_SCHEME_MASK & ~static_cast<uint32_t>(CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE);
+      const uint32_t schemes =
+          CUBLASLT_REDUCTION_SCHEME_MASK & ~static_cast<uint32_t>(CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE);
       HG_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(raw_pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
                                                            &schemes, sizeof(schemes)));
       cublasLtMatmulHeuristicResult_t result{};

@@ -380,8 +380,8 @@ void run_cols(const char* name, const Op& op, const Tensor& out, const Tensor& x
   if (splits == 1) {
     args.out = out.data_ptr();
     args.chunk = cols;
-    launch_kernel(name, __FILE__, __LINE__, reduce_cols_kernel<Op, T, true, false>, dim3(grid_x, 1), block, 0,
-                  stream, args, op);
+    launch_kernel(name, __FILE__, __LINE__, reduce_cols_kernel<Op, T, true, false>, dim3(grid_x, 1), block, 0, stream,
+                  args, op);
     return;
   }
   Tensor workspace = empty({splits, rows, static_cast<int64_t>(sizeof(Acc))}, {.dtype = kU8, .device = out.device()});
@@ -397,8 +397,8 @@ void run_cols(const char* name, const Op& op, const Tensor& out, const Tensor& x
   final_args.ld = rows;
   final_args.chunk = splits;
   final_args.count = cols;
-  launch_kernel(name, __FILE__, __LINE__, reduce_cols_kernel<Op, Acc, false, false>, dim3(grid_x, 1), block, 0,
-                stream, final_args, op);
+  launch_kernel(name, __FILE__, __LINE__, reduce_cols_kernel<Op, Acc, false, false>, dim3(grid_x, 1), block, 0, stream,
+                final_args, op);
   // The workspace goes back to the caching allocator, which orders its reuse
   // after this stream's work.
 }
@@ -411,18 +411,25 @@ void reduce_cols(OpId op, const Tensor& out, const Tensor& x) {
   dispatch_dtype(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     switch (op) {
-      case OpId::max: return run_cols<T>(name, ExtremumOp<T, true>{}, out, x);
-      case OpId::min: return run_cols<T>(name, ExtremumOp<T, false>{}, out, x);
-      default: break;
+      case OpId::max:
+        return run_cols<T>(name, ExtremumOp<T, true>{}, out, x);
+      case OpId::min:
+        return run_cols<T>(name, ExtremumOp<T, false>{}, out, x);
+      default:
+        break;
     }
     if constexpr (std::is_same_v<T, int64_t>) {
       if (op == OpId::sum) return run_cols<T>(name, SumOp<T>{}, out, x);
     } else if constexpr (!std::is_integral_v<T>) {
       switch (op) {
-        case OpId::sum: return run_cols<T>(name, SumOp<T>{}, out, x);
-        case OpId::mean: return run_cols<T>(name, MeanOp<T>{}, out, x);
-        case OpId::norm: return run_cols<T>(name, NormOp<T>{}, out, x);
-        default: break;
+        case OpId::sum:
+          return run_cols<T>(name, SumOp<T>{}, out, x);
+        case OpId::mean:
+          return run_cols<T>(name, MeanOp<T>{}, out, x);
+        case OpId::norm:
+          return run_cols<T>(name, NormOp<T>{}, out, x);
+        default:
+          break;
       }
     }
     HG_FAIL("cuda::reduce_cols: ", op_name(op), " is not a reduction for dtype ", dtype_of<T>());

@@ -564,7 +564,8 @@ cublasStatus_t check_problem(const LtDesc& desc, const LtLayout& a, const LtLayo
   const uint64_t am = desc.transa == CUBLAS_OP_N ? a.rows : a.cols;
   const uint64_t bk = desc.transb == CUBLAS_OP_N ? b.rows : b.cols;
   const uint64_t bn = desc.transb == CUBLAS_OP_N ? b.cols : b.rows;
-  if (am != m || bk != k || bn != n || c.rows != m || c.cols != n || c.type != d.type) return CUBLAS_STATUS_INVALID_VALUE;
+  if (am != m || bk != k || bn != n || c.rows != m || c.cols != n || c.type != d.type)
+    return CUBLAS_STATUS_INVALID_VALUE;
   if (a.batch != b.batch || a.batch != c.batch || a.batch != d.batch || a.batch < 1) return CUBLAS_STATUS_INVALID_VALUE;
   if (m > INT32_MAX || n > INT32_MAX || k > INT32_MAX) return CUBLAS_STATUS_NOT_SUPPORTED;
   if (a.ld < std::max<int64_t>(1, static_cast<int64_t>(a.rows)) ||
@@ -682,12 +683,18 @@ cublasStatus_t cublasLtMatrixLayoutSetAttribute(cublasLtMatrixLayout_t matLayout
   LtLayout* l = layout_of(matLayout);
   if (l == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
   switch (attr) {
-    case CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT: return read_attr(&l->batch, buf, sizeInBytes);
-    case CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET: return read_attr(&l->batch_stride, buf, sizeInBytes);
-    case CUBLASLT_MATRIX_LAYOUT_LD: return read_attr(&l->ld, buf, sizeInBytes);
-    case CUBLASLT_MATRIX_LAYOUT_ROWS: return read_attr(&l->rows, buf, sizeInBytes);
-    case CUBLASLT_MATRIX_LAYOUT_COLS: return read_attr(&l->cols, buf, sizeInBytes);
-    default: return CUBLAS_STATUS_NOT_SUPPORTED;  // row order and friends are not emulated
+    case CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT:
+      return read_attr(&l->batch, buf, sizeInBytes);
+    case CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET:
+      return read_attr(&l->batch_stride, buf, sizeInBytes);
+    case CUBLASLT_MATRIX_LAYOUT_LD:
+      return read_attr(&l->ld, buf, sizeInBytes);
+    case CUBLASLT_MATRIX_LAYOUT_ROWS:
+      return read_attr(&l->rows, buf, sizeInBytes);
+    case CUBLASLT_MATRIX_LAYOUT_COLS:
+      return read_attr(&l->cols, buf, sizeInBytes);
+    default:
+      return CUBLAS_STATUS_NOT_SUPPORTED;  // row order and friends are not emulated
   }
 }
 
@@ -719,12 +726,18 @@ cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t matmulDesc, c
       s = read_attr(&op, buf, sizeInBytes);
       (attr == CUBLASLT_MATMUL_DESC_TRANSA ? d->transa : d->transb) = static_cast<cublasOperation_t>(op);
       return s;
-    case CUBLASLT_MATMUL_DESC_EPILOGUE: return read_attr(&d->epilogue, buf, sizeInBytes);
-    case CUBLASLT_MATMUL_DESC_BIAS_POINTER: return read_attr(&d->bias, buf, sizeInBytes);
-    case CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE: return read_attr(&d->bias_type, buf, sizeInBytes);
-    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER: return read_attr(&d->aux, buf, sizeInBytes);
-    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD: return read_attr(&d->aux_ld, buf, sizeInBytes);
-    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE: return read_attr(&d->aux_type, buf, sizeInBytes);
+    case CUBLASLT_MATMUL_DESC_EPILOGUE:
+      return read_attr(&d->epilogue, buf, sizeInBytes);
+    case CUBLASLT_MATMUL_DESC_BIAS_POINTER:
+      return read_attr(&d->bias, buf, sizeInBytes);
+    case CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE:
+      return read_attr(&d->bias_type, buf, sizeInBytes);
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER:
+      return read_attr(&d->aux, buf, sizeInBytes);
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD:
+      return read_attr(&d->aux_ld, buf, sizeInBytes);
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE:
+      return read_attr(&d->aux_type, buf, sizeInBytes);
     case CUBLASLT_MATMUL_DESC_A_SCALE_POINTER:
     case CUBLASLT_MATMUL_DESC_B_SCALE_POINTER:
     case CUBLASLT_MATMUL_DESC_D_SCALE_POINTER: {
@@ -733,7 +746,8 @@ cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t matmulDesc, c
       if (ptr != nullptr) d->scale_pointer_set = true;
       return s;
     }
-    default: return CUBLAS_STATUS_NOT_SUPPORTED;
+    default:
+      return CUBLAS_STATUS_NOT_SUPPORTED;
   }
 }
 
@@ -756,9 +770,12 @@ cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t p
   LtPreference* p = pref_of(pref);
   if (p == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
   switch (attr) {
-    case CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES: return read_attr(&p->max_workspace, buf, sizeInBytes);
-    case CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK: return read_attr(&p->reduction_mask, buf, sizeInBytes);
-    default: return CUBLAS_STATUS_NOT_SUPPORTED;
+    case CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES:
+      return read_attr(&p->max_workspace, buf, sizeInBytes);
+    case CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK:
+      return read_attr(&p->reduction_mask, buf, sizeInBytes);
+    default:
+      return CUBLAS_STATUS_NOT_SUPPORTED;
   }
 }
 
@@ -816,8 +833,9 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t
   const int b_rows = desc.transb == CUBLAS_OP_N ? k : n, b_cols = desc.transb == CUBLAS_OP_N ? n : k;
   const size_t esize = element_size(d.type);
   bool in_bounds =
-      (k == 0 || (matrix_in_device_memory(A, element_size(a.type), a_rows, a_cols, p.call.lda, a.batch_stride, batch) &&
-                  matrix_in_device_memory(B, element_size(b.type), b_rows, b_cols, p.call.ldb, b.batch_stride, batch))) &&
+      (k == 0 ||
+       (matrix_in_device_memory(A, element_size(a.type), a_rows, a_cols, p.call.lda, a.batch_stride, batch) &&
+        matrix_in_device_memory(B, element_size(b.type), b_rows, b_cols, p.call.ldb, b.batch_stride, batch))) &&
       matrix_in_device_memory(D, esize, m, n, static_cast<int>(d.ld), d.batch_stride, batch);
   const bool reads_c = use_double ? *static_cast<const double*>(beta) != 0.0 : *static_cast<const float*>(beta) != 0.0f;
   if (reads_c) {
@@ -825,7 +843,8 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t
                 matrix_in_device_memory(C, esize, m, n, static_cast<int>(c.ld), c.batch_stride, batch);
   }
   if (has_bias(desc.epilogue)) in_bounds = in_bounds && hg::emu::is_device_range(desc.bias, esize * m);
-  if (desc.epilogue == CUBLASLT_EPILOGUE_BGRADB) in_bounds = in_bounds && hg::emu::is_device_range(desc.bias, esize * n);
+  if (desc.epilogue == CUBLASLT_EPILOGUE_BGRADB)
+    in_bounds = in_bounds && hg::emu::is_device_range(desc.bias, esize * n);
   if (uses_aux(desc.epilogue)) {
     in_bounds = in_bounds && matrix_in_device_memory(desc.aux, esize, m, n, static_cast<int>(desc.aux_ld), 0, 1);
   }

@@ -151,7 +151,8 @@ TEST_CASE("folded matmul: [..., M, K] @ [K, N] is one GEMM per direction", "[ker
       const Tensor z = ops::matmul(wide.narrow(-1, 0, 6), w.detach());
       CHECK(gemm_calls() - b2 == 1);
       CHECK(ops::detail::gemm_call_stats().last_batch == 1);
-      const LinearRef zr = linear_reference(flat_values(wide.narrow(-1, 0, 6)), wt, {}, std::vector<double>(70, 0.0), 10, 6, 7);
+      const LinearRef zr =
+          linear_reference(flat_values(wide.narrow(-1, 0, 6)), wt, {}, std::vector<double>(70, 0.0), 10, 6, 7);
       CHECK(compare_values(flat_values(z), zr.y, tol) == "");
     }
   }
@@ -166,15 +167,15 @@ TEST_CASE("CUDA column reductions match f64, without a transposing copy", "[kern
     std::vector<int64_t> dims;
     int kind;  // 0 contiguous, 1 column slice (non-contiguous)
   };
-  const std::vector<Case> cases{{{1, 5}, {0}, 0},       {{2, 1}, {0}, 0},      {{3, 33}, {0}, 0},
-                                {{5000, 77}, {0}, 0},   {{64, 1031}, {0}, 0},  {{300, 4, 6}, {0}, 0},
-                                {{7, 5, 9}, {0, 1}, 0}, {{400, 20}, {0}, 1},   {{1025, 3}, {0}, 0}};
+  const std::vector<Case> cases{{{1, 5}, {0}, 0},       {{2, 1}, {0}, 0},     {{3, 33}, {0}, 0},
+                                {{5000, 77}, {0}, 0},   {{64, 1031}, {0}, 0}, {{300, 4, 6}, {0}, 0},
+                                {{7, 5, 9}, {0, 1}, 0}, {{400, 20}, {0}, 1},  {{1025, 3}, {0}, 0}};
   for (DType dtype : {kF32, kF16, kBF16, kF64}) {
     for (const Case& c : cases) {
       Tensor host = make_input(c.shape, kF64, Domain::kAny, 21).to(dtype);
       if (c.kind == 1) host = host.slice(1, 3, 15);
-      const Tensor x = (c.kind == 1 ? make_input(c.shape, kF64, Domain::kAny, 21).to(dtype).to(dev).slice(1, 3, 15)
-                                    : host.to(dev));
+      const Tensor x =
+          (c.kind == 1 ? make_input(c.shape, kF64, Domain::kAny, 21).to(dtype).to(dev).slice(1, 3, 15) : host.to(dev));
       const std::vector<double> v = values_of(host.contiguous());
       // f64 reference: reduce over the leading dims listed (always a prefix here).
       int64_t outer = 1;
@@ -191,9 +192,12 @@ TEST_CASE("CUDA column reductions match f64, without a transposing copy", "[kern
           double acc = op == OpId::max ? -INFINITY : op == OpId::min ? INFINITY : 0.0;
           for (int64_t i = 0; i < outer; ++i) {
             const double e = v[static_cast<size_t>(i * inner + j)];
-            if (op == OpId::max) acc = std::max(acc, e);
-            else if (op == OpId::min) acc = std::min(acc, e);
-            else acc += op == OpId::norm ? e * e : e;
+            if (op == OpId::max)
+              acc = std::max(acc, e);
+            else if (op == OpId::min)
+              acc = std::min(acc, e);
+            else
+              acc += op == OpId::norm ? e * e : e;
           }
           if (op == OpId::mean) acc /= static_cast<double>(outer);
           if (op == OpId::norm) acc = std::sqrt(acc);
@@ -239,9 +243,7 @@ TEST_CASE("CUDA column reductions match f64, without a transposing copy", "[kern
 
 namespace {
 
-double gelu_tanh(double x) {
-  return 0.5 * x * (1.0 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
-}
+double gelu_tanh(double x) { return 0.5 * x * (1.0 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))); }
 double gelu_tanh_grad(double x) {
   const double t = std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x));
   return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * 0.7978845608028654 * (1.0 + 3.0 * 0.044715 * x * x);
@@ -293,7 +295,8 @@ TEST_CASE("cuBLASLt epilogues match f64 math (bias, GELU, aux, dGELU, bias gradi
           for (int64_t p = 0; p < k; ++p) ref_bias[static_cast<size_t>(i)] += av[static_cast<size_t>(i * k + p)];
           for (int64_t j = 0; j < n; ++j) {
             double v = 0.0;
-            for (int64_t p = 0; p < k; ++p) v += av[static_cast<size_t>(i * k + p)] * bv[static_cast<size_t>(p * n + j)];
+            for (int64_t p = 0; p < k; ++p)
+              v += av[static_cast<size_t>(i * k + p)] * bv[static_cast<size_t>(p * n + j)];
             if (e == E::bias || e == E::gelu_bias || e == E::gelu_aux_bias) v += biasv[static_cast<size_t>(j)];
             if (e == E::gelu_aux || e == E::gelu_aux_bias) ref_aux[static_cast<size_t>(i * ld_aux + j)] = v;
             if (e == E::gelu || e == E::gelu_bias || e == E::gelu_aux || e == E::gelu_aux_bias) v = gelu_tanh(v);
@@ -419,9 +422,9 @@ TEST_CASE("counts: one GPT block forward + backward on cuda-emu", "[kernels][lin
   y.backward(gy);
   const int64_t all_gemms = gemm_calls() - gemms;
   const uint64_t all_launches = emu::launch_count() - launches;
-  WARN("GPT block (B=4, T=32, C=64, 4 heads), f32: forward " << fwd_gemms << " GEMMs, " << fwd_launches
-                                                             << " launches; forward+backward " << all_gemms
-                                                             << " GEMMs, " << all_launches << " launches");
+  WARN("GPT block (B=4, T=32, C=64, 4 heads), f32: forward "
+       << fwd_gemms << " GEMMs, " << fwd_launches << " launches; forward+backward " << all_gemms << " GEMMs, "
+       << all_launches << " launches");
   // Four linears: one GEMM each forward, two each backward; attention's own
   // GEMMs (if any) come on top.
   CHECK(all_gemms >= 12);

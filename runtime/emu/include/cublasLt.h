@@ -45,7 +45,7 @@ typedef enum {
   CUBLASLT_MATRIX_LAYOUT_ROWS = 2,
   CUBLASLT_MATRIX_LAYOUT_COLS = 3,
   CUBLASLT_MATRIX_LAYOUT_LD = 4,
-  CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT = 5,          // int32_t
+  CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT = 5,           // int32_t
   CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET = 6,  // int64_t
 } cublasLtMatrixLayoutAttribute_t;
 
@@ -53,16 +53,16 @@ typedef enum {
   CUBLASLT_MATMUL_DESC_COMPUTE_TYPE = 0,
   CUBLASLT_MATMUL_DESC_SCALE_TYPE = 1,
   CUBLASLT_MATMUL_DESC_POINTER_MODE = 2,
-  CUBLASLT_MATMUL_DESC_TRANSA = 3,                 // int32_t (cublasOperation_t)
-  CUBLASLT_MATMUL_DESC_TRANSB = 4,                 // int32_t (cublasOperation_t)
-  CUBLASLT_MATMUL_DESC_EPILOGUE = 7,               // uint32_t (cublasLtEpilogue_t)
-  CUBLASLT_MATMUL_DESC_BIAS_POINTER = 8,           // void*
-  CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE = 10,     // int64_t
-  CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER = 11,  // void*
-  CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD = 12,       // int64_t
-  CUBLASLT_MATMUL_DESC_A_SCALE_POINTER = 17,       // void*
-  CUBLASLT_MATMUL_DESC_B_SCALE_POINTER = 18,       // void*
-  CUBLASLT_MATMUL_DESC_D_SCALE_POINTER = 20,       // void*
+  CUBLASLT_MATMUL_DESC_TRANSA = 3,                   // int32_t (cublasOperation_t)
+  CUBLASLT_MATMUL_DESC_TRANSB = 4,                   // int32_t (cublasOperation_t)
+  CUBLASLT_MATMUL_DESC_EPILOGUE = 7,                 // uint32_t (cublasLtEpilogue_t)
+  CUBLASLT_MATMUL_DESC_BIAS_POINTER = 8,             // void*
+  CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE = 10,       // int64_t
+  CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER = 11,    // void*
+  CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD = 12,         // int64_t
+  CUBLASLT_MATMUL_DESC_A_SCALE_POINTER = 17,         // void*
+  CUBLASLT_MATMUL_DESC_B_SCALE_POINTER = 18,         // void*
+  CUBLASLT_MATMUL_DESC_D_SCALE_POINTER = 20,         // void*
   CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE = 22,  // int32_t (cudaDataType)
   CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE = 26,          // int32_t (cudaDataType)
 } cublasLtMatmulDescAttributes_t;
@@ -91,7 +91,7 @@ typedef enum {
 
 typedef enum {
   CUBLASLT_MATMUL_PREF_SEARCH_MODE = 0,
-  CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES = 1,  // uint64_t
+  CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES = 1,    // uint64_t
   CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK = 3,  // uint32_t
 } cublasLtMatmulPreferenceAttributes_t;
 
