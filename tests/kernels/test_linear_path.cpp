@@ -17,6 +17,7 @@
 
 #if defined(HG_WITH_CUDA)
 #include "amp/grad_scaler.h"
+#include "autograd/autocast.h"
 #include "kernels/cuda/device_table.h"
 #include "nn/models/gpt.h"
 #include "optim/optimizer.h"
@@ -429,6 +430,23 @@ TEST_CASE("counts: one GPT block forward + backward on cuda-emu", "[kernels][lin
   // GEMMs (if any) come on top.
   CHECK(all_gemms >= 12);
   CHECK(ops::detail::gemm_call_stats().calls > 0);
+  // The same under bf16 autocast: the biases are cast to bf16 with the
+  // operands, so each linear's forward takes the cuBLASLt bias epilogue.
+  {
+    amp::Autocast autocast(kBF16);
+    (void)block.forward(x);
+    const auto lt = cuda::lt_stats();
+    const int64_t g0 = gemm_calls();
+    const uint64_t l0 = emu::launch_count();
+    const Tensor yb = block.forward(x);
+    CHECK(cuda::lt_stats().matmuls - lt.matmuls == 4);
+    const int64_t fg = gemm_calls() - g0;
+    const uint64_t fl = emu::launch_count() - l0;
+    yb.backward(gy.to(kBF16));
+    WARN("the same block under bf16 autocast: forward " << fg << " GEMMs, " << fl << " launches; forward+backward "
+                                                        << gemm_calls() - g0 << " GEMMs, " << emu::launch_count() - l0
+                                                        << " launches");
+  }
 }
 #endif
 
