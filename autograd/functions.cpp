@@ -334,6 +334,36 @@ Tensor matmul_impl(const char* name, const Tensor& a, const Tensor& b, bool ta, 
 }
 }  // namespace
 
+namespace {
+// Whether the leading dims of x (all but the last) merge into one dim by
+// strides alone, so x.reshape({-1, K}) is a view (size-1 dims take any stride).
+bool rows_fold(const Tensor& x) {
+  int64_t expected = -1;
+  for (int64_t d = x.dim() - 2; d >= 0; --d) {
+    if (x.size(d) == 1) continue;
+    if (expected >= 0 && x.stride(d) != expected) return false;
+    expected = x.stride(d) * x.size(d);
+  }
+  return true;
+}
+
+// Note [Folded linear layers]
+// x [..., K] against a 2-D weight is one [prod(...), K] matrix: the forward,
+// dX and dW are each ONE 2-D GEMM, and dW = g^T @ x sums over every leading
+// position inside the GEMM (fp32 accumulation over B*T, one rounding) instead
+// of a batched GEMM producing [B, out, in] partials that sum_to then reduces.
+// The fold is a view when the leading dims merge by strides (any contiguous
+// input); linear folds a non-mergeable input through a copy (one read and
+// write of x, cheaper than B weight-sized partials), matmul keeps the batched
+// GEMM for such an input.
+Tensor folded_matmul(const char* name, const Tensor& a, const Tensor& b, bool tb, const Tensor& bias) {
+  Shape out_shape = a.sizes();
+  out_shape.back() = tb ? b.size(0) : b.size(1);
+  const Tensor flat = reshape(a, {-1, a.size(-1)});
+  return reshape(matmul_impl(name, flat, b, false, tb, bias), out_shape);
+}
+}  // namespace
+
 Tensor matmul(const Tensor& a, const Tensor& b) {
   HG_CHECK(a.defined() && b.defined(), "matmul: both operands must be defined tensors");
   HG_CHECK(a.dim() >= 1 && b.dim() >= 1, "matmul: operands must have at least 1 dim, got ", a.shape_str(), " and ",
@@ -343,10 +373,14 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   if (a.dim() == 1 || b.dim() == 1) {
     const Tensor a2 = a.dim() == 1 ? unsqueeze(a, 0) : a;
     const Tensor b2 = b.dim() == 1 ? unsqueeze(b, 1) : b;
-    Tensor y = matmul_impl("matmul", a2, b2, false, false, Tensor());
+    Tensor y = matmul(a2, b2);
     if (b.dim() == 1) y = squeeze(y, -1);
     if (a.dim() == 1) y = squeeze(y, -2 + (b.dim() == 1 ? 1 : 0));
     return y;
+  }
+  // [..., M, K] @ [K, N]: one 2-D GEMM per direction (Note [Folded linear layers]).
+  if (a.dim() > 2 && b.dim() == 2 && a.size(-1) == b.size(0) && rows_fold(a)) {
+    return folded_matmul("matmul", a, b, false, Tensor());
   }
   return matmul_impl("matmul", a, b, false, false, Tensor());
 }
@@ -363,13 +397,12 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   HG_CHECK(weight.dim() == 2, "linear: weight must be [out_features, in_features], got ", weight.shape_str());
-  if (x.dim() == 2 || x.dim() == 3) return matmul_impl("linear", x, weight, false, true, bias);
-  // Any leading shape: flatten to 2-D and back.
-  HG_CHECK(x.dim() >= 1, "linear: input must have at least 1 dim");
-  Shape out_shape = x.sizes();
-  out_shape.back() = weight.size(0);
-  const Tensor flat = reshape(x, {-1, x.size(-1)});
-  return reshape(matmul_impl("linear", flat, weight, false, true, bias), out_shape);
+  HG_CHECK(x.defined() && x.dim() >= 1, "linear: input must be a defined tensor with at least 1 dim");
+  if (x.dim() == 2) return matmul_impl("linear", x, weight, false, true, bias);
+  HG_CHECK(x.size(-1) == weight.size(1), "linear: input ", x.shape_str(), " has ", x.size(-1),
+           " features but the weight ", weight.shape_str(), " takes ", weight.size(1));
+  // Any leading shape: one 2-D GEMM per direction (Note [Folded linear layers]).
+  return folded_matmul("linear", x, weight, true, bias);
 }
 
 // ---- softmax family -------------------------------------------------------------------------

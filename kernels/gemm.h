@@ -42,6 +42,21 @@ bool allow_tf32();
 
 namespace hg {
 
+// What a CUDA GEMM can fuse after the product (cuBLASLt epilogues; kernels/
+// cuda/gemm.cu maps each to its CUBLASLT_EPILOGUE_*). Row-major terms, C is
+// m x n, accumulation in fp32 (f64 for f64), one rounding on store:
+enum class GemmEpilogue : uint8_t {
+  none,           // C = alpha op(A) op(B) + beta C
+  bias,           // ... + bias[j]                       bias: [n], the operands' dtype
+  gelu,           // C = gelu_tanh(alpha op(A) op(B) + beta C)
+  gelu_bias,      // C = gelu_tanh(... + bias[j])
+  gelu_aux,       // as gelu, and aux[i, j] = the GELU input (aux: row-major, row stride ld_aux)
+  gelu_aux_bias,  // as gelu_bias, and aux[i, j] = the GELU input (bias included)
+  dgelu,          // C = (alpha op(A) op(B) + beta C) * gelu_tanh'(aux[i, j])
+  bgrad_a,        // C as none, and bias[i] = sum_k op(A)[i, k] (bias: [m], written): the
+                  // bias gradient of a weight-gradient GEMM dW = g^T x with A = g^T
+};
+
 // One (strided-batched) GEMM in row-major terms:
 //   C[b] = alpha * op(A[b]) @ op(B[b]) + beta * C[b],  b in [0, batch)
 // op(A) is m x k, op(B) is k x n, C is m x n. Leading dimensions are row
@@ -59,6 +74,19 @@ struct GemmArgs {
   float alpha = 1.0f, beta = 0.0f;
   bool allow_tf32 = false;
   int device_index = 0;
+  // CUDA only (cuda::gemm_lt): the epilogue and its vectors. bias and aux must
+  // be device memory of the operands' dtype; ld_aux >= n and a multiple of 8;
+  // epilogues other than none need batch == 1.
+  GemmEpilogue epilogue = GemmEpilogue::none;
+  void* bias = nullptr;
+  void* aux = nullptr;
+  int64_t ld_aux = 0;
+  // Per-tensor fp32 scales in device memory (null = 1): D = scale_a * scale_b *
+  // (op(A) op(B)) then * scale_d on store. For 8-bit float GEMMs; cuBLASLt
+  // refuses them for the 16/32/64-bit dtypes.
+  const float* scale_a = nullptr;
+  const float* scale_b = nullptr;
+  const float* scale_d = nullptr;
 };
 
 namespace cpu {
@@ -85,8 +113,21 @@ bool gemm_has_onednn();
 }
 #if defined(HG_WITH_CUDA)
 namespace cuda {
+// cuBLAS (cublasGemmStridedBatchedEx); args.epilogue must be none.
 void gemm(const GemmArgs& args);
-}
+// cuBLASLt (Note [cuBLASLt GEMMs] in kernels/cuda/gemm.cu): runs args with its
+// epilogue and returns true, or returns false having done nothing when
+// cuBLASLt has no algorithm for this problem (shape, alignment, epilogue);
+// the caller then takes another path. Bad arguments are an hg::Error.
+bool gemm_lt(const GemmArgs& args);
+// Process-wide count of cublasLtMatmul calls and of heuristic queries (the
+// plan cache's misses), for tests.
+struct LtStats {
+  int64_t matmuls = 0;
+  int64_t heuristic_queries = 0;
+};
+LtStats lt_stats();
+}  // namespace cuda
 #endif
 
 namespace ops::detail {

@@ -1,13 +1,23 @@
-// matmul: shape checks, operand layout (transposed views need no copy), bias
-// pre-fill, and dispatch to the backend GEMM.
+// matmul: shape checks, operand layout (transposed views need no copy), the
+// fold of batch dims into rows, the bias (a cuBLASLt epilogue on CUDA, else a
+// pre-fill), and dispatch to the backend GEMM.
+//
+// Note [Bias epilogue]
+// On CUDA a 2-D product (after Note [Folded GEMM rows]) with a bias of one
+// value per output column, in the operands' dtype and packed, runs as one
+// cublasLtMatmul with CUBLASLT_EPILOGUE_BIAS: the bias is added to the fp32
+// accumulator before the single rounding, with no pre-filled output and no
+// extra read of it. When cuBLASLt has no algorithm for the problem (e.g. a
+// misaligned pointer), or the bias broadcasts otherwise, the bias is copied
+// into the output (a broadcast copy) and the GEMM accumulates onto it with
+// beta = 1, the CPU's path too: the same single rounding.
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <vector>
 
 #include "core/copy.h"
 #include "kernels/gemm.h"
-
-#include <vector>
 
 namespace hg::ops {
 
@@ -80,6 +90,35 @@ std::vector<int64_t> batch_strides(const Tensor& t, const Shape& batch_shape) {
   return out;
 }
 
+// Note [Folded GEMM rows]
+// a [..., M, K] (not transposed) against a 2-D b is one [prod(...) * M, K]
+// matrix when a's leading dims and its row dim merge into one stride: a 2-D
+// GEMM instead of a strided-batched one (cuBLAS picks its kernels for the
+// real M, and a bias epilogue needs batch 1). The [rows, K] view of a, or an
+// undefined tensor when the layout (or a bias that varies over the leading
+// dims) does not allow the fold.
+Tensor fold_rows(const Tensor& a, const Tensor& b, bool trans_a, const Tensor& bias) {
+  if (trans_a || b.dim() != 2 || a.dim() <= 2) return Tensor();
+  if (bias.defined()) {
+    for (int64_t d = 0; d + 1 < bias.dim(); ++d) {
+      if (bias.size(d) != 1) return Tensor();
+    }
+  }
+  int64_t row_stride = -1, expected = 0, rows = 1;
+  for (int64_t d = a.dim() - 2; d >= 0; --d) {
+    rows *= a.size(d);
+    if (a.size(d) == 1) continue;
+    if (row_stride < 0) {
+      row_stride = a.stride(d);
+    } else if (a.stride(d) != expected) {
+      return Tensor();
+    }
+    expected = a.stride(d) * a.size(d);
+  }
+  if (row_stride < 0) row_stride = std::max<int64_t>(a.size(-1), 1);
+  return a.as_strided({rows, a.size(-1)}, {row_stride, a.stride(-1)}, a.offset());
+}
+
 }  // namespace
 
 // Broadcast batch shape of two operands of rank >= 2 (their dims before the
@@ -123,11 +162,48 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b, cons
   Shape out_shape = batch_shape;
   out_shape.push_back(m);
   out_shape.push_back(n);
+  if (const Tensor rows = fold_rows(a, b, trans_a, bias); rows.defined()) {
+    return matmul(rows, b, false, trans_b, bias).view(out_shape);
+  }
   Tensor out = empty(out_shape, {.dtype = a.dtype(), .device = a.device()});
-  float beta = 0.0f;
   if (bias.defined()) {
     HG_CHECK(bias.device() == a.device(), "matmul: bias is on ", bias.device(), " but operands are on ",
              a.device());
+  }
+#if defined(HG_WITH_CUDA)
+  // A 2-D CUDA GEMM with a per-column bias: the cuBLASLt BIAS epilogue adds it
+  // in fp32 before the one rounding, and nothing is pre-filled (Note [Bias
+  // epilogue]).
+  if (bias.defined() && a.is_cuda() && batch_shape.empty() && out.numel() > 0 && ka > 0 && bias.dtype() == a.dtype() &&
+      bias.numel() == n && (n == 1 || bias.stride(-1) == 1)) {
+    const Operand A = layout(a, trans_a);
+    const Operand B = layout(b, trans_b);
+    GemmArgs args;
+    args.dtype = a.dtype();
+    args.trans_a = A.trans;
+    args.trans_b = B.trans;
+    args.m = m;
+    args.n = n;
+    args.k = ka;
+    args.lda = A.ld;
+    args.ldb = B.ld;
+    args.ldc = n;
+    args.stride_c = m * n;
+    args.allow_tf32 = allow_tf32();
+    args.device_index = a.device().index;
+    args.a = A.data;
+    args.b = B.data;
+    args.c = out.data_ptr();
+    args.epilogue = GemmEpilogue::bias;
+    args.bias = const_cast<void*>(bias.data_ptr());
+    if (cuda::gemm_lt(args)) {
+      detail::note_gemm_call(args);
+      return out;
+    }
+  }
+#endif
+  float beta = 0.0f;
+  if (bias.defined()) {
     // The bias is written into out and the GEMM accumulates onto it (beta = 1):
     // one rounding, bias added in fp32.
     copy_into(out, bias.expand(out_shape));

@@ -97,6 +97,16 @@ inline void check_reduce_rows_buffers(const Tensor& out, const Tensor& x) {
   HG_CHECK(out.is_contiguous() && out.numel() == x.sizes()[0] && out.dtype() == x.dtype(),
            "reduce_rows: bad output ", out.shape_str());
 }
+// The preconditions of reduce_cols (both backends): dense columns in (element
+// (r, c) at r + c * stride(1), stride(1) >= rows so columns do not overlap),
+// one contiguous output per r.
+inline void check_reduce_cols_buffers(const Tensor& out, const Tensor& x) {
+  HG_CHECK(x.dim() == 2 && (x.sizes()[0] <= 1 || x.strides()[0] == 1) &&
+               (x.sizes()[1] <= 1 || x.strides()[1] >= x.sizes()[0]),
+           "reduce_cols wants dense columns, got ", x.shape_str());
+  HG_CHECK(out.is_contiguous() && out.numel() == x.sizes()[0] && out.dtype() == x.dtype(), "reduce_cols: bad output ",
+           out.shape_str());
+}
 }  // namespace hg::detail
 
 namespace hg::cpu {
@@ -110,5 +120,9 @@ void reduce_cols(OpId op, const Tensor& out, const Tensor& x);
 #if defined(HG_WITH_CUDA)
 namespace hg::cuda {
 HG_DECLARE_REDUCE_KERNELS
+// The CUDA column path (Note [Column reductions on CUDA], kernels/cuda/
+// reduce.cu): out[r] = op(x[r, 0..cols)) for a view with dense columns
+// (stride(0) == 1, stride(1) >= rows), no copy; value reductions only.
+void reduce_cols(OpId op, const Tensor& out, const Tensor& x);
 }  // namespace hg::cuda
 #endif

@@ -7,9 +7,10 @@
 // reduced dims are dense in memory (a last-dim reduction, or any reduction of
 // a contiguous tensor over trailing dims) that view costs nothing; otherwise
 // (a column reduction, a middle dim) the permuted tensor is first copied with
-// contiguous(), one extra read and write of x; except on the CPU, whose
-// reduce_cols takes a reduction over the leading dims of a contiguous tensor
-// as it lies (Note [Column reductions on the CPU], kernels/cpu/reduce.cpp). Because the reduced dims keep
+// contiguous(), one extra read and write of x; except for a reduction over the
+// leading dims of a contiguous tensor (a bias gradient), which both backends'
+// reduce_cols take as it lies (Note [Column reductions on the CPU], kernels/
+// cpu/reduce.cpp; Note [Column reductions on CUDA], kernels/cuda/reduce.cu). Because the reduced dims keep
 // their order, a column index of the row view is the row-major index within
 // the reduced slice, which is what argmax returns.
 #include <cstdint>
@@ -156,11 +157,12 @@ Tensor reduce(OpId op, const Tensor& x, const std::vector<int64_t>& dims, bool k
   }
   if (out_dtype != x.dtype()) plan.permuted = plan.permuted.to(out_dtype);
   const Tensor out_rows = out.as_strided({plan.rows}, {1}, out.offset());
-  if (x.is_cpu()) {  // no transposing copy (Note [Column reductions on the CPU])
-    if (const Tensor cols = cols_view(plan); cols.defined()) {
-      cpu::reduce_cols(op, out_rows, cols);
-      return out;
-    }
+  // A reduction over the leading dims of a contiguous tensor needs no
+  // transposing copy (Note [Column reductions on the CPU], kernels/cpu/
+  // reduce.cpp; Note [Column reductions on CUDA], kernels/cuda/reduce.cu).
+  if (const Tensor cols = cols_view(plan); cols.defined()) {
+    HG_BACKEND_CALL(x.device(), reduce_cols, op, out_rows, cols);
+    return out;
   }
   const Tensor rows = rows_view(plan);
   HG_BACKEND_CALL(x.device(), reduce_rows, op, out_rows, rows);

@@ -1,5 +1,7 @@
 // CUDA row reductions (kernels/reduce.h): sum, mean, max, min, norm and argmax
-// over each row of a [rows, cols] view with dense rows. One kernel template
+// over each row of a [rows, cols] view with dense rows; and the value
+// reductions over a view with dense columns (reduce_cols, below), which takes a
+// reduction over the leading dims of a contiguous tensor without a copy. One kernel template
 // does all of them; each op is a functor over an accumulator (Acc):
 //   load(x, c)     the Acc of one element at column c
 //   combine(a, b)  merges two Accs (associative; for argmax also commutative)
@@ -270,7 +272,169 @@ void run_rows(const char* name, const Op& op, const Tensor& out, const Tensor& x
   // after this stream's work.
 }
 
+// ---- column reductions ---------------------------------------------------------------------
+//
+// Note [Column reductions on CUDA]
+// reduce_cols_kernel<Op, In, kLoadRaw, kWritePartial>
+//   formula     out[r] = finish(combine_{c in [0, cols)} load(x[r + c * ld], c), cols)
+//   shapes      x [rows, cols] with dense columns (stride(0) == 1, stride(1) = ld
+//               >= rows): a row-major [cols, rows] matrix summed over its rows,
+//               as a bias gradient [B*T, N] -> [N]; out [rows]
+//   split       a block is kColLanes (32) consecutive r (one warp's lanes, so
+//               every load of a warp is one contiguous run of 32 elements) by
+//               kColWarps (8) warps; warp w accumulates c = c0 + w, c0 + w + 8,
+//               ... of its block's column slab [c0, c1) into a register Acc; the
+//               8 warp partials meet in shared memory and warp 0 folds them in
+//               warp order. No atomics.
+//   two-pass    when the r blocks alone cannot fill the GPU (few output
+//               columns, many rows: 768 outputs over 8192 rows is 24 blocks),
+//               the c range is cut into `splits` slabs (grid.y): pass 1 writes
+//               one partial Acc per (slab, r) to a workspace [splits, rows];
+//               pass 2 runs the same kernel over it (kLoadRaw = false) and
+//               applies finish with the original cols.
+//   launch      256 threads (32 x 8); grid.x = ceil(rows / 32), grid.y = splits
+//   bytes       each element of x read once (sizeof(T)); rows * sizeof(T)
+//               written; two-pass adds splits * rows * sizeof(Acc) written and
+//               read back (<= 1/256 of x when it splits)
+//   FLOPs       one combine per element
+//   precision   as the row path: float accumulation for f32/f16/bf16, double
+//               for f64, i64 for integer sums; one rounding on store
+//   determinism the combination order is a function of (rows, cols, the SM
+//               count) only: bit-identical run to run; it differs
+//               from the row path's order (and the CPU's), so results agree to
+//               the reduction tolerance, not bit for bit
+constexpr int kColLanes = kWarpSize;
+constexpr int kColWarps = kBlockThreads / kWarpSize;
+constexpr int64_t kColsPerColSplit = 256;  // the least c per slab worth a block
+
+struct ColArgs {
+  const void* in;  // [rows, in_cols] of In: element (r, c) at r + c * ld
+  void* out;       // [rows] of Out (final pass) or [gridDim.y, rows] of Acc (pass 1)
+  int64_t rows;
+  int64_t in_cols;
+  int64_t ld;
+  int64_t chunk;  // columns per grid.y slab
+  int64_t count;  // the n handed to finish: the original cols
+};
+
+template <typename Op, typename In, bool kLoadRaw, bool kWritePartial>
+__global__ void __launch_bounds__(kBlockThreads) reduce_cols_kernel(ColArgs args, Op op) {
+  using Acc = typename Op::Acc;
+  // shared: one partial per (warp, lane); registers: acc; global: in (read once), out
+  __shared__ Acc partial[kColWarps][kColLanes];
+  const int lane = static_cast<int>(threadIdx.x) % kColLanes;
+  const int warp = static_cast<int>(threadIdx.x) / kColLanes;
+  const int64_t r = static_cast<int64_t>(blockIdx.x) * kColLanes + lane;
+  const int64_t c_begin = static_cast<int64_t>(blockIdx.y) * args.chunk;
+  const int64_t c_end = c_begin + args.chunk < args.in_cols ? c_begin + args.chunk : args.in_cols;
+  Acc acc = op.identity();
+  if (r < args.rows) {
+    const In* in = static_cast<const In*>(args.in) + r;
+    for (int64_t c = c_begin + warp; c < c_end; c += kColWarps) {
+      if constexpr (kLoadRaw) {
+        acc = op.combine(acc, op.load(in[c * args.ld], c));
+      } else {
+        acc = op.combine(acc, in[c * args.ld]);
+      }
+    }
+  }
+  partial[warp][lane] = acc;
+  __syncthreads();
+  if (warp != 0 || r >= args.rows) return;
+  for (int w = 1; w < kColWarps; ++w) acc = op.combine(acc, partial[w][lane]);
+  if constexpr (kWritePartial) {
+    static_cast<Acc*>(args.out)[static_cast<int64_t>(blockIdx.y) * args.rows + r] = acc;
+  } else {
+    using Out = decltype(op.finish(acc, 0));
+    static_cast<Out*>(args.out)[r] = op.finish(acc, args.count);
+  }
+}
+
+// Column slabs: > 1 only when the r blocks leave most SMs idle and each slab
+// still gets kColsPerColSplit columns.
+int64_t col_splits_for(int64_t rows, int64_t cols) {
+  const int64_t blocks = (rows + kColLanes - 1) / kColLanes;
+  const int64_t wanted_blocks = 4 * static_cast<int64_t>(device_properties().multiProcessorCount);
+  if (blocks >= wanted_blocks || cols < 2 * kColsPerColSplit) return 1;
+  const int64_t by_size = cols / kColsPerColSplit;
+  const int64_t by_occupancy = (wanted_blocks + blocks - 1) / blocks;
+  return std::max<int64_t>(1, std::min<int64_t>({by_size, by_occupancy, 65535}));
+}
+
+template <typename T, typename Op>
+void run_cols(const char* name, const Op& op, const Tensor& out, const Tensor& x) {
+  using Acc = typename Op::Acc;
+  const int64_t rows = x.sizes()[0], cols = x.sizes()[1];
+  if (rows == 0) return;
+  DeviceGuard guard(out.device().index);
+  const cudaStream_t stream = current_stream().handle();
+  const int64_t splits = col_splits_for(rows, cols);
+  const dim3 block(kBlockThreads);
+  ColArgs args{};
+  args.in = x.data_ptr();
+  args.rows = rows;
+  args.in_cols = cols;
+  args.ld = cols > 1 ? x.strides()[1] : rows;
+  args.count = cols;
+  const auto grid_x = static_cast<unsigned>((rows + kColLanes - 1) / kColLanes);
+  if (splits == 1) {
+    args.out = out.data_ptr();
+    args.chunk = cols;
+    launch_kernel(name, __FILE__, __LINE__, reduce_cols_kernel<Op, T, true, false>, dim3(grid_x, 1), block, 0, stream,
+                  args, op);
+    return;
+  }
+  Tensor workspace = empty({splits, rows, static_cast<int64_t>(sizeof(Acc))}, {.dtype = kU8, .device = out.device()});
+  args.out = workspace.data_ptr();
+  args.chunk = (cols + splits - 1) / splits;
+  launch_kernel(name, __FILE__, __LINE__, reduce_cols_kernel<Op, T, true, true>,
+                dim3(grid_x, static_cast<unsigned>(splits)), block, 0, stream, args, op);
+  ColArgs final_args{};
+  final_args.in = workspace.data_ptr();
+  final_args.out = out.data_ptr();
+  final_args.rows = rows;
+  final_args.in_cols = splits;
+  final_args.ld = rows;
+  final_args.chunk = splits;
+  final_args.count = cols;
+  launch_kernel(name, __FILE__, __LINE__, reduce_cols_kernel<Op, Acc, false, false>, dim3(grid_x, 1), block, 0, stream,
+                final_args, op);
+  // The workspace goes back to the caching allocator, which orders its reuse
+  // after this stream's work.
+}
+
 }  // namespace
+
+void reduce_cols(OpId op, const Tensor& out, const Tensor& x) {
+  hg::detail::check_reduce_cols_buffers(out, x);
+  const char* name = op_name(op).data();
+  dispatch_dtype(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    switch (op) {
+      case OpId::max:
+        return run_cols<T>(name, ExtremumOp<T, true>{}, out, x);
+      case OpId::min:
+        return run_cols<T>(name, ExtremumOp<T, false>{}, out, x);
+      default:
+        break;
+    }
+    if constexpr (std::is_same_v<T, int64_t>) {
+      if (op == OpId::sum) return run_cols<T>(name, SumOp<T>{}, out, x);
+    } else if constexpr (!std::is_integral_v<T>) {
+      switch (op) {
+        case OpId::sum:
+          return run_cols<T>(name, SumOp<T>{}, out, x);
+        case OpId::mean:
+          return run_cols<T>(name, MeanOp<T>{}, out, x);
+        case OpId::norm:
+          return run_cols<T>(name, NormOp<T>{}, out, x);
+        default:
+          break;
+      }
+    }
+    HG_FAIL("cuda::reduce_cols: ", op_name(op), " is not a reduction for dtype ", dtype_of<T>());
+  });
+}
 
 void reduce_rows(OpId op, const Tensor& out, const Tensor& x) {
   hg::detail::check_reduce_rows_buffers(out, x);

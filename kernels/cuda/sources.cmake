@@ -4,6 +4,7 @@
 # the device-side error flag).
 list(APPEND HG_CUDA_HOST_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/device_hooks.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/device_table.cpp
 )
 # .cu kernel files (nvcc in gpu, g++ -x c++ in emu):
 list(APPEND HG_CUDA_SOURCES

@@ -176,6 +176,7 @@ struct Engine {
   uint64_t seed = 1;
   std::unordered_map<KernelEntry, size_t> max_dynamic_smem;
   LaunchStats last_stats;
+  uint64_t launch_count = 0;  // successful launches, process-wide
 };
 
 // Leaked on purpose: the worker thread blocks on it until the process exits.
@@ -316,6 +317,7 @@ LaunchResult launch(const KernelLaunch& l) {
   {
     std::lock_guard lock(e.state_mutex);
     e.last_stats = stats;
+    if (failure.error == cudaSuccess) ++e.launch_count;
   }
   LaunchResult result;
   result.error = failure.error;
@@ -373,6 +375,12 @@ LaunchStats last_launch_stats() {
   Engine& e = engine();
   std::lock_guard lock(e.state_mutex);
   return e.last_stats;
+}
+
+uint64_t launch_count() {
+  Engine& e = engine();
+  std::lock_guard lock(e.state_mutex);
+  return e.launch_count;
 }
 
 }  // namespace hg::emu

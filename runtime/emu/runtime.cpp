@@ -137,7 +137,10 @@ size_t device_allocation_count(int device) {
 
 namespace {
 std::atomic<unsigned> g_device_count_generation{0};
+std::atomic<size_t> g_pageable_async_copies{0};
 }  // namespace
+
+size_t pageable_async_copies() { return g_pageable_async_copies.load(std::memory_order_relaxed); }
 
 void set_device_count(int count) {
   State& s = state();
@@ -581,7 +584,28 @@ cudaError_t cudaMemGetInfo(size_t* free, size_t* total) {
   return cudaSuccess;
 }
 
+namespace hg::emu {
+namespace {
+// Counts an asynchronous copy whose host side `host` is pageable memory.
+void note_host_side(State& s, const void* host, bool stream_call) {
+  if (!stream_call) return;
+  const Allocation* a = find_allocation(s, host, 0);
+  if (a == nullptr || !a->pinned_host) g_pageable_async_copies.fetch_add(1, std::memory_order_relaxed);
+}
+
+cudaError_t memcpy_impl(void* dst, const void* src, size_t count, cudaMemcpyKind kind, cudaStream_t stream,
+                        bool stream_call);
+}  // namespace
+}  // namespace hg::emu
+
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, cudaMemcpyKind kind, cudaStream_t stream) {
+  return hg::emu::memcpy_impl(dst, src, count, kind, stream, true);
+}
+
+namespace hg::emu {
+namespace {
+cudaError_t memcpy_impl(void* dst, const void* src, size_t count, cudaMemcpyKind kind, cudaStream_t stream,
+                        bool stream_call) {
   using hg::emu::state;
   if (!hg::emu::detail::is_valid_stream(stream)) return fail(cudaErrorInvalidResourceHandle);
   if (count == 0) return cudaSuccess;
@@ -598,17 +622,20 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, cudaMemcpy
         break;
       case cudaMemcpyHostToDevice:
         ok = hg::emu::is_device_range_locked(s, dst, count);
+        hg::emu::note_host_side(s, src, stream_call);
         break;
       case cudaMemcpyDeviceToHost:
         ok = hg::emu::is_device_range_locked(s, src, count);
+        hg::emu::note_host_side(s, dst, stream_call);
         break;
       case cudaMemcpyDeviceToDevice:
         ok = hg::emu::is_device_range_locked(s, dst, count) && hg::emu::is_device_range_locked(s, src, count);
         break;
       case cudaMemcpyDefault: {
         bool dst_ok = true, src_ok = true;
-        hg::emu::classify(s, dst, count, &dst_ok);
-        hg::emu::classify(s, src, count, &src_ok);
+        const bool dst_device = hg::emu::classify(s, dst, count, &dst_ok);
+        const bool src_device = hg::emu::classify(s, src, count, &src_ok);
+        if (dst_device != src_device) hg::emu::note_host_side(s, dst_device ? src : dst, stream_call);
         ok = dst_ok && src_ok;
         break;
       }
@@ -621,9 +648,11 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, cudaMemcpy
   std::memmove(dst, src, count);
   return cudaSuccess;
 }
+}  // namespace
+}  // namespace hg::emu
 
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, cudaMemcpyKind kind) {
-  return cudaMemcpyAsync(dst, src, count, kind, nullptr);
+  return hg::emu::memcpy_impl(dst, src, count, kind, nullptr, false);
 }
 
 cudaError_t cudaMemsetAsync(void* devPtr, int value, size_t count, cudaStream_t stream) {

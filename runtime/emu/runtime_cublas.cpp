@@ -462,3 +462,400 @@ cublasStatus_t cublasLtDestroy(cublasLtHandle_t lightHandle) {
 }
 
 size_t cublasLtGetVersion(void) { return CUBLAS_VERSION; }
+
+// ---- cuBLASLt matmul ------------------------------------------------------------
+//
+// The stand-in behind halfgrad's cuBLASLt wrapper (kernels/cuda/gemm.cu). The
+// product is the same CPU reference as cublasGemmEx's (inputs widened exactly,
+// fp32 accumulation for the 32F compute types, fp64 for 64F), then the
+// epilogue in the accumulator type, then one rounding to D's type:
+//   BIAS        d = alpha*acc + beta*c + bias[row]            (bias: D's type, length = D rows)
+//   GELU        d = gelu(...)                                  tanh approximation, as GPT-2's
+//   GELU_AUX    aux[row + col*ld_aux] = the GELU input (rounded to the aux type), d = gelu(it)
+//   *_BIAS      the bias is added before the GELU (and before aux is written)
+//   DGELU       d = (alpha*acc + beta*c) * gelu'(aux[row + col*ld_aux])
+//   BGRADB      d as DEFAULT; bias[col] = sum over k of op(B)[k, col] (fp32, one rounding)
+// The aux type defaults to D's type; its leading dimension must be a multiple
+// of 8 and at least D's rows, as the real library requires. Scale pointers
+// (fp8) are refused: no fp8 type is emulated.
+
+namespace {
+
+struct LtLayout {
+  cudaDataType type = CUDA_R_32F;
+  uint64_t rows = 0, cols = 0;
+  int64_t ld = 0;
+  int32_t batch = 1;
+  int64_t batch_stride = 0;
+};
+
+struct LtDesc {
+  cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
+  cudaDataType scale_type = CUDA_R_32F;
+  cublasOperation_t transa = CUBLAS_OP_N, transb = CUBLAS_OP_N;
+  uint32_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+  const void* bias = nullptr;
+  int32_t bias_type = -1;
+  void* aux = nullptr;
+  int64_t aux_ld = 0;
+  int32_t aux_type = -1;
+  bool scale_pointer_set = false;
+};
+
+struct LtPreference {
+  uint64_t max_workspace = 0;
+  uint32_t reduction_mask = CUBLASLT_REDUCTION_SCHEME_MASK;
+};
+
+LtLayout* layout_of(cublasLtMatrixLayout_t l) { return reinterpret_cast<LtLayout*>(l); }
+LtDesc* desc_of(cublasLtMatmulDesc_t d) { return reinterpret_cast<LtDesc*>(d); }
+LtPreference* pref_of(cublasLtMatmulPreference_t p) { return reinterpret_cast<LtPreference*>(p); }
+
+template <typename T>
+cublasStatus_t read_attr(T* out, const void* buf, size_t size) {
+  if (buf == nullptr || size != sizeof(T)) return CUBLAS_STATUS_INVALID_VALUE;
+  std::memcpy(out, buf, sizeof(T));
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+bool has_bias(uint32_t e) {
+  return e == CUBLASLT_EPILOGUE_BIAS || e == CUBLASLT_EPILOGUE_GELU_BIAS || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+}
+bool has_gelu(uint32_t e) {
+  return e == CUBLASLT_EPILOGUE_GELU || e == CUBLASLT_EPILOGUE_GELU_AUX || e == CUBLASLT_EPILOGUE_GELU_BIAS ||
+         e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+}
+bool uses_aux(uint32_t e) {
+  return e == CUBLASLT_EPILOGUE_GELU_AUX || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || e == CUBLASLT_EPILOGUE_DGELU;
+}
+bool is_emulated_epilogue(uint32_t e) {
+  return e == CUBLASLT_EPILOGUE_DEFAULT || has_bias(e) || has_gelu(e) || e == CUBLASLT_EPILOGUE_DGELU ||
+         e == CUBLASLT_EPILOGUE_BGRADB;
+}
+
+constexpr double kSqrt2OverPi = 0.7978845608028654;
+constexpr double kGeluCoeff = 0.044715;
+
+double gelu_tanh(double x) {
+  const double u = kSqrt2OverPi * (x + kGeluCoeff * x * x * x);
+  return 0.5 * x * (1.0 + std::tanh(u));
+}
+
+double gelu_tanh_grad(double x) {
+  const double u = kSqrt2OverPi * (x + kGeluCoeff * x * x * x);
+  const double t = std::tanh(u);
+  return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * kSqrt2OverPi * (1.0 + 3.0 * kGeluCoeff * x * x);
+}
+
+// The problem a descriptor set describes, checked like the real library:
+// op(A) m x k, op(B) k x n, C and D m x n, one batch count.
+struct LtProblem {
+  GemmCall call{};
+  const LtLayout* d = nullptr;
+  cudaDataType aux_type = CUDA_R_32F;
+};
+
+cublasStatus_t check_problem(const LtDesc& desc, const LtLayout& a, const LtLayout& b, const LtLayout& c,
+                             const LtLayout& d, LtProblem* out) {
+  if (!is_op(desc.transa) || !is_op(desc.transb)) return CUBLAS_STATUS_INVALID_VALUE;
+  if (!is_emulated_epilogue(desc.epilogue) || desc.scale_pointer_set) return CUBLAS_STATUS_NOT_SUPPORTED;
+  const uint64_t m = d.rows, n = d.cols;
+  const uint64_t k = desc.transa == CUBLAS_OP_N ? a.cols : a.rows;
+  const uint64_t am = desc.transa == CUBLAS_OP_N ? a.rows : a.cols;
+  const uint64_t bk = desc.transb == CUBLAS_OP_N ? b.rows : b.cols;
+  const uint64_t bn = desc.transb == CUBLAS_OP_N ? b.cols : b.rows;
+  if (am != m || bk != k || bn != n || c.rows != m || c.cols != n || c.type != d.type)
+    return CUBLAS_STATUS_INVALID_VALUE;
+  if (a.batch != b.batch || a.batch != c.batch || a.batch != d.batch || a.batch < 1) return CUBLAS_STATUS_INVALID_VALUE;
+  if (m > INT32_MAX || n > INT32_MAX || k > INT32_MAX) return CUBLAS_STATUS_NOT_SUPPORTED;
+  if (a.ld < std::max<int64_t>(1, static_cast<int64_t>(a.rows)) ||
+      b.ld < std::max<int64_t>(1, static_cast<int64_t>(b.rows)) ||
+      c.ld < std::max<int64_t>(1, static_cast<int64_t>(c.rows)) ||
+      d.ld < std::max<int64_t>(1, static_cast<int64_t>(d.rows)) || a.ld > INT32_MAX || b.ld > INT32_MAX ||
+      c.ld > INT32_MAX || d.ld > INT32_MAX) {
+    return CUBLAS_STATUS_INVALID_VALUE;
+  }
+  if (has_bias(desc.epilogue) || desc.epilogue == CUBLASLT_EPILOGUE_BGRADB) {
+    if (desc.bias == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
+    if (desc.bias_type != -1 && desc.bias_type != d.type) return CUBLAS_STATUS_NOT_SUPPORTED;
+    if (d.batch != 1) return CUBLAS_STATUS_NOT_SUPPORTED;  // no bias batch stride emulated
+  }
+  if (uses_aux(desc.epilogue)) {
+    if (desc.aux == nullptr || desc.aux_ld < static_cast<int64_t>(m) || desc.aux_ld % 8 != 0 || d.batch != 1) {
+      return CUBLAS_STATUS_INVALID_VALUE;
+    }
+    out->aux_type = desc.aux_type == -1 ? d.type : static_cast<cudaDataType>(desc.aux_type);
+    if (out->aux_type != d.type) return CUBLAS_STATUS_NOT_SUPPORTED;
+  }
+  GemmCall& g = out->call;
+  g.transa = desc.transa;
+  g.transb = desc.transb;
+  g.m = static_cast<int>(m);
+  g.n = static_cast<int>(n);
+  g.k = static_cast<int>(k);
+  g.Atype = a.type;
+  g.lda = static_cast<int>(a.ld);
+  g.stride_a = a.batch_stride;
+  g.Btype = b.type;
+  g.ldb = static_cast<int>(b.ld);
+  g.stride_b = b.batch_stride;
+  g.Ctype = d.type;
+  g.ldc = static_cast<int>(d.ld);
+  g.stride_c = d.batch_stride;
+  g.batch_count = a.batch;
+  g.compute_type = desc.compute;
+  out->d = &d;
+  bool use_double = false;
+  InputRounding rounding = InputRounding::kNone;
+  const cublasContext plain_math{};
+  return check_types(g, plain_math, &use_double, &rounding);
+}
+
+template <typename Acc>
+void run_lt(const LtDesc& desc, const LtProblem& p, const LtLayout& c_layout, const void* alpha_ptr,
+            const void* beta_ptr, const void* C, void* D, InputRounding rounding) {
+  const GemmCall& g = p.call;
+  const Acc alpha = *static_cast<const Acc*>(alpha_ptr);
+  const Acc beta = *static_cast<const Acc*>(beta_ptr);
+  const uint32_t e = desc.epilogue;
+  std::vector<Acc> a_rows, b_cols;
+  for (int batch = 0; batch < g.batch_count; ++batch) {
+    if (g.k > 0) {
+      pack_rows(a_rows, g.A, g.Atype, batch * g.stride_a, g.transa, g.lda, g.m, g.k, false, rounding);
+      pack_rows(b_cols, g.B, g.Btype, batch * g.stride_b, g.transb, g.ldb, g.n, g.k, true, rounding);
+    }
+    for (int j = 0; j < g.n; ++j) {
+      if (e == CUBLASLT_EPILOGUE_BGRADB) {  // bias[j] = sum over k of op(B)[k, j]
+        Acc sum = 0;
+        for (int q = 0; q < g.k; ++q) sum += b_cols[static_cast<size_t>(j) * g.k + q];
+        store(const_cast<void*>(desc.bias), p.d->type, j, static_cast<double>(sum));
+      }
+      for (int i = 0; i < g.m; ++i) {
+        Acc acc = 0;
+        if (g.k > 0) {
+          const Acc* a = &a_rows[static_cast<size_t>(i) * g.k];
+          const Acc* b = &b_cols[static_cast<size_t>(j) * g.k];
+          for (int q = 0; q < g.k; ++q) acc += a[q] * b[q];
+        }
+        Acc v = alpha * acc;
+        if (beta != Acc(0)) {
+          const int64_t c_index = batch * c_layout.batch_stride + i + static_cast<int64_t>(j) * c_layout.ld;
+          v += beta * static_cast<Acc>(load(C, c_layout.type, c_index));
+        }
+        if (has_bias(e)) v += static_cast<Acc>(load(desc.bias, p.d->type, i));
+        const int64_t aux_index = i + static_cast<int64_t>(j) * desc.aux_ld;
+        double out = static_cast<double>(v);
+        if (e == CUBLASLT_EPILOGUE_DGELU) {
+          out = static_cast<double>(v) * gelu_tanh_grad(load(desc.aux, p.aux_type, aux_index));
+        } else if (has_gelu(e)) {
+          if (uses_aux(e)) store(desc.aux, p.aux_type, aux_index, static_cast<double>(v));
+          out = gelu_tanh(static_cast<double>(v));
+        }
+        store(D, p.d->type, batch * p.d->batch_stride + i + static_cast<int64_t>(j) * p.d->ld,
+              static_cast<double>(static_cast<Acc>(out)));
+      }
+    }
+  }
+}
+
+}  // namespace
+
+cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t* matLayout, cudaDataType type, uint64_t rows,
+                                          uint64_t cols, int64_t ld) {
+  if (matLayout == nullptr || element_size(type) == 0) return CUBLAS_STATUS_INVALID_VALUE;
+  auto* l = new (std::nothrow) LtLayout;
+  if (l == nullptr) return CUBLAS_STATUS_ALLOC_FAILED;
+  l->type = type;
+  l->rows = rows;
+  l->cols = cols;
+  l->ld = ld;
+  *matLayout = reinterpret_cast<cublasLtMatrixLayout_t>(l);
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t matLayout) {
+  delete layout_of(matLayout);
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtMatrixLayoutSetAttribute(cublasLtMatrixLayout_t matLayout, cublasLtMatrixLayoutAttribute_t attr,
+                                                const void* buf, size_t sizeInBytes) {
+  LtLayout* l = layout_of(matLayout);
+  if (l == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
+  switch (attr) {
+    case CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT:
+      return read_attr(&l->batch, buf, sizeInBytes);
+    case CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET:
+      return read_attr(&l->batch_stride, buf, sizeInBytes);
+    case CUBLASLT_MATRIX_LAYOUT_LD:
+      return read_attr(&l->ld, buf, sizeInBytes);
+    case CUBLASLT_MATRIX_LAYOUT_ROWS:
+      return read_attr(&l->rows, buf, sizeInBytes);
+    case CUBLASLT_MATRIX_LAYOUT_COLS:
+      return read_attr(&l->cols, buf, sizeInBytes);
+    default:
+      return CUBLAS_STATUS_NOT_SUPPORTED;  // row order and friends are not emulated
+  }
+}
+
+cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t* matmulDesc, cublasComputeType_t computeType,
+                                        cudaDataType_t scaleType) {
+  if (matmulDesc == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
+  auto* d = new (std::nothrow) LtDesc;
+  if (d == nullptr) return CUBLAS_STATUS_ALLOC_FAILED;
+  d->compute = computeType;
+  d->scale_type = scaleType;
+  *matmulDesc = reinterpret_cast<cublasLtMatmulDesc_t>(d);
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t matmulDesc) {
+  delete desc_of(matmulDesc);
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t matmulDesc, cublasLtMatmulDescAttributes_t attr,
+                                              const void* buf, size_t sizeInBytes) {
+  LtDesc* d = desc_of(matmulDesc);
+  if (d == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
+  int32_t op = 0;
+  cublasStatus_t s = CUBLAS_STATUS_SUCCESS;
+  switch (attr) {
+    case CUBLASLT_MATMUL_DESC_TRANSA:
+    case CUBLASLT_MATMUL_DESC_TRANSB:
+      s = read_attr(&op, buf, sizeInBytes);
+      (attr == CUBLASLT_MATMUL_DESC_TRANSA ? d->transa : d->transb) = static_cast<cublasOperation_t>(op);
+      return s;
+    case CUBLASLT_MATMUL_DESC_EPILOGUE:
+      return read_attr(&d->epilogue, buf, sizeInBytes);
+    case CUBLASLT_MATMUL_DESC_BIAS_POINTER:
+      return read_attr(&d->bias, buf, sizeInBytes);
+    case CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE:
+      return read_attr(&d->bias_type, buf, sizeInBytes);
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER:
+      return read_attr(&d->aux, buf, sizeInBytes);
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD:
+      return read_attr(&d->aux_ld, buf, sizeInBytes);
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE:
+      return read_attr(&d->aux_type, buf, sizeInBytes);
+    case CUBLASLT_MATMUL_DESC_A_SCALE_POINTER:
+    case CUBLASLT_MATMUL_DESC_B_SCALE_POINTER:
+    case CUBLASLT_MATMUL_DESC_D_SCALE_POINTER: {
+      const void* ptr = nullptr;
+      s = read_attr(&ptr, buf, sizeInBytes);
+      if (ptr != nullptr) d->scale_pointer_set = true;
+      return s;
+    }
+    default:
+      return CUBLAS_STATUS_NOT_SUPPORTED;
+  }
+}
+
+cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t* pref) {
+  if (pref == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
+  auto* p = new (std::nothrow) LtPreference;
+  if (p == nullptr) return CUBLAS_STATUS_ALLOC_FAILED;
+  *pref = reinterpret_cast<cublasLtMatmulPreference_t>(p);
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t pref) {
+  delete pref_of(pref);
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t pref,
+                                                    cublasLtMatmulPreferenceAttributes_t attr, const void* buf,
+                                                    size_t sizeInBytes) {
+  LtPreference* p = pref_of(pref);
+  if (p == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
+  switch (attr) {
+    case CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES:
+      return read_attr(&p->max_workspace, buf, sizeInBytes);
+    case CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK:
+      return read_attr(&p->reduction_mask, buf, sizeInBytes);
+    default:
+      return CUBLAS_STATUS_NOT_SUPPORTED;
+  }
+}
+
+cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t operationDesc,
+                                              cublasLtMatrixLayout_t Adesc, cublasLtMatrixLayout_t Bdesc,
+                                              cublasLtMatrixLayout_t Cdesc, cublasLtMatrixLayout_t Ddesc,
+                                              cublasLtMatmulPreference_t preference, int requestedAlgoCount,
+                                              cublasLtMatmulHeuristicResult_t heuristicResultsArray[],
+                                              int* returnAlgoCount) {
+  if (lightHandle == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
+  if (requestedAlgoCount <= 0 || heuristicResultsArray == nullptr || returnAlgoCount == nullptr ||
+      operationDesc == nullptr || Adesc == nullptr || Bdesc == nullptr || Cdesc == nullptr || Ddesc == nullptr ||
+      preference == nullptr) {
+    return CUBLAS_STATUS_INVALID_VALUE;
+  }
+  *returnAlgoCount = 0;
+  LtProblem problem;
+  const cublasStatus_t s = check_problem(*desc_of(operationDesc), *layout_of(Adesc), *layout_of(Bdesc),
+                                         *layout_of(Cdesc), *layout_of(Ddesc), &problem);
+  if (s != CUBLAS_STATUS_SUCCESS) return CUBLAS_STATUS_NOT_SUPPORTED;
+  cublasLtMatmulHeuristicResult_t& r = heuristicResultsArray[0];
+  std::memset(&r, 0, sizeof(r));
+  r.algo.data[0] = 1;  // the CPU reference
+  r.workspaceSize = 0;
+  r.state = CUBLAS_STATUS_SUCCESS;
+  r.wavesCount = 1.0f;
+  *returnAlgoCount = 1;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t computeDesc, const void* alpha,
+                              const void* A, cublasLtMatrixLayout_t Adesc, const void* B, cublasLtMatrixLayout_t Bdesc,
+                              const void* beta, const void* C, cublasLtMatrixLayout_t Cdesc, void* D,
+                              cublasLtMatrixLayout_t Ddesc, const cublasLtMatmulAlgo_t* algo, void* workspace,
+                              size_t workspaceSizeInBytes, cudaStream_t stream) {
+  if (lightHandle == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
+  if (computeDesc == nullptr || Adesc == nullptr || Bdesc == nullptr || Cdesc == nullptr || Ddesc == nullptr ||
+      alpha == nullptr || beta == nullptr || D == nullptr) {
+    return CUBLAS_STATUS_INVALID_VALUE;
+  }
+  if (!hg::emu::detail::is_valid_stream(stream)) return CUBLAS_STATUS_INVALID_VALUE;
+  const LtDesc& desc = *desc_of(computeDesc);
+  const LtLayout &a = *layout_of(Adesc), &b = *layout_of(Bdesc), &c = *layout_of(Cdesc), &d = *layout_of(Ddesc);
+  LtProblem p;
+  if (const cublasStatus_t s = check_problem(desc, a, b, c, d, &p); s != CUBLAS_STATUS_SUCCESS) return s;
+  p.call.A = A;
+  p.call.B = B;
+  bool use_double = false;
+  InputRounding rounding = InputRounding::kNone;
+  const cublasContext plain_math{};
+  (void)check_types(p.call, plain_math, &use_double, &rounding);
+  const int m = p.call.m, n = p.call.n, k = p.call.k, batch = p.call.batch_count;
+  if (m == 0 || n == 0) return CUBLAS_STATUS_SUCCESS;
+  const int a_rows = desc.transa == CUBLAS_OP_N ? m : k, a_cols = desc.transa == CUBLAS_OP_N ? k : m;
+  const int b_rows = desc.transb == CUBLAS_OP_N ? k : n, b_cols = desc.transb == CUBLAS_OP_N ? n : k;
+  const size_t esize = element_size(d.type);
+  bool in_bounds =
+      (k == 0 ||
+       (matrix_in_device_memory(A, element_size(a.type), a_rows, a_cols, p.call.lda, a.batch_stride, batch) &&
+        matrix_in_device_memory(B, element_size(b.type), b_rows, b_cols, p.call.ldb, b.batch_stride, batch))) &&
+      matrix_in_device_memory(D, esize, m, n, static_cast<int>(d.ld), d.batch_stride, batch);
+  const bool reads_c = use_double ? *static_cast<const double*>(beta) != 0.0 : *static_cast<const float*>(beta) != 0.0f;
+  if (reads_c) {
+    in_bounds = in_bounds && C != nullptr &&
+                matrix_in_device_memory(C, esize, m, n, static_cast<int>(c.ld), c.batch_stride, batch);
+  }
+  if (has_bias(desc.epilogue)) in_bounds = in_bounds && hg::emu::is_device_range(desc.bias, esize * m);
+  if (desc.epilogue == CUBLASLT_EPILOGUE_BGRADB)
+    in_bounds = in_bounds && hg::emu::is_device_range(desc.bias, esize * n);
+  if (uses_aux(desc.epilogue)) {
+    in_bounds = in_bounds && matrix_in_device_memory(desc.aux, esize, m, n, static_cast<int>(desc.aux_ld), 0, 1);
+  }
+  if (!in_bounds) {
+    hg::emu::set_last_error(cudaErrorIllegalAddress);
+    return CUBLAS_STATUS_EXECUTION_FAILED;
+  }
+  if (use_double) {
+    run_lt<double>(desc, p, c, alpha, beta, C, D, rounding);
+  } else {
+    run_lt<float>(desc, p, c, alpha, beta, C, D, rounding);
+  }
+  return CUBLAS_STATUS_SUCCESS;
+}

@@ -63,3 +63,6 @@ hg_add_test(test_flash_attention LABEL kernels SOURCES ${CMAKE_CURRENT_LIST_DIR}
 hg_add_test(test_attention LABEL kernels SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_attention.cpp)
 target_link_libraries(test_attention PRIVATE nlohmann_json::nlohmann_json)
 target_compile_definitions(test_attention PRIVATE HG_TEST_FIXTURE_DIR="${CMAKE_CURRENT_LIST_DIR}/fixtures")
+# The linear-layer GEMM path: folded linear/matmul, the CUDA column reduction,
+# the cuBLASLt epilogues (emu stand-in) and host waits of a training step.
+hg_add_test(test_linear_path LABEL kernels SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_linear_path.cpp)

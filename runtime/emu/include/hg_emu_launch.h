@@ -67,6 +67,8 @@ struct LaunchStats {
   uint64_t fiber_switches = 0;  // scheduler -> fiber resumes
 };
 LaunchStats last_launch_stats();
+// Kernel launches that ran, process-wide (tests count the launches of a step).
+uint64_t launch_count();
 
 namespace detail {
 template <typename Tuple, typename... Params>

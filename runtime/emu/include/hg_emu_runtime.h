@@ -35,4 +35,11 @@ void set_device_count(int count);
 // real GPU's count is fixed for the process) and still see a test change it.
 unsigned device_count_generation();
 
+// Number of cudaMemcpyAsync calls so far (process-wide) whose host side is
+// pageable memory (not from cudaHostAlloc/cudaMallocHost): on a GPU such a copy
+// is staged through a driver buffer by the host thread, which may wait for the
+// device (a hidden host wait that Note [Host sync counter] cannot see). Tests
+// take two snapshots around a step that must not stall the host.
+size_t pageable_async_copies();
+
 }  // namespace hg::emu
