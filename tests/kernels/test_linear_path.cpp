@@ -5,7 +5,9 @@
 // math on the same (rounded) inputs.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <vector>
 
