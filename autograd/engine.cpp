@@ -16,6 +16,7 @@
 #include "autograd/grad_mode.h"
 #include "autograd/hooks.h"
 #include "autograd/node.h"
+#include "core/profiler.h"
 #include "kernels/ops.h"
 
 namespace hg::autograd {
@@ -73,7 +74,12 @@ void backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
     Tensor grad_in = std::move(buffers[node]);
     buffers.erase(node);
     Grads grads_out;
-    if (grad_in.defined()) grads_out = node->apply(grad_in);
+    if (grad_in.defined()) {
+      // Note [Profiler]: each backward node is a row of the profile.
+      const profiler::OpScope profiled(profiler::Kind::backward, profiler::active() ? node->name() : std::string(),
+                                       {&grad_in});
+      grads_out = node->apply(grad_in);
+    }
     if (!retain_graph) node->release_saved();
     for (size_t i = 0; i < node->next_edges.size(); ++i) {
       Node* child = node->next_edges[i].node.get();

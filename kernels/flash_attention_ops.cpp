@@ -1,9 +1,11 @@
 // Argument checks, output allocation and device dispatch for the fused
 // attention kernels (kernels/flash_attention.h). The backends get contiguous
 // [B*H, L or S, D] tensors.
+#include <algorithm>
 #include <cmath>
 #include <string>
 
+#include "core/profiler.h"
 #include "kernels/dispatch.h"
 #include "kernels/flash_attention.h"
 
@@ -42,6 +44,18 @@ void check_qkv(const char* what, const Tensor& q, const Tensor& k, const Tensor&
 
 DType lse_dtype(DType t) { return t == kF64 ? kF64 : kF32; }
 
+// Query-key pairs the attention computes (the profiler's FLOPs): l x s, or
+// with the causal mask (top-left aligned: query i sees keys 0..i) the lower triangle.
+double attention_pairs(int64_t bh, int64_t l, int64_t s, bool causal) {
+  double pairs = 0;
+  if (!causal) {
+    pairs = static_cast<double>(l) * static_cast<double>(s);
+  } else {
+    for (int64_t i = 0; i < l; ++i) pairs += static_cast<double>(std::min<int64_t>(i + 1, s));
+  }
+  return pairs * static_cast<double>(bh);
+}
+
 }  // namespace
 
 bool flash_attention_supported(const Tensor& q, const Tensor& k, const Tensor& v, bool has_mask, double dropout_p) {
@@ -64,6 +78,7 @@ FlashForward flash_attention_forward(const Tensor& q, const Tensor& k, const Ten
   f.lse = empty({b, h, l}, {.dtype = lse_dtype(q.dtype()), .device = q.device()});
   const int64_t bh = b * h;
   if (bh == 0) return f;
+  profiler::declare_call_flops(4.0 * attention_pairs(bh, l, s, causal) * static_cast<double>(d));  // QK^T, PV
   HG_BACKEND_CALL(q.device(), flash_attention_forward, f.out.view({bh, l, d}), f.lse.view({bh, l}),
                   q.contiguous().view({bh, l, d}), k.contiguous().view({bh, s, d}), v.contiguous().view({bh, s, d}),
                   scale, causal);
@@ -89,6 +104,7 @@ FlashBackward flash_attention_backward(const Tensor& d_out, const Tensor& q, con
   g.dv = empty(v.sizes(), opts);
   const int64_t bh = b * h;
   if (bh == 0) return g;
+  profiler::declare_call_flops(8.0 * attention_pairs(bh, l, s, causal) * static_cast<double>(d));  // dV dP dQ dK
   HG_BACKEND_CALL(q.device(), flash_attention_backward, g.dq.view({bh, l, d}), g.dk.view({bh, s, d}),
                   g.dv.view({bh, s, d}), d_out.to(q.dtype()).contiguous().view({bh, l, d}),
                   q.contiguous().view({bh, l, d}), k.contiguous().view({bh, s, d}), v.contiguous().view({bh, s, d}),
