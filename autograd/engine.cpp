@@ -86,7 +86,12 @@ void backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
       if (child == nullptr) continue;
       if (i < grads_out.size() && grads_out[i].defined()) {
         Tensor& buffer = buffers[child];
-        buffer = buffer.defined() ? ops::add(buffer, grads_out[i]) : grads_out[i];
+        if (buffer.defined()) {
+          const profiler::Range profiled("autograd.accumulate");  // a tensor used twice: grads summed
+          buffer = ops::add(buffer, grads_out[i]);
+        } else {
+          buffer = grads_out[i];
+        }
       }
       if (--dependencies[child] == 0) ready.push(child);
     }

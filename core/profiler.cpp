@@ -243,6 +243,11 @@ void Profile::stop() {
         r.event_begin = r.event_end = nullptr;
       }
     }
+    // A profile of CPU work alone (a CPU device in a CUDA build) is timed by
+    // the host clock, like one in a CPU build.
+    if (std::none_of(records_.begin(), records_.end(), [](const Record& r) { return r.device_begin_us >= 0; })) {
+      step_us_ = wall_us_;
+    }
     // Idle time between consecutive device records of one stream.
     std::map<uint64_t, double> last_end;
     for (const Record& r : records_) {
@@ -403,13 +408,15 @@ std::string Profile::table(const GpuSpec* spec, size_t max_rows) const {
   for (auto& [k, v] : by_op) ops.push_back(v);
   for (auto& [k, v] : by_kernel) kernels.push_back(v);
   std::ostringstream os;
-  const char* clock_name = emulated_ ? "cuda-emu events (the emulator's host time: NOT GPU speed)"
-                           : clock() != nullptr ? "CUDA events (device time)"
-                                                : "host wall clock";
+  const bool device_clock =
+      std::any_of(records_.begin(), records_.end(), [](const Record& r) { return r.device_begin_us >= 0; });
+  const char* clock_name = !device_clock ? "host wall clock"
+                           : emulated_   ? "cuda-emu events (the emulator's host time: NOT GPU speed)"
+                                         : "CUDA events (device time)";
   os << "profile: step " << fmt("%.3f", step_us_ / 1e3) << " ms (" << clock_name << "), host wall "
      << fmt("%.3f", wall_us_ / 1e3) << " ms, " << records_.size() << " records, host syncs " << host_syncs_
      << ", device-to-host copies " << d2h_copies_;
-  if (clock() != nullptr) os << ", device idle between kernels " << fmt("%.3f", gaps_us_ / 1e3) << " ms";
+  if (device_clock) os << ", device idle between kernels " << fmt("%.3f", gaps_us_ / 1e3) << " ms";
   if (count_only_) os << "\n  count-only: kernel bodies and library calls did not run; times and values are meaningless";
   os << "\n\n"
      << render("by op (self: kernels directly under it)", std::move(ops), step_us_, spec, max_rows) << "\n"
@@ -489,7 +496,10 @@ Model Profile::model(const GpuSpec& spec, size_t max_rows) const {
 std::string Profile::trace_json() const {
   std::ostringstream os;
   os << "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"clock\":\""
-     << (emulated_ ? "cuda-emu (not GPU speed)" : clock() != nullptr ? "cuda events" : "host")
+     << (std::none_of(records_.begin(), records_.end(), [](const Record& r) { return r.device_begin_us >= 0; })
+             ? "host"
+         : emulated_ ? "cuda-emu (not GPU speed)"
+                     : "cuda events")
      << "\",\"count_only\":" << (count_only_ ? "true" : "false") << "},\"traceEvents\":[";
   os << "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":0,\"args\":{\"name\":\"host: ops\"}},"
      << "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":1,\"args\":{\"name\":\"device: kernels by stream\"}}";
