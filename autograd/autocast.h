@@ -116,6 +116,6 @@ std::string capability_report(Device device);
 //   HG_AUTOCAST(OpId::exp, [](const Tensor& in) { return exp(in); }, x);
 // It also opens the op's profiler scope (Note [Profiler] in core/profiler.h):
 // the forward op with its inputs' shapes, around the casts and the op.
-#define HG_AUTOCAST(op, fn, ...)                                                   \
-  const ::hg::profiler::OpScope hg_profiled_op(::hg::op_name(op), __VA_ARGS__);    \
+#define HG_AUTOCAST(op, fn, ...)                                                \
+  const ::hg::profiler::OpScope hg_profiled_op(::hg::op_name(op), __VA_ARGS__); \
   if (::hg::amp::autocast_active()) return ::hg::amp::autocast_call(op, fn, __VA_ARGS__)

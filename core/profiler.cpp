@@ -53,10 +53,18 @@ std::string json_escape(std::string_view s) {
   out.reserve(s.size() + 2);
   for (const char c : s) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
         if (static_cast<unsigned char>(c) < 0x20) {
           char buf[8];
@@ -134,12 +142,18 @@ std::string render(const std::string& title, std::vector<Row> rows, double step_
 
 std::string_view kind_name(Kind kind) {
   switch (kind) {
-    case Kind::op: return "op";
-    case Kind::backward: return "backward";
-    case Kind::range: return "range";
-    case Kind::kernel: return "kernel";
-    case Kind::library: return "library";
-    case Kind::cpu_kernel: return "cpu_kernel";
+    case Kind::op:
+      return "op";
+    case Kind::backward:
+      return "backward";
+    case Kind::range:
+      return "range";
+    case Kind::kernel:
+      return "kernel";
+    case Kind::library:
+      return "library";
+    case Kind::cpu_kernel:
+      return "cpu_kernel";
   }
   return "?";
 }
@@ -164,8 +178,7 @@ const std::vector<GpuSpec>& gpu_specs() {
 const GpuSpec& gpu_spec(std::string_view name) {
   std::string names;
   for (const GpuSpec& s : gpu_specs()) {
-    if (s.name.size() == name.size() &&
-        std::equal(s.name.begin(), s.name.end(), name.begin(), [](char a, char b) {
+    if (s.name.size() == name.size() && std::equal(s.name.begin(), s.name.end(), name.begin(), [](char a, char b) {
           return std::tolower(static_cast<unsigned char>(a)) == std::tolower(static_cast<unsigned char>(b));
         })) {
       return s;
@@ -417,7 +430,8 @@ std::string Profile::table(const GpuSpec* spec, size_t max_rows) const {
      << fmt("%.3f", wall_us_ / 1e3) << " ms, " << records_.size() << " records, host syncs " << host_syncs_
      << ", device-to-host copies " << d2h_copies_;
   if (device_clock) os << ", device idle between kernels " << fmt("%.3f", gaps_us_ / 1e3) << " ms";
-  if (count_only_) os << "\n  count-only: kernel bodies and library calls did not run; times and values are meaningless";
+  if (count_only_)
+    os << "\n  count-only: kernel bodies and library calls did not run; times and values are meaningless";
   os << "\n\n"
      << render("by op (self: kernels directly under it)", std::move(ops), step_us_, spec, max_rows) << "\n"
      << render("by kernel  [op]", std::move(kernels), step_us_, spec, max_rows);
@@ -486,8 +500,8 @@ Model Profile::model(const GpuSpec& spec, size_t max_rows) const {
   std::snprintf(line, sizeof line,
                 "total: %lld launches (%lld without declared work), %.3f GB, %.4f TFLOP; modelled %.3f ms = "
                 "memory %.3f + compute %.3f (overlapping; max per launch) + launches %.3f\n",
-                static_cast<long long>(m.launches), static_cast<long long>(m.undeclared), m.bytes / 1e9,
-                m.flops / 1e12, m.total_us / 1e3, m.memory_us / 1e3, m.compute_us / 1e3, m.launch_us / 1e3);
+                static_cast<long long>(m.launches), static_cast<long long>(m.undeclared), m.bytes / 1e9, m.flops / 1e12,
+                m.total_us / 1e3, m.memory_us / 1e3, m.compute_us / 1e3, m.launch_us / 1e3);
   os << line;
   m.table = os.str();
   return m;
@@ -496,8 +510,7 @@ Model Profile::model(const GpuSpec& spec, size_t max_rows) const {
 std::string Profile::trace_json() const {
   std::ostringstream os;
   os << "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"clock\":\""
-     << (std::none_of(records_.begin(), records_.end(), [](const Record& r) { return r.device_begin_us >= 0; })
-             ? "host"
+     << (std::none_of(records_.begin(), records_.end(), [](const Record& r) { return r.device_begin_us >= 0; }) ? "host"
          : emulated_ ? "cuda-emu (not GPU speed)"
                      : "cuda events")
      << "\",\"count_only\":" << (count_only_ ? "true" : "false") << "},\"traceEvents\":[";

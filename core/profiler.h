@@ -81,9 +81,7 @@ struct Record {
   void* event_begin = nullptr;                      // device clock events until stop()
   void* event_end = nullptr;
   // Time of a kernel/library/cpu record: device time where measured, else host.
-  double time_us() const {
-    return device_begin_us >= 0 ? device_end_us - device_begin_us : end_us - begin_us;
-  }
+  double time_us() const { return device_begin_us >= 0 ? device_end_us - device_begin_us : end_us - begin_us; }
 };
 
 // Peaks of a GPU for the modelled time: dense 16-bit tensor TFLOP/s, memory
@@ -106,10 +104,10 @@ struct Options {
 };
 
 struct Model {
-  double total_us = 0;   // sum over kernels of max(memory, compute) + launch
-  double memory_us = 0;  // sum of bytes / bandwidth
-  double compute_us = 0; // sum of FLOPs / peak
-  double launch_us = 0;  // launches x overhead
+  double total_us = 0;    // sum over kernels of max(memory, compute) + launch
+  double memory_us = 0;   // sum of bytes / bandwidth
+  double compute_us = 0;  // sum of FLOPs / peak
+  double launch_us = 0;   // launches x overhead
   double bytes = 0, flops = 0;
   int64_t launches = 0;
   int64_t undeclared = 0;  // launches without declared work (modelled as the launch alone)
@@ -279,7 +277,7 @@ class BackendCallScope {
 // The device clock, installed by the CUDA runtime layer (runtime/cuda) in
 // CUDA builds: events recorded on a stream, read when the Profile stops.
 struct DeviceClock {
-  void* (*record)(uint64_t stream);             // an event recorded now (null: failed)
+  void* (*record)(uint64_t stream);              // an event recorded now (null: failed)
   double (*elapsed_us)(void* begin, void* end);  // waits for `end`
   void (*release)(void* event);
   uint64_t (*current_stream)();

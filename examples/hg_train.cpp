@@ -100,7 +100,7 @@ struct Options {
   int64_t checkpoint_every = 0;
   int64_t max_steps = 0;
   int64_t profile = 0;  // --profile N: profile the N-th step of this process
-  int nproc = 0;  // 0: one process, or WORLD_SIZE when launched
+  int nproc = 0;        // 0: one process, or WORLD_SIZE when launched
   int64_t log_every = 0;
 };
 

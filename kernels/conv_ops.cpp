@@ -150,7 +150,8 @@ std::tuple<Tensor, Tensor, Tensor> conv2d_backward(const Tensor& dy, const Tenso
       if (t->defined()) t->zero_();
     return {dx, dw, db};
   }
-  const ConvRecord profiled("cudnn conv2d backward", g, w, static_cast<int>(need[0]) + static_cast<int>(need[1]), g, x, w, dx, dw);
+  const ConvRecord profiled("cudnn conv2d backward", g, w, static_cast<int>(need[0]) + static_cast<int>(need[1]), g, x,
+                            w, dx, dw);
   HG_CONV_CALL("conv2d_backward", x.device(), conv2d_backward, dx, dw, db, g, x, w, p);
   return {dx, dw, db};
 }

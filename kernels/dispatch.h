@@ -31,7 +31,6 @@ double operand_bytes(const Args&... args) {
   return bytes;
 }
 
-
 template <typename F, typename... Args>
 decltype(auto) profiled_backend_call(bool cpu, const char* name, F&& call, Args&&... args) {
   const ::hg::profiler::BackendCallScope scope(cpu, name, [&] { return operand_bytes(args...); });
@@ -41,20 +40,18 @@ decltype(auto) profiled_backend_call(bool cpu, const char* name, F&& call, Args&
 
 // The arguments are evaluated once, before the call, as in a plain call.
 #if defined(HG_WITH_CUDA)
-#define HG_BACKEND_CALL(device, fn, ...)                                                             \
-  ::hg::detail::profiled_backend_call(                                                               \
-      (device).is_cpu(), "cpu::" #fn,                                                                \
-      [&](auto&&... hg_args) -> decltype(auto) {                                                     \
-        return (device).is_cpu() ? ::hg::cpu::fn(std::forward<decltype(hg_args)>(hg_args)...)       \
-                                 : ::hg::cuda::fn(std::forward<decltype(hg_args)>(hg_args)...);     \
-      },                                                                                             \
-      __VA_ARGS__)
+#define HG_BACKEND_CALL(device, fn, ...)                                                                          \
+  ::hg::detail::profiled_backend_call((device).is_cpu(), "cpu::" #fn,                                             \
+                                      [&](auto&&... hg_args) -> decltype(auto) {                                  \
+                                        return (device).is_cpu()                                                  \
+                                                   ? ::hg::cpu::fn(std::forward<decltype(hg_args)>(hg_args)...)   \
+                                                   : ::hg::cuda::fn(std::forward<decltype(hg_args)>(hg_args)...); \
+                                      },                                                                          \
+                                      __VA_ARGS__)
 #else
-#define HG_BACKEND_CALL(device, fn, ...)                                                             \
-  ::hg::detail::profiled_backend_call(                                                               \
-      true, "cpu::" #fn,                                                                             \
-      [&](auto&&... hg_args) -> decltype(auto) {                                                     \
-        return ::hg::cpu::fn(std::forward<decltype(hg_args)>(hg_args)...);                          \
-      },                                                                                             \
+#define HG_BACKEND_CALL(device, fn, ...)                                                                               \
+  ::hg::detail::profiled_backend_call(                                                                                 \
+      true, "cpu::" #fn,                                                                                               \
+      [&](auto&&... hg_args) -> decltype(auto) { return ::hg::cpu::fn(std::forward<decltype(hg_args)>(hg_args)...); }, \
       __VA_ARGS__)
 #endif

@@ -118,7 +118,8 @@ void fused_optimizer_step(const std::vector<OptimizerSlot>& slots, const Optimiz
       dispatch_floating(dtypes.second, "optimizer step", [&](auto g_tag) {
         using G = decltype(g_tag);
         if constexpr (!std::is_same_v<P, double> && !std::is_same_v<G, double>) {
-          if (profiler::active()) profiler::declare_work(step_bytes(table, sizeof(P), sizeof(G)), 10.0 * step_elements(table));
+          if (profiler::active())
+            profiler::declare_work(step_bytes(table, sizeof(P), sizeof(G)), 10.0 * step_elements(table));
           HG_LAUNCH((optimizer_step_kernel<P, G>), grid, dim3(kBlockThreads), 0, stream, chunks, hyper,
                     static_cast<const int64_t*>(step_ptr), inv_scale_ptr, found_inf_ptr);
         }

@@ -26,7 +26,8 @@ TEST_CASE("README quick look compiles and runs", "[core][docs]") {
   Tensor hits = (logits.argmax(1) == tensor({0, 1, 2})).sum();  // comparisons give bool tensors
   profiler::Profile prof;                                       // records each op and kernel (docs/profiling.md)
   model->forward(a).sum().backward();                           // any code: here a forward and backward
-  prof.stop(); std::cout << prof.table();                       // time, bytes and FLOPs per op and per kernel
+  prof.stop();                                                  // reads the device clock once
+  std::cout << prof.table();                                    // time, bytes and FLOPs per op and per kernel
   // ---- end README snippet ----
   std::cout.rdbuf(old);
   CHECK(h.sizes() == Shape{4, 3});
