@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "core/generator.h"
 #include "core/half.h"
+#include "core/profiler.h"
 #include "core/tensor.h"
 #include "core/version.h"
 

@@ -11,6 +11,7 @@
 #include "autograd/functions.h"
 #include "autograd/grad_mode.h"
 #include "core/error.h"
+#include "core/profiler.h"
 
 namespace hg::amp {
 
@@ -106,6 +107,7 @@ void GradScaler::ensure_state(Device device) {
 }
 
 Tensor GradScaler::scale(const Tensor& loss) {
+  const profiler::Range profiled("grad_scaler.scale");  // Note [Profiler]
   if (!options_.enabled) return loss;
   HG_CHECK(loss.defined() && is_floating(loss.dtype()), "GradScaler::scale: the loss must be a floating tensor, got ",
            loss.defined() ? std::string(dtype_name(loss.dtype())) : std::string("an undefined tensor"));
@@ -152,6 +154,7 @@ void GradScaler::check_grads(OptState& st, bool check_only) {
 }
 
 void GradScaler::unscale_(optim::Optimizer& opt) {
+  const profiler::Range profiled("grad_scaler.unscale_");  // Note [Profiler]
   if (!options_.enabled) return;
   OptState& st = opt_state(opt);
   HG_CHECK(st.stage != Stage::kUnscaled,
@@ -187,6 +190,7 @@ void GradScaler::step(optim::Optimizer& opt) {
 }
 
 void GradScaler::update() {
+  const profiler::Range profiled("grad_scaler.update");  // Note [Profiler]
   if (!options_.enabled) return;
   bool any = false;
   for (auto& [opt, st] : opts_) any = any || (st.stage != Stage::kReady && st.had_grads);

@@ -36,6 +36,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/profiler.h"
 #include "core/tensor.h"
 #include "kernels/amp_policy.h"
 
@@ -114,5 +115,8 @@ std::string capability_report(Device device);
 
 // The one line at the start of each op in autograd/functions.cpp:
 //   HG_AUTOCAST(OpId::exp, [](const Tensor& in) { return exp(in); }, x);
-#define HG_AUTOCAST(op, fn, ...) \
+// It also opens the op's profiler scope (Note [Profiler] in core/profiler.h):
+// the forward op with its inputs' shapes, around the casts and the op.
+#define HG_AUTOCAST(op, fn, ...)                                                \
+  const ::hg::profiler::OpScope hg_profiled_op(::hg::op_name(op), __VA_ARGS__); \
   if (::hg::amp::autocast_active()) return ::hg::amp::autocast_call(op, fn, __VA_ARGS__)

@@ -17,6 +17,7 @@
 #include "autograd/grad_mode.h"
 #include "autograd/hooks.h"
 #include "autograd/node.h"
+#include "core/profiler.h"
 #include "kernels/ops.h"
 
 namespace hg::autograd {
@@ -74,14 +75,24 @@ void backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
     Tensor grad_in = std::move(buffers[node]);
     buffers.erase(node);
     Grads grads_out;
-    if (grad_in.defined()) grads_out = node->apply(grad_in);
+    if (grad_in.defined()) {
+      // Note [Profiler]: each backward node is a row of the profile.
+      const profiler::OpScope profiled(profiler::Kind::backward, profiler::active() ? node->name() : std::string(),
+                                       {&grad_in});
+      grads_out = node->apply(grad_in);
+    }
     if (!retain_graph) node->release_saved();
     for (size_t i = 0; i < node->next_edges.size(); ++i) {
       Node* child = node->next_edges[i].node.get();
       if (child == nullptr) continue;
       if (i < grads_out.size() && grads_out[i].defined()) {
         Tensor& buffer = buffers[child];
-        buffer = buffer.defined() ? ops::add(buffer, grads_out[i]) : grads_out[i];
+        if (buffer.defined()) {
+          const profiler::Range profiled("autograd.accumulate");  // a tensor used twice: grads summed
+          buffer = ops::add(buffer, grads_out[i]);
+        } else {
+          buffer = grads_out[i];
+        }
       }
       if (--dependencies[child] == 0) ready.push(child);
     }

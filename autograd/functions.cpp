@@ -173,6 +173,7 @@ Tensor maximum(const Tensor& a, const Tensor& b) { return extremum(OpId::maximum
 Tensor minimum(const Tensor& a, const Tensor& b) { return extremum(OpId::minimum, OpId::lt, "minimum", a, b); }
 
 Tensor add(const Tensor& a, double b) {
+  const profiler::OpScope profiled("add_scalar", a);  // Note [Profiler]
   Tensor y = ops::binary_scalar(OpId::add, a, b);
   if (any_requires_grad({&a})) {
     record("add_scalar", y, {&a}, {}, [da = a.dtype()](const Tensor& g, const FunctionNode&) -> Grads { return {g.to(da)}; });
@@ -181,6 +182,7 @@ Tensor add(const Tensor& a, double b) {
 }
 
 Tensor mul(const Tensor& a, double b) {
+  const profiler::OpScope profiled("mul_scalar", a);  // Note [Profiler]
   Tensor y = ops::binary_scalar(OpId::mul, a, b);
   if (any_requires_grad({&a})) {
     record("mul_scalar", y, {&a}, {}, [b, da = a.dtype()](const Tensor& g, const FunctionNode&) -> Grads {

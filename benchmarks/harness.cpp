@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/profiler.h"
 
 #if defined(HG_WITH_CUDA)
 #include "runtime/cuda/runtime.h"
@@ -217,7 +218,42 @@ void Bench::sync() const {
 #endif
 }
 
+Stats Bench::profile(const std::function<void()>& fn, const TimeArgs& args) {
+  {
+    // Count-only: the warm-ups do not run their kernels either (a profile
+    // left unread; Note [Profiler] in core/profiler.h).
+    std::optional<hg::profiler::Profile> skip;
+    if (options_.count_only) skip.emplace(hg::profiler::Options{.count_only = true});
+    for (int i = 0; i < options_.warmup; ++i) {
+      if (args.before) args.before();
+      fn();
+    }
+  }
+  sync();
+  if (args.before) args.before();
+  hg::profiler::Profile prof({.count_only = options_.count_only});
+  fn();
+  prof.stop();
+  const hg::profiler::GpuSpec& spec = hg::profiler::gpu_spec(options_.profile_gpu);
+  std::printf("\n==== profile: %s (one call after %d warm-up%s)\n%s\n%s\n", workload_.c_str(), options_.warmup,
+              options_.warmup == 1 ? "" : "s", prof.table(on_cuda() && !prof.emulated() ? &spec : nullptr).c_str(),
+              prof.model(spec).table.c_str());
+  if (!options_.trace_path.empty()) {
+    std::string name = workload_;
+    std::replace(name.begin(), name.end(), '/', '_');
+    const std::string path = options_.trace_path + "." + name + ".json";
+    prof.write_trace(path);
+    std::printf("trace: %s\n", path.c_str());
+  }
+  std::fflush(stdout);
+  Stats s;
+  s.runs = 1;
+  s.median_s = s.min_s = s.max_s = prof.step_us() * 1e-6;
+  return s;
+}
+
 Stats Bench::time(const std::function<void()>& fn, const TimeArgs& args) {
+  if (options_.profile) return profile(fn, args);
   const int runs = args.runs > 0 ? args.runs : options_.runs;
   for (int i = 0; i < options_.warmup; ++i) {
     if (args.before) args.before();

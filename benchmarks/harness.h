@@ -53,6 +53,14 @@ struct Options {
   hg::Device device = hg::Device::cpu();
   std::vector<std::string> only;  // exact workload names; empty = all selected
   std::string json_path;
+  // --profile: instead of timing, run the warm-ups and then one call of each
+  // workload under hg::profiler::Profile, and print its tables (by op, by
+  // kernel) and its modelled time on profile_gpu; trace_path: the Chrome
+  // trace (one file per workload: the name's '/' become '_', appended).
+  bool profile = false;
+  std::string profile_gpu = "H200";
+  std::string trace_path;
+  bool count_only = false;  // cuda-emu: record launches without running them
 };
 
 class Bench {
@@ -86,6 +94,9 @@ class Bench {
   std::optional<double> ceiling(const std::string& key);
   void set_ceiling(const std::string& key, double value) { ceilings_[key] = value; }
 
+  // The workload about to run (named in --profile's output).
+  void set_workload(const std::string& name) { workload_ = name; }
+
   // Synchronises the device (no-op on the CPU).
   void sync() const;
 
@@ -102,6 +113,8 @@ class Bench {
   std::vector<std::string> measuring_;  // guards against a ceiling asking for itself
   FILE* json_ = nullptr;
   std::string last_suite_;
+  std::string workload_;
+  Stats profile(const std::function<void()>& fn, const TimeArgs& args);
 };
 
 // "f32", "f16", "bf16" <-> DType.

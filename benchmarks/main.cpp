@@ -6,6 +6,7 @@
 //   hg-bench --list                   # the workloads, one JSON line each
 //   hg-bench --only gemm/f16/1024x1024x1024   # one workload (compare_torch.py)
 //   hg-bench --quick --set gpu-check  # the few minutes of numbers scripts/gpu-check takes
+//   hg-bench --profile train-gpt      # per-op and per-kernel tables of one step
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -82,8 +83,16 @@ int main(int argc, char** argv) {
   app.add_option("--device", device, "cpu | cuda | auto (cuda in a gpu build with a GPU, else cpu)");
   app.add_option("--runs", o.runs, "timed runs per workload (median, min, max)")->check(CLI::Range(20, 100000));
   app.add_option("--warmup", o.warmup, "untimed warm-up calls per workload (default 3; 1 with --quick)")->check(CLI::Range(0, 1000));
+  app.add_flag("--profile", o.profile,
+               "profile one call of each workload (after the warm-ups, default 1) instead of timing it: tables by op "
+               "and by kernel, the modelled time on --profile-gpu (docs/profiling.md)");
+  app.add_option("--profile-gpu", o.profile_gpu, "the GPU of the modelled time: H200 (default), H100, A100, L4");
+  app.add_option("--trace", o.trace_path, "with --profile: write a Chrome trace to PREFIX.<workload>.json");
+  app.add_flag("--count-only", o.count_only,
+               "with --profile on cuda-emu: record the launches without running them (the modelled time needs only "
+               "their declared work; values are garbage)");
   CLI11_PARSE(app, argc, argv);
-  if (o.quick && app.count("--warmup") == 0) o.warmup = 1;
+  if ((o.quick || o.profile) && app.count("--warmup") == 0) o.warmup = 1;
 
   try {
     if (device == "auto") {
@@ -157,6 +166,7 @@ int main(int argc, char** argv) {
     int failures = 0;
     for (const auto& w : selected) {
       try {
+        bench.set_workload(w.name);
         w.run(bench, w);
       } catch (const std::exception& e) {
         ++failures;

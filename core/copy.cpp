@@ -10,6 +10,7 @@
 
 #include "core/convert.h"
 #include "core/log.h"
+#include "core/profiler.h"
 #include "core/tensor.h"
 
 namespace hg {
@@ -79,7 +80,9 @@ void warn_staging_once(Device device) {
 // Same-device copy on any device.
 void copy_same_device(const Tensor& dst, const Tensor& src) {
   const DeviceType type = dst.device().type;
+  profiler::declare_work(static_cast<double>(dst.nbytes() + src.nbytes()));  // Note [Profiler]
   if (type == DeviceType::CPU) {
+    const profiler::WorkScope profiled(profiler::Kind::cpu_kernel, "cpu::copy");
     cpu::copy_strided(dst, src);
     return;
   }
@@ -134,7 +137,9 @@ void copy_into(const Tensor& dst, const Tensor& src) {
 void fill(const Tensor& dst, double value) {
   if (dst.numel() == 0) return;
   const DeviceType type = dst.device().type;
+  profiler::declare_work(static_cast<double>(dst.nbytes()));  // Note [Profiler]
   if (type == DeviceType::CPU) {
+    const profiler::WorkScope profiled(profiler::Kind::cpu_kernel, "cpu::fill");
     cpu::fill_strided(dst, value);
     return;
   }

@@ -105,7 +105,8 @@ struct Options {
   bool overwrite = false;
   int64_t checkpoint_every = 0;
   int64_t max_steps = 0;
-  int nproc = 0;  // 0: one process, or WORLD_SIZE when launched
+  int64_t profile = 0;  // --profile N: profile the N-th step of this process
+  int nproc = 0;        // 0: one process, or WORLD_SIZE when launched
   int64_t log_every = 0;
 };
 
@@ -338,6 +339,10 @@ int main(int argc, char** argv) {
   app.add_option("--checkpoint-every", o.checkpoint_every,
                  "also write the checkpoint every N steps (0 = after each epoch only)")
       ->check(at_least(0, "an integer"));
+  app.add_option("--profile", o.profile,
+                 "profile the N-th step of this process: tables by op and kernel, and <out>/profile-step-N.json, a "
+                 "Chrome trace (docs/profiling.md)")
+      ->check(at_least(0, "an integer"));
   app.add_option("--max-steps", o.max_steps, "stop after this many steps in total, with a checkpoint (0 = no limit)")
       ->check(at_least(0, "an integer"));
   app.add_option("--log-every", o.log_every,
@@ -406,6 +411,7 @@ int main(int argc, char** argv) {
     g.overwrite = o.overwrite;
     g.checkpoint_every = o.checkpoint_every;
     g.max_steps = o.max_steps;
+    g.profile = o.profile;
     g.log_every = o.log_every;
     return hg::train::train_gpt(g);
   }
@@ -684,6 +690,7 @@ int main(int argc, char** argv) {
     const std::vector<hg::Tensor> params = model->parameters();
     const auto start = Clock::now();
     const int64_t first_step = global_step;
+    hg::train::StepProfiler profiler(o.profile, o.out);
     double train_seconds = 0.0;  // this process's training time, without evaluation
     double eval_seconds = -1.0;  // the last evaluation's time (< 0: none yet)
     // Seconds left: the remaining steps at this process's pace, plus the
@@ -717,6 +724,7 @@ int main(int argc, char** argv) {
       // tty: the line is redrawn every 10 steps; elsewhere a line at every quarter.
       const int64_t report_every = term.tty() ? 10 : std::max<int64_t>(num_batches / 4, 1);
       for (auto [x, y] : train) {
+        profiler.before(global_step - first_step);
         opt.zero_grad();
         hg::Tensor loss;
         {
@@ -731,6 +739,7 @@ int main(int argc, char** argv) {
         scaler.step(opt);
         scaler.update();
         if (schedule) schedule->step();
+        profiler.after();
         {
           hg::NoGradGuard no_grad;
           const hg::Tensor l = loss.detach();

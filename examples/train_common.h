@@ -8,11 +8,14 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
+#include <utility>
 
 #include "core/device.h"
 #include "core/dtype.h"
 #include "core/error.h"
+#include "core/profiler.h"
 #include "optim/checkpoint.h"
 
 #if defined(HG_WITH_CUDA)
@@ -89,5 +92,32 @@ inline double extra_sum(const optim::TrainingProgress& p, const std::string& key
   HG_CHECK(std::isfinite(v), "--resume: the checkpoint's '", key, "' is not finite; the file is corrupt");
   return v;
 }
+
+// hg-train --profile N: the N-th step of this process (1-based; 0: none) runs
+// under hg::profiler::Profile; its tables by op and by kernel and the modelled
+// time on an H200 are printed, the Chrome trace written to
+// <out>/profile-step-N.json (docs/profiling.md).
+class StepProfiler {
+ public:
+  StepProfiler(int64_t step, std::string out) : step_(step), out_(std::move(out)) {}
+  // Around each step; `done` counts the steps this process has finished.
+  void before(int64_t done) {
+    if (step_ > 0 && done + 1 == step_) profile_.emplace();
+  }
+  void after() {
+    if (!profile_ || !profile_->running()) return;
+    profile_->stop();
+    const std::string path = out_ + "/profile-step-" + std::to_string(step_) + ".json";
+    profile_->write_trace(path);
+    std::printf("\nhg-train: step %lld profiled (trace %s)\n%s\n%s\n", static_cast<long long>(step_), path.c_str(),
+                profile_->table().c_str(), profile_->model(profiler::gpu_spec("H200")).table.c_str());
+    std::fflush(stdout);
+  }
+
+ private:
+  int64_t step_;
+  std::string out_;
+  std::optional<profiler::Profile> profile_;
+};
 
 }  // namespace hg::train

@@ -353,8 +353,10 @@ int run(const GptJobOptions& options) {
     const int64_t report_every = term.tty() ? 5 : std::max<int64_t>(o.eval_every / 5, 1);
     const int64_t last_step = o.max_steps > 0 ? std::min(o.max_steps, o.iters) : o.iters;
     bool stopped = false;
+    StepProfiler profiler(o.profile, o.out);
     while (global_step < o.iters) {
       auto [x, y] = data::random_windows(train_tokens, o.batch_size, o.block_size, gen, device);
+      profiler.before(global_step - first_step);
       opt->zero_grad();
       Tensor loss;
       {
@@ -369,6 +371,7 @@ int run(const GptJobOptions& options) {
       scaler.step(*opt);
       scaler.update();
       if (schedule) schedule->step();
+      profiler.after();
       {
         NoGradGuard no_grad;
         const Tensor l = loss.detach();

@@ -40,6 +40,7 @@ struct GptJobOptions {
   int64_t checkpoint_every = 0;
   int64_t max_steps = 0;
   int64_t log_every = 0;  // 0: every eval_every / 25 steps
+  int64_t profile = 0;    // profile the N-th step of this process (0: none)
   // The model and the run.
   int64_t iters = 2000;
   int64_t eval_every = 250;

@@ -7,7 +7,9 @@
 #include <sstream>
 #include <string>
 #include <tuple>
+#include <utility>
 
+#include "core/profiler.h"
 #include "kernels/conv.h"
 #include "kernels/dispatch.h"
 #include "kernels/ops.h"
@@ -37,6 +39,31 @@ namespace {
 // CPU tensors go to kernels/cpu/conv.cpp; CUDA tensors to the hand-written
 // kernels in kernels/cuda/pool_norm.cu and the cuDNN calls in kernels/cuda/conv.cu.
 #define HG_CONV_CALL(op, device, fn, ...) HG_BACKEND_CALL(device, fn, __VA_ARGS__)
+
+// The profiler's record of a convolution (Note [Profiler]): 2 FLOPs per
+// multiply-add, 2 N OC OH OW (C / groups) KH KW per product (forward; dx and dw
+// one each), the bytes of the tensors it reads and writes. On CUDA the cuDNN
+// call is a library record of its own; on the CPU the backend call carries it.
+struct ConvRecord {
+  template <typename... Ts>
+  ConvRecord(const char* name, const Tensor& y, const Tensor& w, int products, const Ts&... touched) {
+    if (!profiler::active()) return;
+    const double flops = 2.0 * static_cast<double>(y.numel()) * static_cast<double>(w.numel() / w.size(0)) * products;
+    if (y.is_cpu()) {
+      profiler::declare_call_flops(flops);
+      return;
+    }
+    profiler::declare_work((0.0 + ... + (touched.defined() ? static_cast<double>(touched.nbytes()) : 0.0)), flops);
+    index = profiler::detail::begin_work(profiler::Kind::library, name, 0, nullptr, nullptr, 0);
+    profiler::declare_work(static_cast<double>(y.nbytes()));  // the bias kernel's (reads or writes y / dy)
+  }
+  ~ConvRecord() {
+    if (index >= 0) profiler::detail::end(index);
+  }
+  ConvRecord(const ConvRecord&) = delete;
+  ConvRecord& operator=(const ConvRecord&) = delete;
+  int index = -1;
+};
 
 void check_4d(const char* op, const Tensor& t, const char* what) {
   HG_CHECK(t.defined(), op, ": ", what, " is an undefined tensor");
@@ -106,6 +133,7 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv2d
   const auto o = conv_output(x, w, p);
   Tensor y = empty_4d(x.size(0), w.size(0), o[0], o[1], x.dtype(), x);
   if (y.numel() == 0) return y;
+  const ConvRecord profiled("cudnn conv2d forward", y, w, 1, x, y, w);  // Note [Profiler]
   HG_CONV_CALL("conv2d", x.device(), conv2d_forward, y, x, w, bias, p);
   return y;
 }
@@ -127,6 +155,8 @@ std::tuple<Tensor, Tensor, Tensor> conv2d_backward(const Tensor& dy, const Tenso
       if (t->defined()) t->zero_();
     return {dx, dw, db};
   }
+  const ConvRecord profiled("cudnn conv2d backward", g, w, static_cast<int>(need[0]) + static_cast<int>(need[1]), g, x,
+                            w, dx, dw);
   HG_CONV_CALL("conv2d_backward", x.device(), conv2d_backward, dx, dw, db, g, x, w, p);
   return {dx, dw, db};
 }

@@ -3,11 +3,14 @@
 // contiguous [B*H, L or S, D] tensors; the CUDA backend gets [B, H, L or S, D]
 // tensors through their strides (copied only when flash_attention_rows_ok
 // fails).
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
 
 #include "core/error.h"
+#include "core/profiler.h"
+#include "kernels/dispatch.h"
 #include "kernels/flash_attention.h"
 
 namespace hg::ops {
@@ -44,6 +47,18 @@ void check_qkv(const char* what, const Tensor& q, const Tensor& k, const Tensor&
 }
 
 DType lse_dtype(DType t) { return t == kF64 ? kF64 : kF32; }
+
+// Query-key pairs the attention computes (the profiler's FLOPs): l x s, or
+// with the causal mask (top-left aligned: query i sees keys 0..i) the lower triangle.
+double attention_pairs(int64_t bh, int64_t l, int64_t s, bool causal) {
+  double pairs = 0;
+  if (!causal) {
+    pairs = static_cast<double>(l) * static_cast<double>(s);
+  } else {
+    for (int64_t i = 0; i < l; ++i) pairs += static_cast<double>(std::min<int64_t>(i + 1, s));
+  }
+  return pairs * static_cast<double>(bh);
+}
 
 #if defined(HG_WITH_CUDA)
 // A [B, H, N, D] tensor stored as [B, N, H, D] (the CUDA kernels write any
@@ -92,6 +107,9 @@ FlashForward flash_attention_forward(const Tensor& q, const Tensor& k, const Ten
   f.lse = empty({b, h, l}, {.dtype = lse_dtype(q.dtype()), .device = q.device()});
   const int64_t bh = b * h;
   if (bh == 0) return f;
+  profiler::declare_call_flops(4.0 * attention_pairs(bh, l, s, causal) * static_cast<double>(d));  // QK^T, PV
+  const profiler::BackendCallScope call(q.device().is_cpu(), "flash_attention_forward",
+                                        [&] { return detail::operand_bytes(f.out, f.lse, q, k, v); });
 #if defined(HG_WITH_CUDA)
   if (q.device().is_cuda()) {
     f.out = heads_last(q.sizes(), {.dtype = q.dtype(), .device = q.device()});
@@ -123,6 +141,10 @@ FlashBackward flash_attention_backward(const Tensor& d_out, const Tensor& q, con
   g.dv = empty(v.sizes(), opts);
   const int64_t bh = b * h;
   if (bh == 0) return g;
+  profiler::declare_call_flops(8.0 * attention_pairs(bh, l, s, causal) * static_cast<double>(d));  // dV dP dQ dK
+  const profiler::BackendCallScope call(q.device().is_cpu(), "flash_attention_backward", [&] {
+    return detail::operand_bytes(g.dq, g.dk, g.dv, d_out, q, k, v, out, lse);
+  });
 #if defined(HG_WITH_CUDA)
   if (q.device().is_cuda()) {
     g.dq = heads_last(q.sizes(), opts);

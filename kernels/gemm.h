@@ -17,6 +17,7 @@
 
 #include <cstdint>
 
+#include "core/profiler.h"
 #include "core/tensor.h"
 
 namespace hg::ops {
@@ -140,6 +141,9 @@ struct GemmCallStats {
   int64_t last_batch = 0;
 };
 void note_gemm_call(const GemmArgs& args);
+// The profiler record of one backend GEMM, with its declared work (2 m n k
+// FLOPs per batch; A and B read, C written): Note [Profiler].
+profiler::WorkScope profile_gemm(const GemmArgs& args, bool cuda);
 GemmCallStats gemm_call_stats();
 }  // namespace ops::detail
 

@@ -196,9 +196,16 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b, cons
     args.c = out.data_ptr();
     args.epilogue = GemmEpilogue::bias;
     args.bias = const_cast<void*>(bias.data_ptr());
-    if (cuda::gemm_lt(args)) {
-      detail::note_gemm_call(args);
-      return out;
+    {
+      const profiler::WorkScope profiled = detail::profile_gemm(args, true);  // Note [Profiler]
+      if (profiled.skip()) {  // count-only profiling: recorded, not run
+        detail::note_gemm_call(args);
+        return out;
+      }
+      if (cuda::gemm_lt(args)) {
+        detail::note_gemm_call(args);
+        return out;
+      }
     }
   }
 #endif
@@ -273,6 +280,8 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b, cons
     args.b = static_cast<const char*>(B.data) + off_b * esize;
     args.c = static_cast<char*>(out.data_ptr()) + off_c * esize;
     detail::note_gemm_call(args);
+    const profiler::WorkScope profiled = detail::profile_gemm(args, a.is_cuda());  // Note [Profiler]
+    if (profiled.skip()) continue;  // count-only profiling: recorded, not run
 #if defined(HG_WITH_CUDA)
     if (a.is_cuda()) {
       cuda::gemm(args);
@@ -296,6 +305,21 @@ void note_gemm_call(const GemmArgs& args) {
   g_last_trans_b.store(args.trans_b, std::memory_order_relaxed);
   g_last_batch.store(args.batch, std::memory_order_relaxed);
 }
+profiler::WorkScope profile_gemm(const GemmArgs& args, bool cuda) {
+  if (!profiler::active()) return profiler::WorkScope(profiler::Kind::library, nullptr);
+  // Work a GEMM needs: A and B read once, C written (and read with beta != 0).
+  const double esize = static_cast<double>(dtype_size(args.dtype));
+  const double batch = static_cast<double>(args.batch), m = static_cast<double>(args.m),
+               n = static_cast<double>(args.n), k = static_cast<double>(args.k);
+  const double a_elems = (args.stride_a == 0 ? 1 : batch) * m * k, b_elems = (args.stride_b == 0 ? 1 : batch) * k * n;
+  const double c_elems = batch * m * n * (args.beta != 0.0f ? 2 : 1);
+  profiler::declare_work((a_elems + b_elems + c_elems) * esize, 2.0 * batch * m * n * k);
+  static const char* const kCudaNames[] = {"cublas gemm f32", "cublas gemm f16", "cublas gemm bf16", "cublas gemm f64"};
+  const int t = args.dtype == DType::F16 ? 1 : args.dtype == DType::BF16 ? 2 : args.dtype == DType::F64 ? 3 : 0;
+  return profiler::WorkScope(cuda ? profiler::Kind::library : profiler::Kind::cpu_kernel,
+                             cuda ? kCudaNames[t] : cpu::gemm_path(args.dtype));
+}
+
 GemmCallStats gemm_call_stats() {
   return {g_gemm_calls.load(), g_last_trans_a.load(), g_last_trans_b.load(), g_last_batch.load()};
 }

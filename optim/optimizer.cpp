@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "autograd/grad_mode.h"
+#include "core/profiler.h"
 
 namespace hg::optim {
 
@@ -46,6 +47,7 @@ void Optimizer::add_param_group(std::vector<Tensor> params, OptimizerHyper hyper
 }
 
 void Optimizer::zero_grad(bool set_to_none) {
+  const profiler::Range profiled("optimizer.zero_grad");  // Note [Profiler]
   for (const ParamGroup& g : groups_) {
     for (const Tensor& p : g.params) {
       if (set_to_none) {
@@ -89,6 +91,7 @@ void Optimizer::ensure_state(size_t g) {
 }
 
 void Optimizer::step(const Tensor& inv_scale, const Tensor& found_inf) {
+  const profiler::Range profiled("optimizer.step");  // Note [Profiler]
   NoGradGuard no_grad;
   for (size_t g = 0; g < groups_.size(); ++g) {
     ensure_state(g);

@@ -6,5 +6,6 @@ list(APPEND HG_CUDA_HOST_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/cuda/cuda_check.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cuda/runtime.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cuda/caching_allocator.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/cuda/profiler_clock.cpp
 )
 include(${CMAKE_CURRENT_LIST_DIR}/emu/sources.cmake)

@@ -26,9 +26,11 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <utility>
 
 #include "core/error.h"
+#include "core/profiler.h"
 #include "runtime/cuda/cuda_check.h"
 
 namespace hg::cuda {
@@ -67,7 +69,12 @@ void launch_kernel(const char* name, const char* file, int line, void (*kernel)(
                    dim3 block, size_t shared_bytes, cudaStream_t stream, Args&&... args) {
   static_assert(sizeof...(Params) == sizeof...(Args), "wrong number of kernel arguments");
   if (grid.x == 0 || grid.y == 0 || grid.z == 0) return;  // empty launch: see above
+  // Recorded while a Profile is open (Note [Profiler] in core/profiler.h).
+  const unsigned grid3[3] = {grid.x, grid.y, grid.z}, block3[3] = {block.x, block.y, block.z};
+  const ::hg::profiler::WorkScope profiled(::hg::profiler::Kind::kernel, name, reinterpret_cast<uint64_t>(stream),
+                                           grid3, block3, shared_bytes);
 #if defined(HG_CUDA_EMU)
+  if (profiled.skip()) return;  // count-only profiling: recorded, not run
   const ::hg::emu::LaunchResult result = ::hg::emu::launch_kernel(
       name, kernel, grid, block, shared_bytes, stream, std::forward<Args>(args)...);
   if (result.error != cudaSuccess) {

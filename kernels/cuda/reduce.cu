@@ -245,6 +245,7 @@ void run_rows(const char* name, const Op& op, const Tensor& out, const Tensor& x
   if (splits == 1) {
     args.out = out.data_ptr();
     args.chunk = cols;
+    profiler::declare_work(static_cast<double>(x.nbytes() + out.nbytes()), static_cast<double>(rows * cols));
     launch_kernel(name, __FILE__, __LINE__, reduce_rows_kernel<Op, T, true, false>,
                   grid_for(rows, args.group, 1), dim3(kBlockThreads), 0, stream, args, op);
     return;
@@ -254,6 +255,7 @@ void run_rows(const char* name, const Op& op, const Tensor& out, const Tensor& x
                            {.dtype = kU8, .device = out.device()});
   args.out = workspace.data_ptr();
   args.chunk = (cols + splits - 1) / splits;
+  profiler::declare_work(static_cast<double>(x.nbytes() + workspace.nbytes()), static_cast<double>(rows * cols));
   launch_kernel(name, __FILE__, __LINE__, reduce_rows_kernel<Op, T, true, true>,
                 grid_for(rows, args.group, splits), dim3(kBlockThreads), 0, stream, args, op);
   // Pass 2: combine each row's partials in chunk order, then finish.
@@ -266,6 +268,7 @@ void run_rows(const char* name, const Op& op, const Tensor& out, const Tensor& x
   final_args.chunk = splits;
   final_args.count = cols;
   final_args.group = group_for(splits);
+  profiler::declare_work(static_cast<double>(workspace.nbytes() + out.nbytes()), static_cast<double>(rows * splits));
   launch_kernel(name, __FILE__, __LINE__, reduce_rows_kernel<Op, Acc, false, false>,
                 grid_for(rows, final_args.group, 1), dim3(kBlockThreads), 0, stream, final_args, op);
   // The workspace goes back to the caching allocator, which orders its reuse

@@ -27,6 +27,10 @@ TEST_CASE("README quick look compiles and runs", "[core][docs]") {
   Tensor loss = logits.log_softmax().mean().neg();              // methods, or free functions: hg::mean(x)
   loss.backward();                                              // every parameter's grad() is d(loss)/dp
   Tensor hits = (logits.argmax(1) == tensor({0, 1, 2})).sum();  // comparisons give bool tensors
+  profiler::Profile prof;                                       // records each op and kernel (docs/profiling.md)
+  model->forward(a).sum().backward();                           // any code: here a forward and backward
+  prof.stop();                                                  // reads the device clock once
+  std::cout << prof.table();                                    // time, bytes and FLOPs per op and per kernel
   // ---- end README snippet ----
   std::cout.rdbuf(old);
   CHECK(h.sizes() == Shape{4, 3});
@@ -37,7 +41,9 @@ TEST_CASE("README quick look compiles and runs", "[core][docs]") {
   for (const Tensor& p : model->parameters()) CHECK(p.grad().sizes() == p.sizes());
   CHECK(hits.numel() == 1);
   CHECK(hits.dtype() == kI64);
+  CHECK(!prof.records().empty());
   const std::string out = captured.str();
+  CHECK(out.find("by kernel") != std::string::npos);
   CHECK(out.rfind("tensor([[ 0.,  4.,  8.],", 0) == 0);
   CHECK(out.find("Sequential(\n  (0): Linear(in_features=4, out_features=8, bias=true)\n  (1): ReLU()\n") !=
         std::string::npos);
