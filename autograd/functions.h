@@ -113,7 +113,7 @@ Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tens
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
 // Views of x along dim (the last one shorter when the size does not divide),
-// like torch.split / torch.chunk; each records autograd as a narrow.
+// like torch.split / torch.chunk; one gradient buffer (Note [Split backward]).
 std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim = 0);
 std::vector<Tensor> split_with_sizes(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim = 0);
 std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim = 0);

@@ -12,13 +12,13 @@
 
 #include "autograd/autocast.h"
 #include "autograd/functions.h"
+#include "autograd/grad_mode.h"
 #include "autograd/node.h"
 #include "core/copy.h"
 #include "kernels/index.h"
 #include "kernels/ops.h"
 
 namespace hg {
-
 
 using autograd::any_requires_grad;
 using autograd::FunctionNode;
@@ -151,6 +151,90 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
   return cat(unsqueezed, d);
 }
 
+namespace {
+
+// Note [Split backward]
+// The gradient of x from the gradients of its pieces, in one buffer: each
+// piece's node copies its gradient into its slice of a buffer shaped like x
+// (allocated, not zeroed, by the first piece to run), and a gather node
+// between the pieces and x zero-fills only the slices no piece wrote, then
+// passes the buffer on. One copy per piece that receives a gradient, no
+// zero fill of the whole of x and no adds (recording each piece as a narrow
+// view costs, per piece, a zero fill of x's size and a copy, plus an add per
+// extra piece when the engine sums them).
+//   The engine runs the gather node after every piece node of the pass
+//   (dependency counts) and gives it the sum of what they returned: only the
+//   first piece returns the buffer, the others return nothing, so that sum is
+//   the buffer itself. The engine runs nodes newest first, so the pieces'
+//   nodes and then the gather node run back to back. The shared state holds
+//   the buffer weakly (the engine's gradient buffer owns it): if a pass
+//   throws between them (a piece's copy failing), the buffer dies with the
+//   engine's state and the next pass starts afresh.
+struct SplitGradState {
+  std::weak_ptr<TensorImpl> buffer;  // x's gradient under assembly in this pass
+  std::vector<char> written;         // per piece: its slice holds its gradient
+};
+
+// The gather node: a Node of its own rather than a FunctionNode, because it
+// holds no saved tensors and stays runnable after a pass without
+// retain_graph, so that a later pass through other pieces of the same split
+// still works (each piece's own node is a FunctionNode, freed like any op's).
+class SplitGatherNode final : public autograd::Node {
+ public:
+  SplitGatherNode(std::shared_ptr<SplitGradState> state, int64_t d, std::vector<int64_t> offsets,
+                  std::vector<int64_t> lengths)
+      : state_(std::move(state)), d_(d), offsets_(std::move(offsets)), lengths_(std::move(lengths)) {}
+  Grads apply(const Tensor& g) override {
+    for (size_t i = 0; i < lengths_.size(); ++i) {
+      if (!state_->written[i] && lengths_[i] > 0) g.narrow(d_, offsets_[i], lengths_[i]).zero_();
+    }
+    state_->buffer.reset();
+    state_->written.assign(lengths_.size(), 0);
+    return {g};
+  }
+  std::string name() const override { return "split"; }
+
+ private:
+  std::shared_ptr<SplitGradState> state_;
+  int64_t d_;
+  std::vector<int64_t> offsets_, lengths_;
+};
+
+void record_split(const Tensor& x, const std::vector<Tensor>& pieces, int64_t d, const std::vector<int64_t>& offsets) {
+  auto state = std::make_shared<SplitGradState>();
+  state->written.assign(pieces.size(), 0);
+  std::vector<int64_t> lengths;
+  for (const Tensor& p : pieces) lengths.push_back(p.size(d));
+  auto gather = std::make_shared<SplitGatherNode>(state, d, offsets, lengths);
+  gather->next_edges.push_back(autograd::edge_to(x));
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    auto node = std::make_shared<FunctionNode>("split_piece", std::vector<SavedTensor>{},
+                                               [state, i, d, off = offsets[i], len = lengths[i], base_shape = x.sizes(),
+                                                dtype = x.dtype()](const Tensor& g, const FunctionNode&) -> Grads {
+                                                 std::shared_ptr<TensorImpl> live = state->buffer.lock();
+                                                 const bool first = live == nullptr;
+                                                 Tensor base;
+                                                 if (first) {
+                                                   base = empty(base_shape, {.dtype = dtype, .device = g.device()});
+                                                   state->buffer = base.impl_shared();
+                                                   state->written.assign(state->written.size(), 0);
+                                                 } else {
+                                                   base = Tensor(std::move(live));
+                                                 }
+                                                 copy_into(base.narrow(d, off, len), g);
+                                                 state->written[i] = 1;
+                                                 return {first ? base : Tensor()};
+                                               });
+    // The gather node runs after every piece's (the engine's dependency
+    // counts); its place in the creation order is just before the pieces.
+    if (i == 0) gather->sequence_nr = node->sequence_nr;
+    node->next_edges.push_back(autograd::Edge{gather});
+    autograd::set_history(pieces[i], node);
+  }
+}
+
+}  // namespace
+
 std::vector<Tensor> split_with_sizes(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim) {
   HG_CHECK(x.dim() >= 1, "split: cannot split a rank-0 tensor");
   const int64_t d = wrap_dim(dim, x.dim(), "split");
@@ -162,11 +246,17 @@ std::vector<Tensor> split_with_sizes(const Tensor& x, const std::vector<int64_t>
   HG_CHECK(total == x.size(d), "split: sizes ", shape_to_string(Shape(sizes.begin(), sizes.end())), " sum to ", total,
            " but dim ", d, " of ", x.shape_str(), " has size ", x.size(d));
   std::vector<Tensor> out;
+  std::vector<int64_t> offsets;
   int64_t offset = 0;
-  for (int64_t s : sizes) {
-    out.push_back(x.narrow(d, offset, s));  // records through the view hook
-    offset += s;
+  {
+    NoGradGuard no_grad;  // the pieces record below, all together, not each as a narrow
+    for (int64_t s : sizes) {
+      out.push_back(x.narrow(d, offset, s));
+      offsets.push_back(offset);
+      offset += s;
+    }
   }
+  if (any_requires_grad({&x})) record_split(x, out, d, offsets);
   return out;
 }
 

@@ -177,6 +177,50 @@ def gpt_step(p, dev):
     return step, None, 1, note + ("; GradScaler" if dt == torch.float16 else "") + "; F.scaled_dot_product_attention"
 
 
+def attention_variants(p, dev):
+    """hg-bench's attention workload: F.scaled_dot_product_attention on [B, H, T, D] contiguous q, k, v, the
+    forward alone or the forward and torch.autograd.grad of q, k, v (the backward). On a GPU one variant per
+    backend PyTorch can run at this shape (flash, cuDNN); on the CPU PyTorch's default choice."""
+    F = torch.nn.functional
+    dt = dtype(p["dtype"])
+    shape = (p["b"], p["h"], p["t"], p["d"])
+    g = torch.Generator(device="cpu").manual_seed(1)
+    q, k, v, d_out = (torch.randn(*shape, generator=g).to(device=dev, dtype=dt) for _ in range(4))
+    backward = p["backward"]
+    if backward:
+        for x in (q, k, v):
+            x.requires_grad_(True)
+
+    def run():
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=p["causal"])
+        if backward:
+            torch.autograd.grad(out, (q, k, v), d_out)
+    what = "F.scaled_dot_product_attention" + (" + autograd.grad(q, k, v)" if backward else "")
+    if dev.type != "cuda":
+        return [(run, None, 1, what + "; default CPU backend")]
+    try:
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+    except ImportError:
+        return [(run, None, 1, what + "; default backend (no torch.nn.attention in this PyTorch)")]
+    variants = []
+    for label in ("FLASH_ATTENTION", "CUDNN_ATTENTION"):
+        backend = getattr(SDPBackend, label, None)
+        if backend is None:
+            continue
+
+        def pinned(backend=backend):
+            with sdpa_kernel(backend):
+                run()
+        try:  # a backend that cannot run this shape/dtype raises "No available kernel"
+            pinned()
+        except RuntimeError as e:
+            print(f"compare_torch.py: {label} cannot run {shape} {p['dtype']}: {str(e).splitlines()[0]}",
+                  file=sys.stderr)
+            continue
+        variants.append((pinned, None, 1, f"{what}; SDPBackend.{label}"))
+    return variants or None
+
+
 def torch_workload(p, dev):
     """(fn, before, inner, note) running workload params p in PyTorch; None if there is no counterpart."""
     k = p["kind"]
@@ -284,6 +328,8 @@ def torch_workload(p, dev):
         return cnn_step, None, 1, f"eager, fp32 weights + autocast({p['dtype']})" + (" + GradScaler" if dt == torch.float16 else "")
     if k == "gpt":
         return gpt_step(p, dev)
+    if k == "attention":
+        return attention_variants(p, dev)
     if k == "mlp":
         dims, batch, dt = p["dims"], p["batch"], dtype(p["dtype"])
         layers = []
@@ -557,62 +603,66 @@ def main():
                 except Exception as e:
                     print(f"{w['name']:46} FAILED: {e}")
             continue
-        fn, before, inner, note = made
+        # A workload may have several PyTorch variants (attention: the flash and the
+        # cuDNN backends): one row each; halfgrad's line is kept from the first.
+        variants = made if isinstance(made, list) else [made]
+        for vi, (fn, before, inner, note) in enumerate(variants):
+            keep_v = keep and vi == 0
 
-        def torch_run():
-            def many():
+            def torch_run():
+                def many():
+                    for _ in range(inner):
+                        fn()
+                # the --max-call-s probe was PyTorch's first warm-up call
+                m, lo, hi = time_fn(many, dev, args.runs, max(0, args.warmup - probed), before)
+                return m / inner
+            hg_t, pt_t = [], []
+            probed = 0
+            if args.max_call_s is not None:
+                probed = 1
+                t0 = time.perf_counter()
                 for _ in range(inner):
                     fn()
-            # the --max-call-s probe was PyTorch's first warm-up call
-            m, lo, hi = time_fn(many, dev, args.runs, max(0, args.warmup - probed), before)
-            return m / inner
-        hg_t, pt_t = [], []
-        probed = 0
-        if args.max_call_s is not None:
-            probed = 1
-            t0 = time.perf_counter()
-            for _ in range(inner):
-                fn()
-            if dev.type == "cuda":
-                torch.cuda.synchronize()
-            one = (time.perf_counter() - t0) / inner
-            if one > args.max_call_s:
-                try:
-                    h = run_hg(args.hg_bench, args, w["name"], dev_name, keep=keep)["median_s"]
-                except Exception as e:
-                    print(f"{w['name']:46} FAILED: {e}")
+                if dev.type == "cuda":
+                    torch.cuda.synchronize()
+                one = (time.perf_counter() - t0) / inner
+                if one > args.max_call_s:
+                    try:
+                        h = run_hg(args.hg_bench, args, w["name"], dev_name, keep=keep_v)["median_s"]
+                    except Exception as e:
+                        print(f"{w['name']:46} FAILED: {e}")
+                        continue
+                    print(f"{w['name']:46} {fmt_s(h):>11} {fmt_s(one):>11} ~{one / h:5.2f}x  {note}"
+                          f"{'; ' if note else ''}PyTorch: one call (> --max-call-s {args.max_call_s:g} s), "
+                          "not in the mean", flush=True)
+                    if out:
+                        out.write(json.dumps({"name": w["name"], "suite": w["suite"], "params": p, "halfgrad_s": [h],
+                                              "torch_s": [one], "torch_single_call": True,
+                                              "speed_ratio_estimate": one / h, "torch": torch.__version__,
+                                              "torch_threads": torch.get_num_threads(), "device": dev_name,
+                                              "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "unset"),
+                                              "torch_variant": note}) + "\n")
+                        out.flush()
                     continue
-                print(f"{w['name']:46} {fmt_s(h):>11} {fmt_s(one):>11} ~{one / h:5.2f}x  {note}"
-                      f"{'; ' if note else ''}PyTorch: one call (> --max-call-s {args.max_call_s:g} s), "
-                      "not in the mean", flush=True)
-                if out:
-                    out.write(json.dumps({"name": w["name"], "suite": w["suite"], "params": p, "halfgrad_s": [h],
-                                          "torch_s": [one], "torch_single_call": True,
-                                          "speed_ratio_estimate": one / h, "torch": torch.__version__,
-                                          "torch_threads": torch.get_num_threads(), "device": dev_name,
-                                          "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "unset"),
-                                          "torch_variant": note}) + "\n")
-                    out.flush()
+            try:
+                for i in range(args.rounds):  # A/B, or A/B/A/B
+                    hg_t.append(run_hg(args.hg_bench, args, w["name"], dev_name, keep=keep_v and i == 0)["median_s"])
+                    pt_t.append(torch_run())
+                    probed = 0  # later rounds warm up in full
+            except Exception as e:  # one failed workload does not stop the rest
+                print(f"{w['name']:46} FAILED: {e}")
                 continue
-        try:
-            for i in range(args.rounds):  # A/B, or A/B/A/B
-                hg_t.append(run_hg(args.hg_bench, args, w["name"], dev_name, keep=keep and i == 0)["median_s"])
-                pt_t.append(torch_run())
-                probed = 0  # later rounds warm up in full
-        except Exception as e:  # one failed workload does not stop the rest
-            print(f"{w['name']:46} FAILED: {e}")
-            continue
-        h, t = statistics.median(hg_t), statistics.median(pt_t)
-        ratio = t / h
-        ratios.append(ratio)
-        print(f"{w['name']:46} {fmt_s(h):>11} {fmt_s(t):>11} {ratio:6.2f}x  {note}", flush=True)
-        if out:
-            out.write(json.dumps({"name": w["name"], "suite": w["suite"], "params": p, "halfgrad_s": hg_t,
-                                  "torch_s": pt_t, "speed_ratio": ratio, "torch": torch.__version__,
-                                  "torch_threads": torch.get_num_threads(), "device": dev_name,
-                                  "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "unset"),
-                                  "torch_variant": note}) + "\n")
-            out.flush()
+            h, t = statistics.median(hg_t), statistics.median(pt_t)
+            ratio = t / h
+            ratios.append(ratio)
+            print(f"{w['name']:46} {fmt_s(h):>11} {fmt_s(t):>11} {ratio:6.2f}x  {note}", flush=True)
+            if out:
+                out.write(json.dumps({"name": w["name"], "suite": w["suite"], "params": p, "halfgrad_s": hg_t,
+                                      "torch_s": pt_t, "speed_ratio": ratio, "torch": torch.__version__,
+                                      "torch_threads": torch.get_num_threads(), "device": dev_name,
+                                      "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "unset"),
+                                      "torch_variant": note}) + "\n")
+                out.flush()
     if acc:
         with tempfile.NamedTemporaryFile(suffix=".jsonl") as f:
             text = hg_lines(args.hg_bench, args, ["--suite", "accuracy", "--json", f.name, "--device", dev_name])

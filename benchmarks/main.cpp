@@ -28,7 +28,7 @@
 
 namespace {
 
-const std::vector<std::string> kSuites = {"ceilings",  "gemm",      "bandwidth", "optimizer",
+const std::vector<std::string> kSuites = {"ceilings",  "gemm",      "bandwidth", "attention", "optimizer",
                                           "train-mlp", "train-cnn", "train-gpt", "accuracy"};
 
 // Named sets of workloads (--set), as shell patterns over the workload names.
@@ -110,7 +110,8 @@ int main(int argc, char** argv) {
         continue;
       }
       HG_CHECK(std::find(kSuites.begin(), kSuites.end(), s) != kSuites.end(), "hg-bench: unknown suite '", s,
-               "'; the suites are ceilings gemm bandwidth optimizer train-mlp train-cnn train-gpt accuracy (or all)");
+               "'; the suites are ceilings gemm bandwidth attention optimizer train-mlp train-cnn train-gpt accuracy "
+               "(or all)");
       want.insert(s);
     }
     if (want.empty()) want.insert(kSuites.begin(), kSuites.end());
@@ -133,6 +134,7 @@ int main(int argc, char** argv) {
     if (want.count("ceilings")) all.insert(all.end(), ceilings.begin(), ceilings.end());
     if (want.count("gemm")) hgb::add_gemm(bench, all);
     if (want.count("bandwidth")) hgb::add_bandwidth(bench, all);
+    if (want.count("attention")) hgb::add_attention(bench, all);
     if (want.count("optimizer")) hgb::add_optimizer(bench, all);
     if (want.count("train-mlp")) hgb::add_train_mlp(bench, all);
     if (want.count("train-cnn")) hgb::add_train_cnn(bench, all);

@@ -15,6 +15,9 @@ void add_ceilings(Bench& b, std::vector<Workload>& out);
 void add_gemm(Bench& b, std::vector<Workload>& out);
 // bandwidth: casts, add, gelu, softmax, log_softmax, cross-entropy, reductions.
 void add_bandwidth(Bench& b, std::vector<Workload>& out);
+// attention: the flash path of scaled_dot_product_attention, forward and
+// forward+backward TFLOP/s (benchmarks/attention_suites.cpp).
+void add_attention(Bench& b, std::vector<Workload>& out);
 // optimizer: AdamW over a GPT-2-small-sized parameter set.
 void add_optimizer(Bench& b, std::vector<Workload>& out);
 // train-mlp: full training steps of MLPs.

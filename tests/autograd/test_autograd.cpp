@@ -15,6 +15,10 @@
 #include "kernels/ops.h"
 #include "tests/kernels/test_support.h"
 
+#if defined(HG_CUDA_EMU)
+#include <hg_emu_launch_count.h>
+#endif
+
 using namespace hg;
 using namespace hg::test;
 
@@ -86,6 +90,24 @@ std::vector<GradCase> grad_cases() {
   c.push_back({"squeeze/unsqueeze/flatten", {{3, 1, 4}}, [](V x) {
                  return hg::flatten(hg::unsqueeze(hg::squeeze(x[0], 1), 0)) * 2.0;
                }});
+  // split / chunk (Note [Split backward]): every piece used, one unused, uneven
+  // and empty pieces, the fused-qkv shape (pieces along the last dim).
+  c.push_back({"split qkv, all pieces", {{2, 3, 12}}, [](V x) {
+                 const std::vector<Tensor> p = hg::split(x[0], 4, 2);
+                 return hg::matmul(p[0], hg::transpose(p[1], 1, 2)) * 0.5 + hg::sum(p[2] * p[2], {2}, true);
+               }});
+  c.push_back({"chunk, middle piece unused", {{3, 6}}, [](V x) {
+                 const std::vector<Tensor> p = hg::chunk(x[0], 3, 1);
+                 return p[0] * p[2] + hg::exp(p[2]);
+               }});
+  c.push_back({"split_with_sizes uneven, an empty piece", {{7, 3}}, [](V x) {
+                 const std::vector<Tensor> p = hg::split_with_sizes(x[0], {2, 0, 4, 1}, 0);
+                 return hg::cat({p[3] * 3.0, p[1], hg::tanh(p[0]), p[2]}, 0);
+               }});
+  c.push_back({"split of a transposed view", {{4, 5}}, [](V x) {
+                 const std::vector<Tensor> p = hg::split(hg::transpose(x[0], 0, 1), 2, 1);
+                 return p[0] * p[1];
+               }});
   c.push_back({"contiguous", {{3, 4}}, [](V x) { return hg::exp(hg::contiguous(hg::transpose(x[0], 0, 1))); }});
   c.push_back({"composite", {{3, 4}, {4}}, [](V x) {
                  const Tensor h = hg::relu(hg::linear(x[0], hg::expand(hg::unsqueeze(x[1], 0), {2, 4}))) ;
@@ -155,6 +177,71 @@ TEST_CASE("the engine accumulates, retains and frees like PyTorch", "[autograd][
   out.backward();
   CHECK(a.grad().item<double>() == Approx(2 * std::exp(4.0) + std::exp(2.0)).epsilon(1e-12));
 }
+
+// Note [Split backward]: the pieces' gradients land in one buffer; pieces
+// without a gradient leave zeros; passes that reuse the graph start afresh.
+TEST_CASE("split's backward assembles the input gradient in one buffer", "[autograd][engine][split]") {
+  Tensor x = from_vector(std::vector<double>{1, 2, 3, 4, 5, 6, 7, 8, 9}, {3, 3}).requires_grad_(true);
+  std::vector<Tensor> p = hg::split(x, 1, 1);
+  REQUIRE(p.size() == 3);
+  // only the last piece has a gradient: the others' slices are zero
+  Tensor y = hg::sum(p[2] * 2.0);
+  y.backward(Tensor(), /*retain_graph=*/true);
+  CHECK(values_of(x.grad()) == std::vector<double>{0, 0, 2, 0, 0, 2, 0, 0, 2});
+  // a second pass over the same graph accumulates (a fresh buffer, not the first)
+  y.backward();
+  CHECK(values_of(x.grad()) == std::vector<double>{0, 0, 4, 0, 0, 4, 0, 0, 4});
+  // two pieces, then a pass where a different piece is used: no stale slices
+  x.set_grad(Tensor());
+  Tensor z = hg::sum(p[0] * 3.0) + hg::sum(p[1]);
+  z.backward();
+  CHECK(values_of(x.grad()) == std::vector<double>{3, 1, 0, 3, 1, 0, 3, 1, 0});
+  // a new split of another tensor, one middle piece used
+  Tensor w = hg::ones({3, 3}, {.dtype = kF64}).requires_grad_(true);
+  std::vector<Tensor> q = hg::split(w, 1, 0);
+  Tensor good = hg::sum(q[1] * 5.0);
+  good.backward();
+  CHECK(values_of(w.grad()) == std::vector<double>{0, 0, 0, 5, 5, 5, 0, 0, 0});
+  // no grad mode: plain views, nothing recorded
+  {
+    NoGradGuard guard;
+    for (const Tensor& piece : hg::split(x, 2, 0)) CHECK_FALSE(piece.requires_grad());
+  }
+}
+
+#if defined(HG_CUDA_EMU)
+TEST_CASE("split's backward launches one copy per piece (cuda-emu launch counter)", "[autograd][cuda][split]") {
+  // [B, T, 3C] -> q, k, v along the last dim, as a fused qkv projection. The
+  // seed gradient flows through cat's backward (narrow views, no kernels) to
+  // the pieces; x is a leaf, whose first gradient is the assembled buffer
+  // (Note [Stealing the incoming gradient]), so what launches is split's.
+  Tensor x = make_input({2, 5, 12}, kF32, Domain::kAny, 3).to(Device::cuda()).requires_grad_(true);
+  const Tensor seed = make_input({2, 5, 12}, kF32, Domain::kAny, 4).to(Device::cuda());
+  {
+    std::vector<Tensor> p = hg::split(x, 4, 2);
+    Tensor y = hg::cat({p[0], p[1], p[2]}, 2);
+    const uint64_t before = hg::emu::launch_count();
+    y.backward(seed);
+    CHECK(hg::emu::launch_count() - before == 3);  // three slice copies; no zero fill, no add
+    CHECK(values_of(x.grad()) == values_of(seed));
+  }
+  x.set_grad(Tensor());
+  {
+    std::vector<Tensor> p = hg::split(x, 4, 2);
+    Tensor y = hg::cat({p[0], p[2]}, 2);
+    const uint64_t before = hg::emu::launch_count();
+    y.backward(seed.narrow(2, 0, 8));
+    CHECK(hg::emu::launch_count() - before == 3);  // two slice copies and the middle slice's zero fill
+    std::vector<double> want = values_of(seed);
+    const std::vector<double> s = values_of(seed);
+    for (size_t i = 0; i < want.size(); ++i) {
+      const size_t row = i / 12, col = i % 12;
+      want[i] = col < 4 ? s[row * 12 + col] : (col < 8 ? 0.0 : s[row * 12 + col - 4]);
+    }
+    CHECK(values_of(x.grad()) == want);
+  }
+}
+#endif
 
 // Note [Stealing the incoming gradient]: a leaf's first gradient takes the
 // incoming buffer only when nothing else can see it.
