@@ -25,7 +25,6 @@
 
 #include "core/error.h"
 #include "cuda_runtime.h"
-#include "hg_emu_launch_count.h"
 #include "hg_emu_mma_sm80.h"
 #include "runtime/emu/scheduler.h"
 #include "runtime/emu/stack_pool.h"
@@ -281,14 +280,7 @@ Failure run_grid(const KernelLaunch& l, uint64_t seed, LaunchStats& stats) {
 
 }  // namespace
 
-namespace {
-std::atomic<uint64_t> g_launch_count{0};
-}  // namespace
-
-uint64_t launch_count() { return g_launch_count.load(std::memory_order_relaxed); }
-
 LaunchResult launch(const KernelLaunch& l) {
-  g_launch_count.fetch_add(1, std::memory_order_relaxed);
   Engine& e = engine();
   uint64_t seed;
   size_t max_smem;

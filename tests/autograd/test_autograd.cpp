@@ -16,7 +16,7 @@
 #include "tests/kernels/test_support.h"
 
 #if defined(HG_CUDA_EMU)
-#include <hg_emu_launch_count.h>
+#include <hg_emu_launch.h>
 #endif
 
 using namespace hg;
