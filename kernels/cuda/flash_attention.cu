@@ -347,7 +347,7 @@ __global__ void __launch_bounds__(kThreads)
   const W* vb = reinterpret_cast<const W*>(v) + bh * S * D;
   load_tile<kBr, D>(sQ, reinterpret_cast<const W*>(q) + bh * L * D, q0, L);
   load_tile<kBr, D>(sdO, reinterpret_cast<const W*>(d_out) + bh * L * D, q0, L);
-  const float row_stats = qi < L ? lse[bh * L + qi] : INFINITY;
+  const float row_lse = qi < L ? lse[bh * L + qi] : INFINITY;
   const float row_delta = qi < L ? delta[bh * L + qi] : 0.0f;
 
   FragC acc_dq[D / 16];
@@ -364,7 +364,7 @@ __global__ void __launch_bounds__(kThreads)
     for (int c = part * 32; c < part * 32 + 32; ++c) {
       const int j = j0 + c;
       const bool valid = j < S && !(causal && j > qi);
-      const float p = valid ? expf(sS[row * kBc + c] * scale - row_stats) : 0.0f;
+      const float p = valid ? expf(sS[row * kBc + c] * scale - row_lse) : 0.0f;
       sdS[row * kBc + c] = from_f<W>(p * (sdP[row * kBc + c] - row_delta));
     }
     __syncwarp();
