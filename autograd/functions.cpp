@@ -394,7 +394,10 @@ Tensor log_softmax(const Tensor& x) {
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index, double label_smoothing,
                      int64_t classes) {
-  HG_AUTOCAST(OpId::cross_entropy, [&](const Tensor& p, const Tensor& t) { return cross_entropy(p, t, ignore_index, label_smoothing, classes); }, logits, targets);  // Note [Autocast]
+  HG_AUTOCAST(
+      OpId::cross_entropy,
+      [&](const Tensor& p, const Tensor& t) { return cross_entropy(p, t, ignore_index, label_smoothing, classes); },
+      logits, targets);  // Note [Autocast]
   if (!any_requires_grad({&logits})) return ops::cross_entropy(logits, targets, ignore_index, label_smoothing, classes);
   // The backward takes the forward's per-row log-sum-exp: one pass over the logits.
   ops::CrossEntropyOutput out = ops::cross_entropy_fused(logits, targets, ignore_index, label_smoothing, classes);

@@ -205,8 +205,8 @@ void add_gemm(Bench& b, std::vector<Workload>& out) {
   // nanoGPT's padded 50304 (nn::GPT's default; a multiple of 64).
   // --quick on a CPU: 128 rows and no vocabulary-wide projection.
   const int64_t m = b.on_cuda() ? 16384 : (b.quick() ? 128 : 2048);
-  for (auto [n, k] : std::vector<std::pair<int64_t, int64_t>>{
-           {768, 768}, {3072, 768}, {768, 3072}, {50257, 768}, {50304, 768}}) {
+  for (auto [n, k] :
+       std::vector<std::pair<int64_t, int64_t>>{{768, 768}, {3072, 768}, {768, 3072}, {50257, 768}, {50304, 768}}) {
     if (n >= 50257 && b.quick() && !b.on_cuda()) continue;
     shapes.push_back({m, n, k, true});
   }

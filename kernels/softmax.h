@@ -62,9 +62,8 @@ inline constexpr int64_t kDefaultIgnoreIndex = -100;
 // target); returns the rank-0 mean loss (f32, f64 for f64 logits).
 // classes: the number of real classes, the first columns (0 = all C); the
 // columns after them are padding (see above).
-Tensor cross_entropy(const Tensor& logits, const Tensor& targets,
-                     int64_t ignore_index = kDefaultIgnoreIndex, double label_smoothing = 0.0,
-                     int64_t classes = 0);
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index = kDefaultIgnoreIndex,
+                     double label_smoothing = 0.0, int64_t classes = 0);
 
 // The loss and the per-row statistics [N, 2] = (max m_i, log s_i) over the
 // real classes (the loss dtype; 0 for ignored rows) that
@@ -74,15 +73,14 @@ struct CrossEntropyOutput {
   Tensor row_stats;
 };
 CrossEntropyOutput cross_entropy_fused(const Tensor& logits, const Tensor& targets,
-                                       int64_t ignore_index = kDefaultIgnoreIndex,
-                                       double label_smoothing = 0.0, int64_t classes = 0);
+                                       int64_t ignore_index = kDefaultIgnoreIndex, double label_smoothing = 0.0,
+                                       int64_t classes = 0);
 
 // d_loss is rank 0 (any floating dtype); returns d_logits in logits' dtype.
 // row_stats: the forward's (cross_entropy_fused), or undefined to recompute them.
 Tensor cross_entropy_backward(const Tensor& d_loss, const Tensor& logits, const Tensor& targets,
-                              int64_t ignore_index = kDefaultIgnoreIndex,
-                              double label_smoothing = 0.0, int64_t classes = 0,
-                              const Tensor& row_stats = Tensor());
+                              int64_t ignore_index = kDefaultIgnoreIndex, double label_smoothing = 0.0,
+                              int64_t classes = 0, const Tensor& row_stats = Tensor());
 
 }  // namespace hg::ops
 
@@ -129,14 +127,14 @@ inline void check_cross_entropy_buffers(const Tensor& logits, const Tensor& targ
                                    d_logits.dtype() == logits.dtype()),
            "cross_entropy_backward backend: d_logits must be contiguous with logits' shape and dtype, got ",
            d_logits.dtype(), " ", d_logits.shape_str());
-  HG_CHECK(classes >= 1 && classes <= logits.size(1), "cross_entropy backend: classes must be in [1, ",
-           logits.size(1), "], got ", classes);
-  HG_CHECK(!row_stats.defined() || (row_stats.dim() == 2 && row_stats.size(0) == logits.size(0) &&
-                                    row_stats.size(1) == 2 &&
-                                  row_stats.is_contiguous() && row_stats.device() == logits.device() &&
-                                  row_stats.dtype() == (logits.dtype() == kF64 ? kF64 : kF32)),
-           "cross_entropy backend: row_stats must be contiguous [", logits.size(0), ", 2] in the loss dtype, got ",
-           row_stats.defined() ? row_stats.shape_str() : std::string("undefined"));
+  HG_CHECK(classes >= 1 && classes <= logits.size(1), "cross_entropy backend: classes must be in [1, ", logits.size(1),
+           "], got ", classes);
+  HG_CHECK(
+      !row_stats.defined() || (row_stats.dim() == 2 && row_stats.size(0) == logits.size(0) && row_stats.size(1) == 2 &&
+                               row_stats.is_contiguous() && row_stats.device() == logits.device() &&
+                               row_stats.dtype() == (logits.dtype() == kF64 ? kF64 : kF32)),
+      "cross_entropy backend: row_stats must be contiguous [", logits.size(0), ", 2] in the loss dtype, got ",
+      row_stats.defined() ? row_stats.shape_str() : std::string("undefined"));
 }
 }  // namespace hg::detail
 

@@ -148,9 +148,8 @@ void cross_entropy(const Tensor& loss, const Tensor& row_stats, const Tensor& lo
   });
 }
 
-void cross_entropy_backward(const Tensor& d_logits, const Tensor& d_loss, const Tensor& logits,
-                            const Tensor& targets, const Tensor& row_stats, int64_t ignore_index,
-                            double label_smoothing, int64_t classes) {
+void cross_entropy_backward(const Tensor& d_logits, const Tensor& d_loss, const Tensor& logits, const Tensor& targets,
+                            const Tensor& row_stats, int64_t ignore_index, double label_smoothing, int64_t classes) {
   ::hg::detail::check_cross_entropy_buffers(logits, targets, classes, row_stats, d_logits);
   dispatch_floating(logits.dtype(), "cross_entropy_backward", [&](auto tag) {
     cross_entropy_backward_typed<decltype(tag)>(d_logits, d_loss, logits, targets, row_stats, ignore_index,

@@ -96,7 +96,8 @@ __device__ __forceinline__ MaxSum<A> row_max_sum(const T* x_row, int64_t classes
                                                  MaxSum<A>* partials) {
   MaxSum<A> st{A(-INFINITY), A(0)};
   for_row(x_row, classes, vec, split, [&](int64_t, T x) { st = online_add(st, static_cast<A>(x)); });
-  return row_allreduce<kBlockPerRow>(st, [](MaxSum<A> a, MaxSum<A> b) { return merge(a, b); }, partials);
+  return row_allreduce<kBlockPerRow>(
+      st, [](MaxSum<A> a, MaxSum<A> b) { return merge(a, b); }, partials);
 }
 
 // cross_entropy_rows_kernel<T, kBlockPerRow>
@@ -129,8 +130,8 @@ __global__ void __launch_bounds__(kRowMaxThreads)
     }
     if (t < 0 || t >= classes) {
       if (split.lane == 0) {
-        report_device_error(error, DeviceErrorCode::kTargetOutOfRange, OpId::cross_entropy, t, row,
-                            classes, ignore_index);
+        report_device_error(error, DeviceErrorCode::kTargetOutOfRange, OpId::cross_entropy, t, row, classes,
+                            ignore_index);
         row_loss[row] = row_stats[2 * row] = row_stats[2 * row + 1] = A(NAN);
       }
       continue;
@@ -141,7 +142,8 @@ __global__ void __launch_bounds__(kRowMaxThreads)
     if (eps > A(0)) {  // label smoothing: sum (m - x) against the final max
       A mine = A(0);
       for_row(x_row, classes, vec, split, [&](int64_t, T x) { mine += st.m - static_cast<A>(x); });
-      gap = row_allreduce<kBlockPerRow>(mine, [](A a, A b) { return a + b; }, gap_partials);
+      gap = row_allreduce<kBlockPerRow>(
+          mine, [](A a, A b) { return a + b; }, gap_partials);
     }
     if (split.lane == 0) {
       const A log_s = dmath::log(st.s);
@@ -218,8 +220,8 @@ template <typename T, bool kBlockPerRow>
 __global__ void __launch_bounds__(kRowMaxThreads)
     cross_entropy_backward_rows_kernel(const T* __restrict__ logits, const int64_t* __restrict__ targets,
                                        const acc_t<T>* __restrict__ row_stats, const acc_t<T>* __restrict__ scale,
-                                       T* __restrict__ d_logits, int64_t rows, int64_t cols, int64_t classes,
-                                       bool vec, int64_t ignore_index, acc_t<T> eps, DeviceError* error) {
+                                       T* __restrict__ d_logits, int64_t rows, int64_t cols, int64_t classes, bool vec,
+                                       int64_t ignore_index, acc_t<T> eps, DeviceError* error) {
   using A = acc_t<T>;
   constexpr int kVec = kRowVec<T>;
   __shared__ MaxSum<A> partials[kMaxWarpsPerBlock];
@@ -234,8 +236,8 @@ __global__ void __launch_bounds__(kRowMaxThreads)
     A m = A(0), log_s = A(0);
     if (ignored || t < 0 || t >= classes) {
       if (!ignored && split.lane == 0) {
-        report_device_error(error, DeviceErrorCode::kTargetOutOfRange, OpId::cross_entropy_backward, t,
-                            row, classes, ignore_index);
+        report_device_error(error, DeviceErrorCode::kTargetOutOfRange, OpId::cross_entropy_backward, t, row, classes,
+                            ignore_index);
       }
     } else if (row_stats != nullptr) {
       m = row_stats[2 * row];
@@ -298,18 +300,16 @@ void cross_entropy(const Tensor& loss, const Tensor& row_stats, const Tensor& lo
     const bool vec = rows_vectorizable<T>(x, cols);
     launch_row_kernel(
         "cross_entropy_rows_kernel", __FILE__, __LINE__,
-        [](auto block_per_row) { return cross_entropy_rows_kernel<T, decltype(block_per_row)::value>; }, rows,
-        classes, stream, x, t, per_row, static_cast<A*>(stats.data_ptr()), rows, cols, classes, vec, ignore_index,
-        eps, error);
+        [](auto block_per_row) { return cross_entropy_rows_kernel<T, decltype(block_per_row)::value>; }, rows, classes,
+        stream, x, t, per_row, static_cast<A*>(stats.data_ptr()), rows, cols, classes, vec, ignore_index, eps, error);
     launch_kernel("cross_entropy_mean_kernel", __FILE__, __LINE__, cross_entropy_mean_kernel<A>, dim3(1),
                   dim3(kSumThreads), 0, stream, static_cast<const A*>(per_row), t, rows, ignore_index,
                   static_cast<A*>(loss.data_ptr()));
   });
 }
 
-void cross_entropy_backward(const Tensor& d_logits, const Tensor& d_loss, const Tensor& logits,
-                            const Tensor& targets, const Tensor& row_stats, int64_t ignore_index,
-                            double label_smoothing, int64_t classes) {
+void cross_entropy_backward(const Tensor& d_logits, const Tensor& d_loss, const Tensor& logits, const Tensor& targets,
+                            const Tensor& row_stats, int64_t ignore_index, double label_smoothing, int64_t classes) {
   ::hg::detail::check_cross_entropy_buffers(logits, targets, classes, row_stats, d_logits);
   const int64_t rows = logits.size(0), cols = logits.size(1);
   if (rows == 0) return;
@@ -333,11 +333,9 @@ void cross_entropy_backward(const Tensor& d_logits, const Tensor& d_loss, const 
     const A* stats = row_stats.defined() ? static_cast<const A*>(row_stats.data_ptr()) : nullptr;
     launch_row_kernel(
         "cross_entropy_backward_rows_kernel", __FILE__, __LINE__,
-        [](auto block_per_row) {
-          return cross_entropy_backward_rows_kernel<T, decltype(block_per_row)::value>;
-        },
-        rows, cols, stream, x, t, stats, static_cast<const A*>(scale_ptr), d_x, rows, cols, classes, vec,
-        ignore_index, eps, error);
+        [](auto block_per_row) { return cross_entropy_backward_rows_kernel<T, decltype(block_per_row)::value>; }, rows,
+        cols, stream, x, t, stats, static_cast<const A*>(scale_ptr), d_x, rows, cols, classes, vec, ignore_index, eps,
+        error);
   });
 }
 

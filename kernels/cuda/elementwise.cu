@@ -134,11 +134,16 @@ bool map_index64_forced() { return g_force_index64.load(std::memory_order_relaxe
 
 const char* map_path_name(MapPath path) {
   switch (path) {
-    case MapPath::kContiguous: return "contiguous";
-    case MapPath::kVectorRuns: return "vector-runs";
-    case MapPath::kTranspose: return "transpose";
-    case MapPath::kStrided32: return "strided32";
-    case MapPath::kStrided64: return "strided64";
+    case MapPath::kContiguous:
+      return "contiguous";
+    case MapPath::kVectorRuns:
+      return "vector-runs";
+    case MapPath::kTranspose:
+      return "transpose";
+    case MapPath::kStrided32:
+      return "strided32";
+    case MapPath::kStrided64:
+      return "strided64";
   }
   return "?";
 }
@@ -152,10 +157,14 @@ MapPath map_path_for(const Tensor& out, const std::vector<Tensor>& ins) {
     list.push_back(&t);
   }
   switch (list.size()) {
-    case 1: return path_for<1>(list);
-    case 2: return path_for<2>(list);
-    case 3: return path_for<3>(list);
-    default: return path_for<4>(list);
+    case 1:
+      return path_for<1>(list);
+    case 2:
+      return path_for<2>(list);
+    case 3:
+      return path_for<3>(list);
+    default:
+      return path_for<4>(list);
   }
 }
 

@@ -73,8 +73,8 @@ namespace hg::cuda {
 inline constexpr int kMaxDims = 8;
 inline constexpr int kMapThreads = 256;
 inline constexpr int kElemsPerThread = 4;
-inline constexpr int kTile = 32;       // transpose tile edge
-inline constexpr int kTileRows = 8;    // threads per tile column: 32 x 8 threads, 4 elements each
+inline constexpr int kTile = 32;     // transpose tile edge
+inline constexpr int kTileRows = 8;  // threads per tile column: 32 x 8 threads, 4 elements each
 inline constexpr int64_t kMaxGridYZ = 65535;
 
 // ---- host-side layout: collapsed dims -----------------------------------------------------
@@ -112,9 +112,8 @@ Collapsed<N> collapse_dims(const std::array<const Tensor*, N>& ops) {
     for (int k = 0; k < N; ++k) strides[k][rank] = ops[k]->strides()[d];
     ++rank;
   }
-  HG_CHECK(rank <= kMaxDims, "CUDA elementwise kernels handle at most ", kMaxDims,
-           " non-mergeable dims, got ", rank, " for shape ", out.shape_str(),
-           "; call contiguous() on the inputs first");
+  HG_CHECK(rank <= kMaxDims, "CUDA elementwise kernels handle at most ", kMaxDims, " non-mergeable dims, got ", rank,
+           " for shape ", out.shape_str(), "; call contiguous() on the inputs first");
   Collapsed<N> c;
   c.rank = rank;
   for (int d = 0; d < rank; ++d) {
@@ -210,7 +209,7 @@ struct OffsetCalc32 {
   IntDivider sizes[kMaxDims];          // innermost dim first
   uint32_t strides[N][kMaxDims] = {};  // elements
 
-  __host__ __device__ __forceinline__ void offsets(uint32_t linear, uint32_t (&out)[N]) const {
+  __device__ __forceinline__ void offsets(uint32_t linear, uint32_t (&out)[N]) const {
 #pragma unroll
     for (int k = 0; k < N; ++k) out[k] = 0;
 #pragma unroll
@@ -385,8 +384,8 @@ __device__ __forceinline__ VecOf<T, kVec> load_run(const void* base, uint32_t of
 }
 
 template <typename Out, typename Op, typename... In, size_t... K>
-__device__ __forceinline__ void map_run_chunk(const MapArgs32<1 + sizeof...(In)>& args, const Op& op,
-                                              uint32_t chunk, uint32_t broadcast_mask, std::index_sequence<K...>) {
+__device__ __forceinline__ void map_run_chunk(const MapArgs32<1 + sizeof...(In)>& args, const Op& op, uint32_t chunk,
+                                              uint32_t broadcast_mask, std::index_sequence<K...>) {
   constexpr int N = 1 + sizeof...(In);
   constexpr int kVec = vec_width<Out, In...>();
   uint32_t off[N];
@@ -449,7 +448,8 @@ __global__ void __launch_bounds__(kTile* kTileRows) map_transpose_kernel(Transpo
 #pragma unroll
     for (int j = 0; j < kTile; j += kTileRows) {
       const uint32_t r = r0 + threadIdx.y + j, c = c0 + threadIdx.x;
-      if (c < args.cols && r < args.rows) out[off[0] + c + r * args.out_row_stride] = op(tile[threadIdx.x][threadIdx.y + j]);
+      if (c < args.cols && r < args.rows)
+        out[off[0] + c + r * args.out_row_stride] = op(tile[threadIdx.x][threadIdx.y + j]);
     }
     __syncthreads();  // the tile is reused by the next batch
   }
@@ -499,8 +499,8 @@ void launch_map(const char* name, const Op& op, const Tensor& out, const Tensors
       uint32_t broadcast_mask = 0;
       for (int k = 1; k < N; ++k) broadcast_mask |= (c.strides[k][0] == 0 ? 1u : 0u) << k;
       launch_kernel(name, __FILE__, __LINE__, map_vector_runs_kernel<Out, Op, In...>,
-                    dim3(map_grid((n / kVec + kElemsPerThread - 1) / kElemsPerThread)), dim3(kMapThreads), 0,
-                    stream, args, op, broadcast_mask);
+                    dim3(map_grid((n / kVec + kElemsPerThread - 1) / kElemsPerThread)), dim3(kMapThreads), 0, stream,
+                    args, op, broadcast_mask);
       return;
     }
     case MapPath::kTranspose: {
@@ -530,8 +530,8 @@ void launch_map(const char* name, const Op& op, const Tensor& out, const Tensors
       args.calc = make_offset_calc32<N>(c);
       args.n = static_cast<uint32_t>(n);
       launch_kernel(name, __FILE__, __LINE__, map_strided32_kernel<Out, Op, In...>,
-                    dim3(map_grid((n + kElemsPerThread - 1) / kElemsPerThread)), dim3(kMapThreads), 0, stream,
-                    args, op);
+                    dim3(map_grid((n + kElemsPerThread - 1) / kElemsPerThread)), dim3(kMapThreads), 0, stream, args,
+                    op);
       return;
     }
     default: {

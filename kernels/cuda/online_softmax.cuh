@@ -20,7 +20,6 @@ struct MaxSum {
   A s;  // sum of exp(x - m) over the elements seen
 };
 
-
 // Adds one element. exp(-inf - -inf) is NaN, so -inf elements add 0 explicitly
 // (an all -inf row then ends with s = 0 and a NaN result, as in PyTorch); a
 // +inf element adds exp(inf - inf) = NaN, as the two-pass formula does.

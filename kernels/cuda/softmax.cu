@@ -34,7 +34,6 @@ __device__ __forceinline__ A merge_sum(A a, A b) {
   return a + b;
 }
 
-
 // softmax_forward_kernel<T, kLog, kBlockPerRow>
 //   formula    m = max_c x_c, s = sum_c exp(x_c - m) (online: one pass)
 //              softmax y_c = exp(x_c - m) / s;  log_softmax y_c = (x_c - m) - log(s)

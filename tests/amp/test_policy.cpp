@@ -23,8 +23,8 @@ TEST_CASE("amp policy: defaults come from the op list", "[amp][policy]") {
   }
   // The PyTorch CUDA lists for the ops both libraries have.
   CHECK(amp::policy().get(OpId::matmul) == AmpClass::lower);
-  for (OpId op : {OpId::exp, OpId::log, OpId::rsqrt, OpId::pow, OpId::softmax, OpId::log_softmax,
-                  OpId::sum, OpId::norm}) {
+  for (OpId op :
+       {OpId::exp, OpId::log, OpId::rsqrt, OpId::pow, OpId::softmax, OpId::log_softmax, OpId::sum, OpId::norm}) {
     CHECK(amp::policy().get(op) == AmpClass::fp32);
     CHECK(amp::PolicyTable::torch_class(op).substr(0, 4) == "fp32");
   }

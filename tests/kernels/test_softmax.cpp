@@ -238,7 +238,8 @@ TEST_CASE("cross_entropy backward matches the closed form", "[kernels][softmax][
 // holds +30 (it would dominate any softmax it entered) or NaN (it would poison
 // it); its gradient must be exactly 0. Row lengths: odd (scalar path), and
 // multiples of 8 (the 8-element chunk path on CUDA), GPT-2's 50304 / 50257.
-TEST_CASE("cross_entropy with padding columns: loss, row_stats, gradient", "[kernels][softmax][cross_entropy][padded]") {
+TEST_CASE("cross_entropy with padding columns: loss, row_stats, gradient",
+          "[kernels][softmax][cross_entropy][padded]") {
   struct PaddedCase {
     const char* name;
     int64_t rows, cols, classes;
@@ -301,9 +302,9 @@ TEST_CASE("cross_entropy with padding columns: loss, row_stats, gradient", "[ker
         }
         for (const bool with_stats : {true, false}) {
           INFO((with_stats ? "backward from the forward's row_stats" : "backward recomputing the statistics"));
-          const Tensor d = ops::cross_entropy_backward(scalar_tensor(d_loss, {.device = device}), logits, targets,
-                                                       -100, c.label_smoothing, c.classes,
-                                                       with_stats ? out.row_stats : Tensor());
+          const Tensor d =
+              ops::cross_entropy_backward(scalar_tensor(d_loss, {.device = device}), logits, targets, -100,
+                                          c.label_smoothing, c.classes, with_stats ? out.row_stats : Tensor());
           REQUIRE(d.dtype() == dtype);
           const std::vector<double> got = values_of(d);
           CHECK(compare_values(got, round_to(grad_expected, dtype), tolerance_for(dtype, OpKind::kReduction)) == "");
@@ -322,14 +323,15 @@ TEST_CASE("cross_entropy: classes and row_stats are checked", "[kernels][softmax
   for (Device device : test_devices()) {
     const Tensor logits = make_input({2, 8}, kF32, Domain::kAny, 3).to(device);
     const Tensor targets = targets_tensor({1, 5}, device);
-    CHECK_THROWS_WITH(ops::cross_entropy(logits, targets, -100, 0.0, 9), Catch::Contains("classes must be in [0, C = 8]"));
+    CHECK_THROWS_WITH(ops::cross_entropy(logits, targets, -100, 0.0, 9),
+                      Catch::Contains("classes must be in [0, C = 8]"));
     CHECK_THROWS_WITH(ops::cross_entropy(logits, targets, -100, 0.0, -1), Catch::Contains("classes"));
     const Tensor one = scalar_tensor(1.0, {.device = device});
     CHECK_THROWS_WITH(ops::cross_entropy_backward(one, logits, targets, -100, 0.0, 0, zeros({2}, {.device = device})),
                       Catch::Contains("row_stats"));
-    CHECK_THROWS_WITH(
-        ops::cross_entropy_backward(one, logits, targets, -100, 0.0, 0, zeros({2, 2}, {.dtype = kF64, .device = device})),
-        Catch::Contains("row_stats"));
+    CHECK_THROWS_WITH(ops::cross_entropy_backward(one, logits, targets, -100, 0.0, 0,
+                                                  zeros({2, 2}, {.dtype = kF64, .device = device})),
+                      Catch::Contains("row_stats"));
     // A target among the padding columns is out of range (the CPU throws at once).
     if (device.is_cpu()) {
       CHECK_THROWS_WITH(ops::cross_entropy(logits, targets, -100, 0.0, 4), Catch::Contains("out of range [0, 4)"));

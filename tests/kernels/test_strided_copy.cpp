@@ -36,9 +36,9 @@ const std::vector<DType>& all_dtypes() {
 
 struct LayoutCase {
   const char* name;
-  Shape shape;                                     // the source tensor's shape
-  std::function<Tensor(const Tensor&)> layout;     // the strided view the copy reads
-  cuda::MapPath f32_path;                          // the path an f32 copy of it takes
+  Shape shape;                                  // the source tensor's shape
+  std::function<Tensor(const Tensor&)> layout;  // the strided view the copy reads
+  cuda::MapPath f32_path;                       // the path an f32 copy of it takes
 };
 
 const std::vector<LayoutCase>& layout_cases() {
@@ -49,14 +49,44 @@ const std::vector<LayoutCase>& layout_cases() {
       {"transpose-batched", {3, 33, 40}, [](const Tensor& x) { return x.transpose(1, 2); }, P::kTranspose},
       {"transpose-4d-batches", {2, 3, 17, 9}, [](const Tensor& x) { return x.transpose(2, 3); }, P::kTranspose},
       {"heads-bthd-to-bhtd", {2, 5, 3, 16}, [](const Tensor& x) { return x.transpose(1, 2); }, P::kVectorRuns},
-      {"broadcast-rows", {64}, [](const Tensor& x) { return x.expand({9, 64}); }, P::kVectorRuns},
-      {"broadcast-rows-odd", {7}, [](const Tensor& x) { return x.expand({5, 7}); }, P::kStrided32},
-      {"broadcast-cols", {5, 1}, [](const Tensor& x) { return x.expand({5, 64}); }, P::kVectorRuns},
-      {"broadcast-scalar", {1}, [](const Tensor& x) { return x.expand({3, 4, 5}); }, P::kVectorRuns},
+      {"broadcast-rows",
+       {64},
+       [](const Tensor& x) {
+         return x.expand({9, 64});
+       },
+       P::kVectorRuns},
+      {"broadcast-rows-odd",
+       {7},
+       [](const Tensor& x) {
+         return x.expand({5, 7});
+       },
+       P::kStrided32},
+      {"broadcast-cols",
+       {5, 1},
+       [](const Tensor& x) {
+         return x.expand({5, 64});
+       },
+       P::kVectorRuns},
+      {"broadcast-scalar",
+       {1},
+       [](const Tensor& x) {
+         return x.expand({3, 4, 5});
+       },
+       P::kVectorRuns},
       {"slice-aligned", {10, 40}, [](const Tensor& x) { return x.narrow(1, 8, 32); }, P::kVectorRuns},
       {"slice-misaligned", {10, 40}, [](const Tensor& x) { return x.narrow(1, 3, 32); }, P::kStrided32},
-      {"permute-odd", {3, 5, 7}, [](const Tensor& x) { return x.permute({2, 0, 1}); }, P::kStrided32},
-      {"step-rows", {12, 13}, [](const Tensor& x) { return x.as_strided({6, 13}, {26, 1}, 0); }, P::kStrided32},
+      {"permute-odd",
+       {3, 5, 7},
+       [](const Tensor& x) {
+         return x.permute({2, 0, 1});
+       },
+       P::kStrided32},
+      {"step-rows",
+       {12, 13},
+       [](const Tensor& x) {
+         return x.as_strided({6, 13}, {26, 1}, 0);
+       },
+       P::kStrided32},
       {"transpose-narrow", {3, 2}, [](const Tensor& x) { return x.transpose(0, 1); }, P::kStrided32},
       {"empty", {0, 5}, [](const Tensor& x) { return x.transpose(0, 1); }, P::kContiguous},
   };

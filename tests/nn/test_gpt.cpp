@@ -123,9 +123,10 @@ TEST_CASE("GPT with a padded vocabulary matches the unpadded PyTorch model", "[g
   CHECK(nn::GPTConfig{}.padded_vocab() == 50304);  // nanoGPT's GPT-2 padding
   CHECK(nn::GPTConfig{.padded_vocab_size = 0}.padded_vocab() == 50257);
   CHECK(nn::GPTConfig{.padded_vocab_size = 50257}.padded_vocab() == 50257);
-  CHECK_THROWS_WITH(nn::GPT(nn::GPTConfig{.n_layer = 1, .n_head = 1, .n_embd = 8, .block_size = 4, .vocab_size = 65,
-                                          .padded_vocab_size = 64}),
-                    Catch::Contains("padded_vocab_size"));
+  CHECK_THROWS_WITH(
+      nn::GPT(nn::GPTConfig{
+          .n_layer = 1, .n_head = 1, .n_embd = 8, .block_size = 4, .vocab_size = 65, .padded_vocab_size = 64}),
+      Catch::Contains("padded_vocab_size"));
   for (const Device device : test::test_devices()) {
     for (const DType dtype : {kF64, kF32}) {
       if (dtype == kF64 && !device.is_cpu()) continue;
