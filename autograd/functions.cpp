@@ -431,16 +431,21 @@ Tensor log_softmax(const Tensor& x) {
   return y;
 }
 
-Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index, double label_smoothing) {
-  HG_AUTOCAST(OpId::cross_entropy, [&](const Tensor& p, const Tensor& t) { return cross_entropy(p, t, ignore_index, label_smoothing); }, logits, targets);  // Note [Autocast]
-  Tensor loss = ops::cross_entropy(logits, targets, ignore_index, label_smoothing);
-  if (any_requires_grad({&logits})) {
-    record("cross_entropy", loss, {&logits}, {SavedTensor(logits), SavedTensor(targets)},
-           [ignore_index, label_smoothing](const Tensor& g, const FunctionNode& self) -> Grads {
-             return {ops::cross_entropy_backward(g, self.saved(0), self.saved(1), ignore_index, label_smoothing)};
-           });
-  }
-  return loss;
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index, double label_smoothing,
+                     int64_t classes) {
+  HG_AUTOCAST(
+      OpId::cross_entropy,
+      [&](const Tensor& p, const Tensor& t) { return cross_entropy(p, t, ignore_index, label_smoothing, classes); },
+      logits, targets);  // Note [Autocast]
+  if (!any_requires_grad({&logits})) return ops::cross_entropy(logits, targets, ignore_index, label_smoothing, classes);
+  // The backward takes the forward's per-row log-sum-exp: one pass over the logits.
+  ops::CrossEntropyOutput out = ops::cross_entropy_fused(logits, targets, ignore_index, label_smoothing, classes);
+  record("cross_entropy", out.loss, {&logits}, {SavedTensor(logits), SavedTensor(targets), SavedTensor(out.row_stats)},
+         [ignore_index, label_smoothing, classes](const Tensor& g, const FunctionNode& self) -> Grads {
+           return {ops::cross_entropy_backward(g, self.saved(0), self.saved(1), ignore_index, label_smoothing, classes,
+                                               self.saved(2))};
+         });
+  return out.loss;
 }
 
 }  // namespace hg

@@ -70,8 +70,10 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor
 Tensor softmax(const Tensor& x);
 Tensor log_softmax(const Tensor& x);
 // Mean over non-ignored rows; f32 scalar; logits [N, C], targets [N] i64.
+// classes: only the first `classes` columns are classes (0 = all); the rest
+// are padding, outside the softmax, with gradient 0 (kernels/softmax.h).
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index = -100,
-                     double label_smoothing = 0.0);
+                     double label_smoothing = 0.0, int64_t classes = 0);
 
 // ---- differentiable views and conversions ---------------------------------------------------
 Tensor view(const Tensor& x, Shape shape);

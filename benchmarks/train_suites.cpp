@@ -322,7 +322,10 @@ void add_train_cnn(Bench& b, std::vector<Workload>& out) {
 // character-level default of hg-train --model gpt (n_layer 4, n_head 4,
 // n_embd 128, block 64, batch 12, vocab 65) everywhere, and GPT-2 124M
 // (block 1024, batch 8 on a GPU; 128 tokens, batch 1 on a CPU, full runs
-// only). Tokens/s and model TFLOP/s with the PaLM count: 6 N + 12 L T C per
+// only). The vocabulary is padded as nn::GPT does by default (50304 rows for
+// GPT-2, 128 for the character model: the lm_head GEMMs get 16-byte aligned
+// rows); on a GPU GPT-2 also runs unpadded (gpt2-124M-v50257), so both
+// layouts are on record. Tokens/s and model TFLOP/s with the PaLM count: 6 N + 12 L T C per
 // token (N non-embedding parameters, L layers, T tokens of context, C width).
 void add_train_gpt(Bench& b, std::vector<Workload>& out) {
   struct Case {
@@ -334,6 +337,7 @@ void add_train_gpt(Bench& b, std::vector<Workload>& out) {
       {"char", {.n_layer = 4, .n_head = 4, .n_embd = 128, .block_size = 64, .vocab_size = 65}, 12, 64}};
   if (b.on_cuda()) {
     cases.push_back({"gpt2-124M", {}, 8, 1024});
+    cases.push_back({"gpt2-124M-v50257", {.padded_vocab_size = 0}, 8, 1024});
   } else if (!b.quick()) {
     cases.push_back({"gpt2-124M", {}, 1, 128});
   }
@@ -358,6 +362,7 @@ void add_train_gpt(Bench& b, std::vector<Workload>& out) {
             {"n_embd", c.config.n_embd},
             {"block_size", c.config.block_size},
             {"vocab_size", c.config.vocab_size},
+            {"padded_vocab_size", c.config.padded_vocab()},
             {"batch", c.batch},
             {"tokens", c.tokens}},
            [c, dt, amp](Bench& bb, const Workload& self) {

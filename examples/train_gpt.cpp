@@ -148,8 +148,10 @@ Eval evaluate(nn::GPT& model, const std::pair<Tensor, Tensor>& val, int64_t batc
     Tensor logits, loss;
     {
       amp::Autocast autocast(prec.autocast_dtype, prec.autocast);
-      logits = reshape(model.forward(x), {-1, v});
-      loss = cross_entropy(logits, y);
+      // The padded logits as computed (no copy); the loss and the prediction over the v real columns.
+      const Tensor padded = model.forward_padded(x);
+      loss = cross_entropy(reshape(padded, {-1, padded.size(2)}), y, -100, 0.0, v);
+      logits = narrow(reshape(padded, {-1, padded.size(2)}), 1, 0, v);
     }
     loss_sum += loss.item<double>() * static_cast<double>(y.numel());
     const std::vector<int64_t> predicted = ops::argmax(logits, 1).to_vector<int64_t>();

@@ -106,7 +106,7 @@ namespace hg {
   _(log_softmax,            floating, fp32, rule)         \
   _(softmax_backward,       floating, fp32, none)         \
   _(log_softmax_backward,   floating, fp32, none)         \
-  _(cross_entropy,          floating, fp32, rule)         \
+  _(cross_entropy,          floating, passthrough, rule)  \
   _(cross_entropy_backward, floating, fp32, none)
 
 // 4-D NCHW (or channels-last) ops: kernels/conv.h. conv2d runs in the

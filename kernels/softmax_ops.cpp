@@ -2,6 +2,7 @@
 // softmax family and fused cross-entropy (kernels/softmax.h). The backends get
 // contiguous tensors (see the preconditions there).
 #include <cstdint>
+#include <string>
 
 #include "kernels/dispatch.h"
 #include "kernels/softmax.h"
@@ -80,12 +81,13 @@ Tensor softmax_backward_impl(OpId op, const Tensor& d_y, const Tensor& y, int64_
 DType loss_dtype(DType logits_dtype) { return logits_dtype == kF64 ? kF64 : kF32; }
 
 struct CrossEntropyArgs {
-  Tensor logits;   // [N, C], contiguous
-  Tensor targets;  // [N] i64, contiguous
+  Tensor logits;    // [N, C], contiguous
+  Tensor targets;   // [N] i64, contiguous
+  int64_t classes;  // in [1, C]
 };
 
-CrossEntropyArgs check_cross_entropy(OpId op, const Tensor& logits, const Tensor& targets,
-                                     double label_smoothing) {
+CrossEntropyArgs check_cross_entropy(OpId op, const Tensor& logits, const Tensor& targets, double label_smoothing,
+                                     int64_t classes) {
   check_floating_input(op, logits, "logits tensor");
   HG_CHECK(targets.defined(), op_name(op), ": targets is an undefined tensor");
   HG_CHECK(logits.device() == targets.device(), op_name(op),
@@ -107,7 +109,9 @@ CrossEntropyArgs check_cross_entropy(OpId op, const Tensor& logits, const Tensor
            " have no classes; C must be at least 1");
   HG_CHECK(label_smoothing >= 0.0 && label_smoothing <= 1.0, op_name(op),
            ": label_smoothing must be in [0, 1], got ", label_smoothing);
-  return {l.contiguous(), t.contiguous()};
+  HG_CHECK(classes >= 0 && classes <= l.size(1), op_name(op), ": classes must be in [0, C = ", l.size(1),
+           "] (0: every column is a class), got ", classes);
+  return {l.contiguous(), t.contiguous(), classes == 0 ? l.size(1) : classes};
 }
 
 }  // namespace
@@ -122,29 +126,42 @@ Tensor log_softmax_backward(const Tensor& d_y, const Tensor& y, int64_t dim) {
   return softmax_backward_impl(OpId::log_softmax_backward, d_y, y, dim);
 }
 
-Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index,
-                     double label_smoothing) {
-  const CrossEntropyArgs args = check_cross_entropy(OpId::cross_entropy, logits, targets, label_smoothing);
-  Tensor loss = empty({}, {.dtype = loss_dtype(logits.dtype()), .device = logits.device()});
-  HG_BACKEND_CALL(logits.device(), cross_entropy, loss, args.logits, args.targets, ignore_index,
-                  label_smoothing);
-  return loss;
+CrossEntropyOutput cross_entropy_fused(const Tensor& logits, const Tensor& targets, int64_t ignore_index,
+                                       double label_smoothing, int64_t classes) {
+  const CrossEntropyArgs args = check_cross_entropy(OpId::cross_entropy, logits, targets, label_smoothing, classes);
+  const TensorOptions acc{.dtype = loss_dtype(logits.dtype()), .device = logits.device()};
+  CrossEntropyOutput out{empty({}, acc), empty({args.logits.size(0), 2}, acc)};
+  HG_BACKEND_CALL(logits.device(), cross_entropy, out.loss, out.row_stats, args.logits, args.targets, ignore_index,
+                  label_smoothing, args.classes);
+  return out;
 }
 
-Tensor cross_entropy_backward(const Tensor& d_loss, const Tensor& logits, const Tensor& targets,
-                              int64_t ignore_index, double label_smoothing) {
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index, double label_smoothing,
+                     int64_t classes) {
+  return cross_entropy_fused(logits, targets, ignore_index, label_smoothing, classes).loss;
+}
+
+Tensor cross_entropy_backward(const Tensor& d_loss, const Tensor& logits, const Tensor& targets, int64_t ignore_index,
+                              double label_smoothing, int64_t classes, const Tensor& row_stats) {
   const OpId op = OpId::cross_entropy_backward;
-  const CrossEntropyArgs args = check_cross_entropy(op, logits, targets, label_smoothing);
+  const CrossEntropyArgs args = check_cross_entropy(op, logits, targets, label_smoothing, classes);
   check_floating_input(op, d_loss, "d_loss");
   HG_CHECK(d_loss.numel() == 1 && d_loss.dim() == 0, op_name(op),
            ": d_loss must be rank 0 (the loss is a mean), got ", d_loss.shape_str());
   HG_CHECK(d_loss.device() == logits.device(), op_name(op), ": d_loss and logits are on different devices (",
            d_loss.device(), " and ", logits.device(), "); move d_loss with .to(logits.device())");
+  HG_CHECK(!row_stats.defined() ||
+               (row_stats.dim() == 2 && row_stats.size(0) == args.logits.size(0) && row_stats.size(1) == 2 &&
+                row_stats.dtype() == loss_dtype(logits.dtype()) && row_stats.device() == logits.device()),
+           op_name(op), ": row_stats must be the forward's [", args.logits.size(0), ", 2] ", loss_dtype(logits.dtype()),
+           " per-row (max, log sum exp) (cross_entropy_fused), got ",
+           row_stats.defined() ? row_stats.shape_str() : std::string("undefined"));
   Tensor d_logits = empty(logits.sizes(), {.dtype = logits.dtype(), .device = logits.device()});
   if (d_logits.numel() == 0) return d_logits;
   HG_BACKEND_CALL(logits.device(), cross_entropy_backward, d_logits.view(args.logits.sizes()),
                   d_loss.to(loss_dtype(logits.dtype())).contiguous(), args.logits, args.targets,
-                  ignore_index, label_smoothing);
+                  row_stats.defined() ? row_stats.contiguous() : row_stats, ignore_index, label_smoothing,
+                  args.classes);
   return d_logits;
 }
 

@@ -33,8 +33,8 @@ inline Tensor embedding(const Tensor& indices, const Tensor& weight,
   return hg::embedding(indices, weight, padding_idx);
 }
 inline Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index = -100,
-                            double label_smoothing = 0.0) {
-  return hg::cross_entropy(logits, targets, ignore_index, label_smoothing);
+                            double label_smoothing = 0.0, int64_t classes = 0) {
+  return hg::cross_entropy(logits, targets, ignore_index, label_smoothing, classes);
 }
 // torch.nn.functional.scaled_dot_product_attention (autograd/functions_attention.h).
 inline Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,

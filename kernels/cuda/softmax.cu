@@ -23,56 +23,17 @@
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/row_reduce.cuh"
 #include "runtime/cuda/runtime.h"
+#include "kernels/cuda/online_softmax.cuh"
 #include "kernels/softmax.h"
 
 namespace hg::cuda {
 
 namespace {
 
-// A running (max, sum of exp(x - max)) pair: the online-softmax state.
-template <typename A>
-struct MaxSum {
-  A m;  // running max (NaN once any NaN was seen)
-  A s;  // sum of exp(x - m) over the elements seen
-};
-
-
-// Adds one element. exp(-inf - -inf) is NaN, so -inf elements add 0 explicitly
-// (an all -inf row then ends with s = 0 and a NaN result, as in PyTorch); a
-// +inf element adds exp(inf - inf) = NaN, as the two-pass formula does.
-template <typename A>
-__device__ __forceinline__ MaxSum<A> online_add(MaxSum<A> st, A x) {
-  if (x > st.m) {
-    st.s = st.s * dmath::exp(st.m - x) + (x == A(INFINITY) ? A(NAN) : A(1));
-    st.m = x;
-  } else if (x != x) {
-    st.m = x;
-    st.s = x;
-  } else if (x != A(-INFINITY)) {
-    st.s += dmath::exp(x - st.m);
-  }
-  return st;
-}
-
-template <typename A>
-__device__ __forceinline__ MaxSum<A> merge(MaxSum<A> a, MaxSum<A> b) {
-  const A m = max_nan(a.m, b.m);
-  if (m == A(-INFINITY)) return {m, A(0)};  // both empty or all -inf
-  const A sa = a.m == A(-INFINITY) ? A(0) : a.s * dmath::exp(a.m - m);
-  const A sb = b.m == A(-INFINITY) ? A(0) : b.s * dmath::exp(b.m - m);
-  return {m, sa + sb};
-}
-
 template <typename A>
 __device__ __forceinline__ A merge_sum(A a, A b) {
   return a + b;
 }
-
-template <typename A>
-__device__ __forceinline__ MaxSum<A> shuffle_xor(MaxSum<A> v, int lane_mask) {
-  return {::hg::cuda::shuffle_xor(v.m, lane_mask), ::hg::cuda::shuffle_xor(v.s, lane_mask)};
-}
-
 
 // softmax_forward_kernel<T, kLog, kBlockPerRow>
 //   formula    m = max_c x_c, s = sum_c exp(x_c - m) (online: one pass)

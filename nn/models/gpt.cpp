@@ -30,6 +30,10 @@ void check_config(const GPTConfig& c) {
            " n_head=", c.n_head, " n_embd=", c.n_embd, " block_size=", c.block_size, " vocab_size=", c.vocab_size);
   HG_CHECK(c.n_embd % c.n_head == 0, "GPT: n_embd (", c.n_embd, ") must be a multiple of n_head (", c.n_head, ")");
   HG_CHECK(c.dropout >= 0.0 && c.dropout < 1.0, "GPT: dropout must be in [0, 1), got ", c.dropout);
+  HG_CHECK(c.padded_vocab_size >= -1 && (c.padded_vocab_size <= 0 || c.padded_vocab_size >= c.vocab_size),
+           "GPT: padded_vocab_size must be -1 (round vocab_size up to a multiple of 64), 0 (no padding) or >= "
+           "vocab_size (",
+           c.vocab_size, "), got ", c.padded_vocab_size);
 }
 
 // GPT-2's init for a Linear: weight ~ N(0, std), bias 0.
@@ -103,7 +107,7 @@ GPT::GPT(GPTConfig config, Generator* gen) : config_(config) {
   check_config(config_);
   const GPTConfig& c = config_;
   transformer = register_module("transformer", std::make_shared<ModuleDict>());
-  wte = transformer->register_module("wte", std::make_shared<Embedding>(c.vocab_size, c.n_embd, std::nullopt, gen));
+  wte = transformer->register_module("wte", std::make_shared<Embedding>(c.padded_vocab(), c.n_embd, std::nullopt, gen));
   wpe = transformer->register_module("wpe", std::make_shared<Embedding>(c.block_size, c.n_embd, std::nullopt, gen));
   init::normal_(wte->weight, 0.0, 0.02, gen);
   init::normal_(wpe->weight, 0.0, 0.02, gen);
@@ -116,6 +120,12 @@ GPT::GPT(GPTConfig config, Generator* gen) : config_(config) {
 }
 
 Tensor GPT::forward(const Tensor& idx) {
+  const Tensor logits = forward_padded(idx);
+  const int64_t v = config_.vocab_size;
+  return v == logits.size(2) ? logits : narrow(logits, 2, 0, v);
+}
+
+Tensor GPT::forward_padded(const Tensor& idx) {
   HG_CHECK(idx.defined() && idx.dim() == 2 && (idx.dtype() == kI64 || idx.dtype() == kI32),
            "GPT: idx must be [B, T] integer tokens, got ", idx.defined() ? idx.shape_str() : "an undefined tensor");
   const int64_t t = idx.size(1);
@@ -129,11 +139,11 @@ Tensor GPT::forward(const Tensor& idx) {
 }
 
 Tensor GPT::loss(const Tensor& idx, const Tensor& targets) {
-  const Tensor logits = forward(idx);
   HG_CHECK(targets.defined() && targets.sizes() == idx.sizes(), "GPT::loss: targets must have idx's shape ",
            idx.shape_str(), ", got ", targets.defined() ? targets.shape_str() : "an undefined tensor");
-  const int64_t v = config_.vocab_size;
-  return cross_entropy(reshape(logits, {-1, v}), reshape(targets, {-1}), -1);
+  const Tensor logits = forward_padded(idx);
+  // The padding columns are outside the softmax (classes = vocab_size) and get gradient 0.
+  return cross_entropy(reshape(logits, {-1, logits.size(2)}), reshape(targets, {-1}), -1, 0.0, config_.vocab_size);
 }
 
 std::unique_ptr<optim::AdamW> GPT::configure_optimizers(double weight_decay, double lr, double beta1, double beta2) {
@@ -200,6 +210,20 @@ Tensor GPT::generate(Tensor idx, int64_t max_new_tokens, double temperature, int
     idx = cat({idx, col}, 1);
   }
   return idx;
+}
+
+void GPT::load_state_dict(const NamedTensors& state, bool strict) {
+  const int64_t v = config_.vocab_size, padded = config_.padded_vocab();
+  if (padded == v) return Module::load_state_dict(state, strict);
+  NoGradGuard no_grad;
+  NamedTensors adjusted = state;
+  for (auto& [name, t] : adjusted) {
+    if (name != "transformer.wte.weight" || !t.defined() || t.dim() != 2 || t.size(0) != v) continue;
+    // An unpadded checkpoint: its rows, then this model's own padding rows.
+    const Tensor own = wte->weight.detach();
+    t = cat({t.to(own.device(), own.dtype()), own.narrow(0, v, padded - v)}, 0);
+  }
+  Module::load_state_dict(adjusted, strict);
 }
 
 int64_t GPT::num_params(bool non_embedding) const {

@@ -2,7 +2,7 @@
 // name, so that a PyTorch user can read it side by side and a state_dict moves
 // between the two (docs/gpt.md):
 //
-//   GPT                      transformer.wte  Embedding(vocab_size, n_embd)
+//   GPT                      transformer.wte  Embedding(padded_vocab_size, n_embd)
 //                            transformer.wpe  Embedding(block_size, n_embd)
 //                            transformer.drop Dropout(dropout)
 //                            transformer.h.i  Block   (i < n_layer)
@@ -12,6 +12,15 @@
 //   CausalSelfAttention      c_attn Linear(C, 3C) -> q, k, v [B, H, T, C/H];
 //                            causal softmax(q k^T / sqrt(C/H)) v; c_proj Linear(C, C)
 //   MLP                      c_fc Linear(C, 4C), GELU (erf), c_proj Linear(4C, C)
+//
+// The vocabulary is padded like nanoGPT's (50304 rows for GPT-2's 50257
+// tokens): wte has padded_vocab() rows, so the lm_head GEMMs see a leading
+// dimension that is a multiple of 64 (the fast tensor-core kernels need 16-byte
+// aligned rows). The padding rows are never a class: forward() returns the
+// vocab_size real columns, the loss's softmax runs over those only (the
+// padding columns get gradient 0) and generate() cannot pick them. A
+// checkpoint saves the padded wte, as nanoGPT's does; load_state_dict also
+// takes an unpadded one (vocab_size rows) and keeps the padding rows.
 //
 // Initialisation is GPT-2's: every Linear and Embedding weight ~ N(0, 0.02),
 // biases 0, LayerNorms 1 and 0, and the two residual projections (attn.c_proj,
@@ -43,8 +52,18 @@ struct GPTConfig {
   int64_t n_embd = 768;
   int64_t block_size = 1024;
   int64_t vocab_size = 50257;
+  // Rows of wte (the lm_head's output columns): -1 = vocab_size rounded up to
+  // a multiple of 64 (nanoGPT's 50304 for 50257), 0 = vocab_size (no
+  // padding), else a size >= vocab_size.
+  int64_t padded_vocab_size = -1;
   double dropout = 0.0;
   bool bias = true;  // biases in the Linears and LayerNorms, like GPT-2
+
+  // The resolved padded size (>= vocab_size).
+  int64_t padded_vocab() const {
+    if (padded_vocab_size < 0) return (vocab_size + 63) / 64 * 64;
+    return padded_vocab_size == 0 ? vocab_size : padded_vocab_size;
+  }
 };
 
 class CausalSelfAttention : public Module {
@@ -86,8 +105,12 @@ class GPT : public Module {
   // gen seeds the initialisation and dropout (hg::default_generator() when null).
   explicit GPT(GPTConfig config, Generator* gen = nullptr);
 
-  // idx [B, T] integer tokens, T <= block_size -> logits [B, T, vocab_size].
+  // idx [B, T] integer tokens, T <= block_size -> logits [B, T, vocab_size]
+  // (a view of the real columns of forward_padded's).
   Tensor forward(const Tensor& idx) override;
+  // The lm_head's output as computed: [B, T, padded_vocab()], contiguous; the
+  // columns from vocab_size on are padding.
+  Tensor forward_padded(const Tensor& idx);
   // Mean cross-entropy of forward(idx) against targets [B, T] (ignore_index -1).
   Tensor loss(const Tensor& idx, const Tensor& targets);
 
@@ -105,6 +128,10 @@ class GPT : public Module {
   // Parameters, with the tied lm_head counted once; without the position
   // embedding when non_embedding (nanoGPT's get_num_params).
   int64_t num_params(bool non_embedding = true) const;
+
+  // Module::load_state_dict, and a transformer.wte.weight of vocab_size rows
+  // (an unpadded checkpoint) fills the real rows of a padded model's wte.
+  void load_state_dict(const NamedTensors& state, bool strict = true);
   const GPTConfig& config() const { return config_; }
 
   std::shared_ptr<Module> transformer;  // wte, wpe, drop, h, ln_f (nanoGPT's ModuleDict)

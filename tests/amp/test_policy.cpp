@@ -23,13 +23,16 @@ TEST_CASE("amp policy: defaults come from the op list", "[amp][policy]") {
   }
   // The PyTorch CUDA lists for the ops both libraries have.
   CHECK(amp::policy().get(OpId::matmul) == AmpClass::lower);
-  for (OpId op : {OpId::exp, OpId::log, OpId::rsqrt, OpId::pow, OpId::softmax, OpId::log_softmax,
-                  OpId::cross_entropy, OpId::sum, OpId::norm}) {
+  for (OpId op :
+       {OpId::exp, OpId::log, OpId::rsqrt, OpId::pow, OpId::softmax, OpId::log_softmax, OpId::sum, OpId::norm}) {
     CHECK(amp::policy().get(op) == AmpClass::fp32);
     CHECK(amp::PolicyTable::torch_class(op).substr(0, 4) == "fp32");
   }
   for (OpId op : {OpId::add, OpId::mul, OpId::where, OpId::maximum}) CHECK(amp::policy().get(op) == AmpClass::promote);
   for (OpId op : {OpId::relu, OpId::gelu, OpId::copy, OpId::max}) CHECK(amp::policy().get(op) == AmpClass::passthrough);
+  // cross_entropy reads 16-bit logits itself (fp32 math inside): PyTorch's fp32 class, without the copy.
+  CHECK(amp::policy().get(OpId::cross_entropy) == AmpClass::passthrough);
+  CHECK(amp::PolicyTable::torch_class(OpId::cross_entropy).substr(0, 4) == "fp32");
   // Every default that departs from PyTorch says why.
   for (int i = 0; i < kNumOps; ++i) {
     const auto op = static_cast<OpId>(i);

@@ -233,6 +233,113 @@ TEST_CASE("cross_entropy backward matches the closed form", "[kernels][softmax][
   }
 }
 
+// Padded rows (only the first `classes` of `cols` columns are classes), the
+// one-pass backward from the forward's row_stats and the recomputing one, in
+// every dtype against the double reference on the real columns. The padding
+// holds +30 (it would dominate any softmax it entered) or NaN (it would poison
+// it); its gradient must be exactly 0. Row lengths: odd (scalar path), and
+// multiples of 8 (the 8-element chunk path on CUDA), GPT-2's 50304 / 50257.
+TEST_CASE("cross_entropy with padding columns: loss, row_stats, gradient",
+          "[kernels][softmax][cross_entropy][padded]") {
+  struct PaddedCase {
+    const char* name;
+    int64_t rows, cols, classes;
+    std::vector<int64_t> targets;
+    double label_smoothing;
+    double pad_value;
+  };
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const std::vector<PaddedCase> cases{
+      {"odd", 4, 37, 30, {0, 29, -100, 7}, 0.0, 30.0},
+      {"chunks", 5, 64, 57, {56, 0, 3, 3, 1}, 0.0, nan},
+      {"chunks-partial", 3, 24, 13, {12, 0, 5}, 0.1, 30.0},
+      {"unpadded-chunks", 3, 1024, 1024, {1023, 0, 512}, 0.0, 0.0},
+      {"block-rows", 3, 2112, 2049, {2048, -100, 1000}, 0.0, nan},
+      {"gpt2", 2, 50304, 50257, {50256, 17}, 0.0, 30.0},
+  };
+  for (Device device : test_devices()) {
+    for (DType dtype : float_dtypes()) {
+      for (const PaddedCase& c : cases) {
+        INFO(label(device, dtype, std::string("padded cross_entropy ") + c.name));
+        std::vector<double> x = values_of(make_input({c.rows, c.cols}, dtype, Domain::kAny, 41));
+        for (int64_t r = 0; r < c.rows; ++r) {
+          for (int64_t col = c.classes; col < c.cols; ++col) x[r * c.cols + col] = c.pad_value;
+        }
+        const Tensor logits = from_vector(x, {c.rows, c.cols}).to(device, dtype);
+        const Tensor targets = targets_tensor(c.targets, device);
+        // The reference on the real columns only (values as rounded to dtype).
+        const std::vector<double> rounded = values_of(logits);
+        std::vector<double> real;
+        for (int64_t r = 0; r < c.rows; ++r) {
+          real.insert(real.end(), rounded.begin() + r * c.cols, rounded.begin() + r * c.cols + c.classes);
+        }
+        const ops::CrossEntropyOutput out =
+            ops::cross_entropy_fused(logits, targets, -100, c.label_smoothing, c.classes);
+        const double expected = cross_entropy_ref(real, c.targets, c.classes, -100, c.label_smoothing);
+        CHECK(compare_values(values_of(out.loss), round_to({expected}, out.loss.dtype()),
+                             tolerance_for(out.loss.dtype(), OpKind::kReduction)) == "");
+        // row_stats = (max, log sum_c exp(x_c - max)) over the real columns (0 for ignored rows).
+        std::vector<double> stats_expected(static_cast<size_t>(2 * c.rows), 0.0);
+        for (int64_t r = 0; r < c.rows; ++r) {
+          if (c.targets[r] == -100) continue;
+          double m = -INFINITY, sum = 0;
+          for (int64_t col = 0; col < c.classes; ++col) m = std::max(m, real[r * c.classes + col]);
+          for (int64_t col = 0; col < c.classes; ++col) sum += std::exp(real[r * c.classes + col] - m);
+          stats_expected[2 * r] = m;
+          stats_expected[2 * r + 1] = std::log(sum);
+        }
+        REQUIRE(out.row_stats.sizes() == Shape{c.rows, 2});
+        CHECK(compare_values(values_of(out.row_stats), round_to(stats_expected, out.row_stats.dtype()),
+                             tolerance_for(out.row_stats.dtype(), OpKind::kReduction)) == "");
+        CHECK(ops::cross_entropy(logits, targets, -100, c.label_smoothing, c.classes).item<double>() ==
+              values_of(out.loss)[0]);
+        const double d_loss = 0.75;
+        const std::vector<double> grad_real =
+            cross_entropy_backward_ref(real, c.targets, c.classes, -100, c.label_smoothing, d_loss);
+        std::vector<double> grad_expected(x.size(), 0.0);
+        for (int64_t r = 0; r < c.rows; ++r) {
+          std::copy(grad_real.begin() + r * c.classes, grad_real.begin() + (r + 1) * c.classes,
+                    grad_expected.begin() + r * c.cols);
+        }
+        for (const bool with_stats : {true, false}) {
+          INFO((with_stats ? "backward from the forward's row_stats" : "backward recomputing the statistics"));
+          const Tensor d =
+              ops::cross_entropy_backward(scalar_tensor(d_loss, {.device = device}), logits, targets, -100,
+                                          c.label_smoothing, c.classes, with_stats ? out.row_stats : Tensor());
+          REQUIRE(d.dtype() == dtype);
+          const std::vector<double> got = values_of(d);
+          CHECK(compare_values(got, round_to(grad_expected, dtype), tolerance_for(dtype, OpKind::kReduction)) == "");
+          bool padding_zero = true;
+          for (int64_t r = 0; r < c.rows; ++r) {
+            for (int64_t col = c.classes; col < c.cols; ++col) padding_zero &= got[r * c.cols + col] == 0.0;
+          }
+          CHECK(padding_zero);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("cross_entropy: classes and row_stats are checked", "[kernels][softmax][cross_entropy][padded]") {
+  for (Device device : test_devices()) {
+    const Tensor logits = make_input({2, 8}, kF32, Domain::kAny, 3).to(device);
+    const Tensor targets = targets_tensor({1, 5}, device);
+    CHECK_THROWS_WITH(ops::cross_entropy(logits, targets, -100, 0.0, 9),
+                      Catch::Contains("classes must be in [0, C = 8]"));
+    CHECK_THROWS_WITH(ops::cross_entropy(logits, targets, -100, 0.0, -1), Catch::Contains("classes"));
+    const Tensor one = scalar_tensor(1.0, {.device = device});
+    CHECK_THROWS_WITH(ops::cross_entropy_backward(one, logits, targets, -100, 0.0, 0, zeros({2}, {.device = device})),
+                      Catch::Contains("row_stats"));
+    CHECK_THROWS_WITH(ops::cross_entropy_backward(one, logits, targets, -100, 0.0, 0,
+                                                  zeros({2, 2}, {.dtype = kF64, .device = device})),
+                      Catch::Contains("row_stats"));
+    // A target among the padding columns is out of range (the CPU throws at once).
+    if (device.is_cpu()) {
+      CHECK_THROWS_WITH(ops::cross_entropy(logits, targets, -100, 0.0, 4), Catch::Contains("out of range [0, 4)"));
+    }
+  }
+}
+
 TEST_CASE("cross_entropy backward matches a central difference", "[kernels][softmax][cross_entropy]") {
   const int64_t rows = 3, cols = 4;
   const std::vector<int64_t> t{2, -100, 0};

@@ -5,6 +5,7 @@ hg_add_test(test_kernels LABEL kernels ARGS "~[cuda]~[gemm-native]~[gemm-onednn-
   ${CMAKE_CURRENT_LIST_DIR}/test_elementwise.cpp
   ${CMAKE_CURRENT_LIST_DIR}/test_reduce.cpp
   ${CMAKE_CURRENT_LIST_DIR}/test_softmax.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/test_strided_copy.cpp
   ${CMAKE_CURRENT_LIST_DIR}/test_gemm.cpp
   ${CMAKE_CURRENT_LIST_DIR}/test_conv.cpp
   ${CMAKE_CURRENT_LIST_DIR}/test_conv_torch.cpp

@@ -5,23 +5,38 @@
 // parameter groups; in f64 on the CPU and f32 on every test device.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "autograd/autocast.h"
 #include "autograd/functions.h"
+#include "autograd/grad_mode.h"
 #include "core/generator.h"
 #include "nn/models/gpt.h"
 #include "nn/serialize.h"
 #include "tests/kernels/test_support.h"
 
+#if defined(HG_WITH_CUDA)
+#include "kernels/amp_policy.h"
+#include "kernels/cuda/map_stats.h"
+#endif
+
 using namespace hg;
 
 namespace {
 
-const nn::GPTConfig kTiny{.n_layer = 2, .n_head = 2, .n_embd = 32, .block_size = 16, .vocab_size = 65};
+// The fixture's model is unpadded (65 wte rows, as PyTorch built it); kPadded
+// is the same model with nanoGPT's padding (128 rows).
+const nn::GPTConfig kTiny{
+    .n_layer = 2, .n_head = 2, .n_embd = 32, .block_size = 16, .vocab_size = 65, .padded_vocab_size = 0};
+const nn::GPTConfig kPadded{.n_layer = 2, .n_head = 2, .n_embd = 32, .block_size = 16, .vocab_size = 65};
 
 const nn::SafetensorsFile& golden() {
   static const nn::SafetensorsFile file =
@@ -29,8 +44,8 @@ const nn::SafetensorsFile& golden() {
   return file;
 }
 
-std::shared_ptr<nn::GPT> golden_model(Device device, DType dtype) {
-  auto model = std::make_shared<nn::GPT>(kTiny);
+std::shared_ptr<nn::GPT> golden_model(Device device, DType dtype, const nn::GPTConfig& config = kTiny) {
+  auto model = std::make_shared<nn::GPT>(config);
   model->to(device, dtype);
   nn::NamedTensors weights;
   for (const auto& [name, t] : golden().tensors) {
@@ -88,6 +103,80 @@ TEST_CASE("GPT matches PyTorch: logits, loss, gradients, 10 AdamW steps", "[gpt]
       }
       const std::string report = test::compare_values(losses, test::values_of(expected_losses), model_tolerance(kF32));
       CHECK(report == "");
+    }
+  }
+}
+
+// Padding rows that would dominate any softmax they took part in: rows
+// 65, 66, ... of wte are +50 and -50 times the real rows 0, 1, ..., so every
+// padding pair has a logit far above the real ones.
+void poison_padding(nn::GPT& model) {
+  NoGradGuard no_grad;
+  const int64_t v = model.config().vocab_size, padded = model.config().padded_vocab();
+  Tensor w = model.wte->weight;
+  for (int64_t r = v; r < padded; ++r) {
+    const int64_t k = r - v;
+    w.narrow(0, r, 1).copy_(w.narrow(0, (k / 2) % v, 1) * ((k % 2 == 0) ? 50.0 : -50.0));
+  }
+}
+
+TEST_CASE("GPT with a padded vocabulary matches the unpadded PyTorch model", "[gpt][golden][padded]") {
+  CHECK(kPadded.padded_vocab() == 128);
+  CHECK(nn::GPTConfig{}.padded_vocab() == 50304);  // nanoGPT's GPT-2 padding
+  CHECK(nn::GPTConfig{.padded_vocab_size = 0}.padded_vocab() == 50257);
+  CHECK(nn::GPTConfig{.padded_vocab_size = 50257}.padded_vocab() == 50257);
+  CHECK_THROWS_WITH(
+      nn::GPT(nn::GPTConfig{
+          .n_layer = 1, .n_head = 1, .n_embd = 8, .block_size = 4, .vocab_size = 65, .padded_vocab_size = 64}),
+      Catch::Contains("padded_vocab_size"));
+  for (const Device device : test::test_devices()) {
+    for (const DType dtype : {kF64, kF32}) {
+      if (dtype == kF64 && !device.is_cpu()) continue;
+      INFO(test::label(device, dtype, "gpt padded"));
+      // The 65-row checkpoint loads into the 128-row model; the padding rows stay its own.
+      auto model = golden_model(device, dtype, kPadded);
+      REQUIRE(model->wte->weight.sizes() == Shape{128, 32});
+      poison_padding(*model);
+      const Tensor idx = golden().at("idx").to(device), targets = golden().at("targets").to(device);
+      const Tensor logits = model->forward(idx);
+      check_close(logits, golden().at("logits"), dtype, "logits");  // the 65 real columns
+      CHECK(model->forward_padded(idx).sizes() == Shape{idx.size(0), idx.size(1), 128});
+      Tensor loss = model->loss(idx, targets);
+      check_close(loss.view({1}), golden().at("loss"), dtype, "loss");
+      loss.backward();
+      for (const auto& [name, p] : model->named_parameters()) {
+        const Tensor expected = golden().at("grad." + name);
+        if (name != "transformer.wte.weight") {
+          check_close(p.grad(), expected, dtype, "grad." + name);
+          continue;
+        }
+        // Real rows as PyTorch's; padding rows exactly 0 (outside the loss, no token embeds them).
+        check_close(p.grad().narrow(0, 0, 65), expected, dtype, "grad.wte real rows");
+        const std::vector<double> pad = test::values_of(p.grad().narrow(0, 65, 128 - 65));
+        CHECK(std::all_of(pad.begin(), pad.end(), [](double g) { return g == 0.0; }));
+      }
+      // Saved padded (nanoGPT's layout), loaded back as it is.
+      const nn::NamedTensors saved = model->state_dict();
+      auto again = std::make_shared<nn::GPT>(kPadded);
+      again->to(device, dtype);
+      again->load_state_dict(saved);
+      CHECK(test::values_of(again->wte->weight) == test::values_of(model->wte->weight));
+    }
+  }
+}
+
+TEST_CASE("GPT::generate never picks a padding token", "[gpt][padded]") {
+  for (const Device device : test::test_devices()) {
+    INFO(device);
+    Generator init(5);
+    nn::GPT model(kPadded, &init);
+    model.to(device);
+    poison_padding(model);
+    const Tensor start = zeros({4, 1}, {.dtype = kI64, .device = device});
+    Generator g(9);
+    for (int64_t top_k : {int64_t{0}, int64_t{1}, int64_t{5}}) {
+      const Tensor out = model.generate(start, 12, 1.0, top_k, &g);
+      for (int64_t t : out.to(Device::cpu()).to_vector<int64_t>()) CHECK((t >= 0 && t < kPadded.vocab_size));
     }
   }
 }
@@ -151,9 +240,11 @@ TEST_CASE("GPT-2 124M configuration: parameter count and one training step on th
   // GPT-2 small: 124,439,808 parameters with the tied head counted once, as
   // nanoGPT reports (123.65M without the position embedding).
   Generator gen(3);
-  nn::GPT model(nn::GPTConfig{}, &gen);
+  nn::GPT model(nn::GPTConfig{.padded_vocab_size = 0}, &gen);
   CHECK(model.num_params(false) == 124439808);
   CHECK(model.num_params(true) == 124439808 - 1024 * 768);
+  // nanoGPT's padded model (50304 rows): 47 more rows of 768.
+  CHECK(nn::GPT(nn::GPTConfig{}).num_params(false) == 124439808 + 47 * 768);
   // One AdamW step at batch 1 x 32 tokens: the loss starts near ln(vocab)
   // (GPT-2's init gives near-uniform logits) and the step lowers it on the
   // same batch.
@@ -169,3 +260,63 @@ TEST_CASE("GPT-2 124M configuration: parameter count and one training step on th
   opt->zero_grad();
   CHECK(model.loss(x, y).item<double>() < before);
 }
+
+#if defined(HG_WITH_CUDA)
+// The elementwise engine's launches in one amp-bf16 training step of a small
+// GPT (GPT-2's structure: 2 layers, 4 heads, width 64, 64 tokens x 4, vocab
+// 250 padded to 256: a few padding columns, as GPT-2's 50257 -> 50304), per
+// path (kernels/cuda/map_stats.h). Two configurations: the padded
+// vocabulary with the fused cross-entropy on the 16-bit logits (the default),
+// and the unpadded one with the loss forced to fp32 (the fp32 copy of the
+// logits and of their gradient, as the autocast fp32 class gives). Every
+// strided launch must take a 32-bit path (no 64-bit div/mod at these sizes),
+// and the default must move fewer elements. HG_MAP_STATS=1 prints the table.
+TEST_CASE("GPT step: elementwise launches per path on CUDA", "[gpt][map-stats]") {
+  struct Run {
+    std::string name;
+    nn::GPTConfig config;
+    bool fp32_loss;
+    cuda::MapStats stats;
+  };
+  const nn::GPTConfig base{.n_layer = 2, .n_head = 4, .n_embd = 64, .block_size = 64, .vocab_size = 250};
+  nn::GPTConfig unpadded = base;
+  unpadded.padded_vocab_size = 0;
+  std::vector<Run> runs{{"padded, fused 16-bit loss", base, false, {}},
+                        {"unpadded, fp32 loss copy", unpadded, true, {}}};
+  for (Run& run : runs) {
+    Generator gen(1);
+    auto model = std::make_shared<nn::GPT>(run.config, &gen);
+    model->to(Device::cuda(0));
+    const Tensor idx = (rand({4, 65}, {.device = Device::cuda(0)}, &gen) * 250.0).to(kI64);
+    const Tensor x = narrow(idx, 1, 0, 64).contiguous(), y = narrow(idx, 1, 1, 64).contiguous();
+    std::optional<amp::PolicyOverride> fp32_loss;
+    if (run.fp32_loss) fp32_loss.emplace(OpId::cross_entropy, AmpClass::fp32);
+    cuda::reset_map_stats();
+    Tensor loss;
+    {
+      amp::Autocast autocast(kBF16);
+      loss = model->loss(x, y);
+    }
+    loss.backward();
+    (void)loss.item<double>();
+    run.stats = cuda::map_stats();
+    CHECK(run.stats.launches[static_cast<size_t>(cuda::MapPath::kStrided64)] == 0);
+  }
+  auto total = [](const cuda::MapStats& s) {
+    int64_t e = 0;
+    for (int64_t v : s.elements) e += v;
+    return e;
+  };
+  CHECK(total(runs[0].stats) < total(runs[1].stats));
+  if (const char* env = std::getenv("HG_MAP_STATS"); env != nullptr && std::string(env) == "1") {
+    for (const Run& run : runs) {
+      std::printf("%s\n  %-12s %9s %12s %12s\n", run.name.c_str(), "path", "launches", "elements", "bytes");
+      for (int p = 0; p < cuda::kNumMapPaths; ++p) {
+        std::printf("  %-12s %9lld %12lld %12lld\n", cuda::map_path_name(static_cast<cuda::MapPath>(p)),
+                    static_cast<long long>(run.stats.launches[p]), static_cast<long long>(run.stats.elements[p]),
+                    static_cast<long long>(run.stats.bytes[p]));
+      }
+    }
+  }
+}
+#endif
