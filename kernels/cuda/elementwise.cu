@@ -1,7 +1,11 @@
-// CUDA elementwise ops: unary, unary backward, binary (+ scalar), where, and
-// the copy/cast/fill kernels core/ uses for every device copy. Every family is
-// a functor run by map_kernel (kernels/cuda/elementwise.cuh: split, launch
-// shape and bytes moved are described there).
+// CUDA elementwise ops, in three files that nvcc compiles in parallel (each
+// instantiates map_kernel's paths for every functor and dtype it covers):
+//   elementwise.cu         the copy/cast/fill kernels core/ uses for every
+//                          device copy, and the launch-path counters
+//   elementwise_unary.cu   unary and unary backward
+//   elementwise_binary.cu  binary (+ scalar) and where
+// Every family is a functor run by map_kernel (kernels/cuda/elementwise.cuh:
+// split, launch shape and bytes moved are described there).
 //
 // The math of every op is its functor in kernels/elementwise_functors.h and
 // the dispatch is kernels/elementwise_engine.h, shared with the CPU reference
@@ -23,19 +27,10 @@
 #include "kernels/backend.h"
 #include "kernels/cuda/elementwise.cuh"
 #include "kernels/cuda/map_stats.h"
-#include "kernels/elementwise_engine.h"
 
 namespace hg::cuda {
 
 namespace {
-
-struct CudaLoop {
-  template <typename Out, typename... In, typename Fn, typename... Tensors>
-  static void map(const char* name, const Fn& fn, const Tensor& out, const Tensors&... ins) {
-    launch_map<Out, In...>(name, fn, out, ins...);
-  }
-};
-using Engine = ew::Engine<CudaLoop>;
 
 template <typename To, typename From>
 struct CastOp {
@@ -49,8 +44,6 @@ struct FillOp {
 };
 
 }  // namespace
-
-HG_ELEMENTWISE_BACKEND_ENTRIES(Engine)  // unary, unary_backward, binary, binary_scalar, where
 
 void copy(const Tensor& dst, const Tensor& src) {
   dispatch_dtype(dst.dtype(), [&](auto dst_tag) {

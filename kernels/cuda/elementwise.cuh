@@ -546,4 +546,13 @@ void launch_map(const char* name, const Op& op, const Tensor& out, const Tensors
   }
 }
 
+// The element-wise engine's loop on CUDA (kernels/elementwise_engine.h):
+// every functor of the op list runs through launch_map.
+struct CudaLoop {
+  template <typename Out, typename... In, typename Fn, typename... Tensors>
+  static void map(const char* name, const Fn& fn, const Tensor& out, const Tensors&... ins) {
+    launch_map<Out, In...>(name, fn, out, ins...);
+  }
+};
+
 }  // namespace hg::cuda

@@ -9,6 +9,8 @@ list(APPEND HG_CUDA_HOST_SOURCES
 # .cu kernel files (nvcc in gpu, g++ -x c++ in emu):
 list(APPEND HG_CUDA_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/elementwise.cu
+  ${CMAKE_CURRENT_LIST_DIR}/elementwise_unary.cu
+  ${CMAKE_CURRENT_LIST_DIR}/elementwise_binary.cu
   ${CMAKE_CURRENT_LIST_DIR}/reduce.cu
   ${CMAKE_CURRENT_LIST_DIR}/softmax.cu
   ${CMAKE_CURRENT_LIST_DIR}/cross_entropy.cu
