@@ -204,8 +204,7 @@ struct ConvProblem {
   int64_t N, C, H, W, K, Cg, R, S, P, Q, G;
   int64_t xs[4], ys[4], ws[4];
   int64_t pad[2], str[2], dil[2];
-  bool flip;         // CUDNN_CONVOLUTION mode
-  bool nhwc_filter;  // KRSC: the channels-last problem
+  bool flip;  // CUDNN_CONVOLUTION mode
 };
 
 cudnnStatus_t resolve(const cudnnTensorStruct* x, const cudnnFilterStruct* w, const cudnnConvolutionStruct* conv,
@@ -240,18 +239,18 @@ cudnnStatus_t resolve(const cudnnTensorStruct* x, const cudnnFilterStruct* w, co
     pr.ws[0] = pr.Cg * pr.R * pr.S, pr.ws[1] = pr.R * pr.S, pr.ws[2] = pr.S, pr.ws[3] = 1;
   }
   pr.flip = conv->mode == CUDNN_CONVOLUTION;
-  pr.nhwc_filter = w->format == CUDNN_TENSOR_NHWC;
   return CUDNN_STATUS_SUCCESS;
 }
 
 // Real cuDNN 9 (H200, sm_90) lists no deterministic backward-data algorithm
-// for a depthwise problem (one input channel a group) in channels-last (NHWC
-// filter) with f32 data: all its candidates are CUDNN_NON_DETERMINISTIC. The
+// for a depthwise problem (one input channel a group) in channels-last (x's
+// channel stride 1; a [K, 1, R, S] filter is the same memory in either
+// format) with f32 data: all its candidates are CUDNN_NON_DETERMINISTIC. The
 // stand-in's heuristics answer the same for backward-data and, to keep the
 // caller's fallback for that pass covered too, for backward-filter (on the
 // H200 that pass was never reached); NCHW and the other dtypes are unaffected.
 bool no_deterministic_backward(const ConvProblem& pr) {
-  return pr.nhwc_filter && pr.type == CUDNN_DATA_FLOAT && pr.Cg == 1 && pr.G > 1;
+  return pr.xs[1] == 1 && pr.C > 1 && pr.type == CUDNN_DATA_FLOAT && pr.Cg == 1 && pr.G > 1;
 }
 
 int64_t at4(const int64_t* s, int64_t a, int64_t b, int64_t c, int64_t d) {

@@ -118,7 +118,7 @@ def extract(root, out):
                 continue
             src = "\n".join(body) + "\n"
             # A page that shows the CUDA backend's API compiles only where it exists.
-            cuda = "kernels/cuda/" in src
+            cuda = "kernels/cuda/" in src or "runtime/cuda/" in src
             text = (f"// Generated from {page.relative_to(root).as_posix()}:{line} by "
                     f"tests/docs/doc_snippets.py; edit the page, not this file.\n")
             if cuda:
