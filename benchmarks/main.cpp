@@ -47,7 +47,7 @@ const std::vector<NamedSet> kSets = {
       "bandwidth/cross_entropy/bf16/*", "bandwidth/sum-rows/bf16/*", "bandwidth/layer_norm*/bf16/*",
       "bandwidth/copy*", "bandwidth/transpose*", "attention/*", "optimizer/adamw/bf16+f32-masters/*",
       "train-mlp/784-512-512-10/b64/amp-bf16", "train-mlp/4096-*/amp-bf16", "train-gpt/char/*/amp-bf16",
-      "train-gpt/gpt2-124M/*/amp-bf16", "train-gpt/gpt2-124M/*/amp-f16"}},
+      "train-gpt/gpt2-124M/*/amp-bf16", "train-gpt/gpt2-124M/*/amp-f16", "train-gpt/gpt2-124M-v50257/*/amp-bf16"}},
 };
 
 bool in_set(const NamedSet& set, const std::string& name) {
