@@ -2,7 +2,10 @@
 // runtime: timing events recorded around launches, reused from a pool, read
 // when a Profile stops. Recording an event does not wait for the device, so a
 // profiled step adds no host sync per launch; the one wait is at stop().
-// Installed at load when a device exists (the emulator always has one).
+// Installed at load without touching CUDA: the first Profile asks whether a
+// device exists (is_available), so loading the library never initialises the
+// CUDA runtime — compute-sanitizer refuses to check a process whose CUDA was
+// initialised before its injection ("CUDA initialized before the Sanitizer").
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -23,6 +26,7 @@ std::vector<cudaEvent_t>& pool() {
 }
 
 void* record(uint64_t stream) {
+  if (!is_available()) return nullptr;  // no device: the profile keeps host times
   cudaEvent_t e = nullptr;
   auto& p = pool();
   if (!p.empty()) {
@@ -53,9 +57,9 @@ double elapsed_us(void* begin, void* end) {
 
 void release(void* event) { pool().push_back(static_cast<cudaEvent_t>(event)); }
 
-uint64_t stream_now() { return reinterpret_cast<uint64_t>(current_stream().handle()); }
+uint64_t stream_now() { return is_available() ? reinterpret_cast<uint64_t>(current_stream().handle()) : 0; }
 
-int device_now() { return current_device(); }
+int device_now() { return is_available() ? current_device() : -1; }
 
 void sync_counts(int64_t* syncs, int64_t* copies) {
   const HostSyncCounts c = host_sync_counts();
@@ -73,7 +77,7 @@ const profiler::DeviceClock kClock = {
 };
 
 const bool kInstalled = [] {
-  if (is_available()) profiler::set_device_clock(&kClock);
+  profiler::set_device_clock(&kClock);
   return true;
 }();
 
