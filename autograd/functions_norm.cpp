@@ -14,7 +14,6 @@
 
 namespace hg {
 
-
 using autograd::any_requires_grad;
 using autograd::FunctionNode;
 using autograd::Grads;

@@ -39,8 +39,8 @@ struct AttnShape {
 };
 
 std::string shape_name(const AttnShape& s) {
-  return "b" + std::to_string(s.b) + "h" + std::to_string(s.h) + "t" + std::to_string(s.t) + "d" +
-         std::to_string(s.d) + (s.causal ? "-causal" : "");
+  return "b" + std::to_string(s.b) + "h" + std::to_string(s.h) + "t" + std::to_string(s.t) + "d" + std::to_string(s.d) +
+         (s.causal ? "-causal" : "");
 }
 
 // The forward's FLOPs (see the top of this file); L = S = T.
@@ -51,45 +51,46 @@ double forward_flops(const AttnShape& s) {
 }
 
 void add_one(std::vector<Workload>& out, DType dt, const AttnShape& s, bool backward) {
-  const std::string name = "attention/" + dtype_str(dt) + "/" + shape_name(s) + "/" +
-                           (backward ? "forward+backward" : "forward");
-  out.push_back(
-      {"attention", name,
-       {{"kind", "attention"},
-        {"dtype", dtype_str(dt)},
-        {"b", s.b},
-        {"h", s.h},
-        {"t", s.t},
-        {"d", s.d},
-        {"causal", s.causal},
-        {"backward", backward}},
-       [dt, s, backward](Bench& bb, const Workload& self) {
-         hg::NoGradGuard no_grad;
-         const hg::TensorOptions f32{.dtype = hg::kF32, .device = bb.device()};
-         Tensor q = hg::randn({s.b, s.h, s.t, s.d}, f32).to(dt);
-         Tensor k = hg::randn({s.b, s.h, s.t, s.d}, f32).to(dt);
-         Tensor v = hg::randn({s.b, s.h, s.t, s.d}, f32).to(dt);
-         Tensor d_out = hg::randn({s.b, s.h, s.t, s.d}, f32).to(dt);
-         HG_CHECK(hg::ops::flash_attention_supported(q, k, v, false, 0.0), "hg-bench attention: the flash path ",
-                  "does not apply to ", self.name);
-         const double scale = 1.0 / std::sqrt(static_cast<double>(s.d));
-         const Stats st = bb.time([&] {
-           hg::ops::FlashForward f = hg::ops::flash_attention_forward(q, k, v, scale, s.causal);
-           if (backward) (void)hg::ops::flash_attention_backward(d_out, q, k, v, f.out, f.lse, scale, s.causal);
-         });
-         const double flops = forward_flops(s) * (backward ? 3.5 : 1.0);
-         const double tf = flops / st.median_s * 1e-12;
-         nlohmann::json mt = {{"tflops", tf}, {"flops", flops}};
-         char buf[96];
-         std::snprintf(buf, sizeof buf, "%.4g TFLOP/s", tf);
-         std::string text = buf;
-         if (auto peak = bb.ceiling("gemm_" + dtype_str(dt))) {
-           mt["fraction_of_peak"] = tf / *peak;
-           std::snprintf(buf, sizeof buf, "  %.0f%% of peak", 100.0 * tf / *peak);
-           text += buf;
-         }
-         bb.emit(self, st, mt, text);
-       }});
+  const std::string name =
+      "attention/" + dtype_str(dt) + "/" + shape_name(s) + "/" + (backward ? "forward+backward" : "forward");
+  out.push_back({"attention",
+                 name,
+                 {{"kind", "attention"},
+                  {"dtype", dtype_str(dt)},
+                  {"b", s.b},
+                  {"h", s.h},
+                  {"t", s.t},
+                  {"d", s.d},
+                  {"causal", s.causal},
+                  {"backward", backward}},
+                 [dt, s, backward](Bench& bb, const Workload& self) {
+                   hg::NoGradGuard no_grad;
+                   const hg::TensorOptions f32{.dtype = hg::kF32, .device = bb.device()};
+                   Tensor q = hg::randn({s.b, s.h, s.t, s.d}, f32).to(dt);
+                   Tensor k = hg::randn({s.b, s.h, s.t, s.d}, f32).to(dt);
+                   Tensor v = hg::randn({s.b, s.h, s.t, s.d}, f32).to(dt);
+                   Tensor d_out = hg::randn({s.b, s.h, s.t, s.d}, f32).to(dt);
+                   HG_CHECK(hg::ops::flash_attention_supported(q, k, v, false, 0.0),
+                            "hg-bench attention: the flash path ", "does not apply to ", self.name);
+                   const double scale = 1.0 / std::sqrt(static_cast<double>(s.d));
+                   const Stats st = bb.time([&] {
+                     hg::ops::FlashForward f = hg::ops::flash_attention_forward(q, k, v, scale, s.causal);
+                     if (backward)
+                       (void)hg::ops::flash_attention_backward(d_out, q, k, v, f.out, f.lse, scale, s.causal);
+                   });
+                   const double flops = forward_flops(s) * (backward ? 3.5 : 1.0);
+                   const double tf = flops / st.median_s * 1e-12;
+                   nlohmann::json mt = {{"tflops", tf}, {"flops", flops}};
+                   char buf[96];
+                   std::snprintf(buf, sizeof buf, "%.4g TFLOP/s", tf);
+                   std::string text = buf;
+                   if (auto peak = bb.ceiling("gemm_" + dtype_str(dt))) {
+                     mt["fraction_of_peak"] = tf / *peak;
+                     std::snprintf(buf, sizeof buf, "  %.0f%% of peak", 100.0 * tf / *peak);
+                     text += buf;
+                   }
+                   bb.emit(self, st, mt, text);
+                 }});
 }
 
 }  // namespace
@@ -102,16 +103,15 @@ void add_attention(Bench& b, std::vector<Workload>& out) {
     bool quick_forward, quick_backward;
   };
   const bool gpu = b.on_cuda();
-  const std::vector<Row> rows =
-      gpu ? std::vector<Row>{{{8, 12, 1024, 64, true}, true, true},    // GPT-2 small
-                             {{4, 8, 2048, 128, true}, true, false},   // head dim 128
-                             {{1, 16, 8192, 64, true}, false, false}}  // long
-          // CPU: the CPU flash path at shapes that keep one call well under a second.
-          : std::vector<Row>{{{1, 4, 256, 64, true}, true, true},
-                             {{1, 2, 256, 128, true}, true, false},
-                             {{1, 2, 1024, 64, true}, false, false}};
-  const std::vector<DType> dtypes = gpu ? std::vector<DType>{hg::kBF16, hg::kF16}
-                                        : std::vector<DType>{hg::kF32, hg::kBF16};
+  const std::vector<Row> rows = gpu ? std::vector<Row>{{{8, 12, 1024, 64, true}, true, true},    // GPT-2 small
+                                                       {{4, 8, 2048, 128, true}, true, false},   // head dim 128
+                                                       {{1, 16, 8192, 64, true}, false, false}}  // long
+                                    // CPU: the CPU flash path at shapes that keep one call well under a second.
+                                    : std::vector<Row>{{{1, 4, 256, 64, true}, true, true},
+                                                       {{1, 2, 256, 128, true}, true, false},
+                                                       {{1, 2, 1024, 64, true}, false, false}};
+  const std::vector<DType> dtypes =
+      gpu ? std::vector<DType>{hg::kBF16, hg::kF16} : std::vector<DType>{hg::kF32, hg::kBF16};
   for (DType dt : dtypes) {
     for (const Row& r : rows) {
       for (bool backward : {false, true}) {

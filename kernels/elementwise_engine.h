@@ -236,22 +236,15 @@ struct Engine {
 // The backend's element-wise entry points (kernels/backend.h), each handing
 // its arguments to the engine E; expanded once in each backend's namespace
 // (the CUDA backend expands the two halves in two files, compiled in parallel).
-#define HG_ELEMENTWISE_UNARY_ENTRIES(E)                                                     \
-  void unary(OpId op, const Tensor& out, const Tensor& x, const ScalarArgs& args) {         \
-    E::unary(op, out, x, args);                                                             \
-  }                                                                                         \
-  void unary_backward(OpId op, const Tensor& out, const Tensor& d_out, const Tensor& saved, \
-                      const ScalarArgs& args) {                                             \
-    E::unary_backward(op, out, d_out, saved, args);                                         \
+#define HG_ELEMENTWISE_UNARY_ENTRIES(E)                                                                               \
+  void unary(OpId op, const Tensor& out, const Tensor& x, const ScalarArgs& args) { E::unary(op, out, x, args); }     \
+  void unary_backward(OpId op, const Tensor& out, const Tensor& d_out, const Tensor& saved, const ScalarArgs& args) { \
+    E::unary_backward(op, out, d_out, saved, args);                                                                   \
   }
-#define HG_ELEMENTWISE_BINARY_ENTRIES(E)                                                                  \
-  void binary(OpId op, const Tensor& out, const Tensor& a, const Tensor& b) { E::binary(op, out, a, b); } \
-  void binary_scalar(OpId op, const Tensor& out, const Tensor& a, double b) {                            \
-    E::binary_scalar(op, out, a, b);                                                                      \
-  }                                                                                                       \
-  void where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b) {                  \
-    E::where(out, cond, a, b);                                                                            \
-  }
+#define HG_ELEMENTWISE_BINARY_ENTRIES(E)                                                                         \
+  void binary(OpId op, const Tensor& out, const Tensor& a, const Tensor& b) { E::binary(op, out, a, b); }        \
+  void binary_scalar(OpId op, const Tensor& out, const Tensor& a, double b) { E::binary_scalar(op, out, a, b); } \
+  void where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b) { E::where(out, cond, a, b); }
 #define HG_ELEMENTWISE_BACKEND_ENTRIES(E) \
   HG_ELEMENTWISE_UNARY_ENTRIES(E)         \
   HG_ELEMENTWISE_BINARY_ENTRIES(E)

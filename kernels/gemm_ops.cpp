@@ -198,7 +198,7 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b, cons
     args.bias = const_cast<void*>(bias.data_ptr());
     {
       const profiler::WorkScope profiled = detail::profile_gemm(args, true);  // Note [Profiler]
-      if (profiled.skip()) {  // count-only profiling: recorded, not run
+      if (profiled.skip()) {                                                  // count-only profiling: recorded, not run
         detail::note_gemm_call(args);
         return out;
       }

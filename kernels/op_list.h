@@ -248,9 +248,7 @@ constexpr bool has_backward(OpId op) { return op_info(op).grad != OpGrad::none; 
 constexpr bool is_unary(OpId op) { return op_family(op) == OpFamily::unary; }
 constexpr bool is_comparison(OpId op) { return op_family(op) == OpFamily::comparison; }
 // Arithmetic and comparison ops alike take two broadcast operands.
-constexpr bool is_binary(OpId op) {
-  return op_family(op) == OpFamily::binary || op_family(op) == OpFamily::comparison;
-}
+constexpr bool is_binary(OpId op) { return op_family(op) == OpFamily::binary || op_family(op) == OpFamily::comparison; }
 
 constexpr std::string_view amp_class_name(AmpClass c) {
   switch (c) {

@@ -338,10 +338,9 @@ bool gemm_lt(const GemmArgs& g) {
   const double alpha64 = g.alpha, beta64 = g.beta;
   const void* alpha = f64 ? static_cast<const void*>(&alpha64) : &g.alpha;
   const void* beta = f64 ? static_cast<const void*>(&beta64) : &g.beta;
-  const cublasStatus_t run =
-      cublasLtMatmul(handle, raw_desc, alpha, g.b, a_lt.get(), g.a, b_lt.get(), beta, g.c, c_lt.get(), g.c,
-                     c_lt.get(), &plan.algo, workspace.defined() ? workspace.data_ptr() : nullptr, plan.workspace,
-                     current_stream(g.device_index).handle());
+  const cublasStatus_t run = cublasLtMatmul(
+      handle, raw_desc, alpha, g.b, a_lt.get(), g.a, b_lt.get(), beta, g.c, c_lt.get(), g.c, c_lt.get(), &plan.algo,
+      workspace.defined() ? workspace.data_ptr() : nullptr, plan.workspace, current_stream(g.device_index).handle());
   if (run == CUBLAS_STATUS_NOT_SUPPORTED) {
     // The heuristic offered an algorithm that the matmul then refuses (seen on
     // an H200 for a 16-bit bias GEMM whose rows are a strided view): no plan

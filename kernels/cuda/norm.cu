@@ -236,15 +236,14 @@ void launch_backward(const Tensor& d_x, const Tensor& d_weight, const Tensor& d_
   const Tensor part_b = d_bias.defined() ? empty({chunks, cols}, ws) : Tensor();
   const unsigned col_blocks = static_cast<unsigned>((cols + kColumnThreads - 1) / kColumnThreads);
   // rms_norm has no bias: its partials are undefined and count no bytes.
-  const double part_bytes = static_cast<double>((part_w.defined() ? part_w.nbytes() : 0) +
-                                                (part_b.defined() ? part_b.nbytes() : 0));
+  const double part_bytes =
+      static_cast<double>((part_w.defined() ? part_w.nbytes() : 0) + (part_b.defined() ? part_b.nbytes() : 0));
   profiler::declare_work(static_cast<double>(2 * rows * cols) * sizeof(T) + part_bytes);
   HG_LAUNCH((norm_params_partial_kernel<T, kRms>), dim3(col_blocks, static_cast<unsigned>(chunks)),
             dim3(kColumnThreads), 0, stream, dy, xs, mu, rs, ptr_or_null<A>(part_w), ptr_or_null<A>(part_b), rows, cols,
             rows_per_chunk);
-  profiler::declare_work(part_bytes +
-                         static_cast<double>((d_weight.defined() ? cols : 0) + (d_bias.defined() ? cols : 0)) *
-                             sizeof(W));
+  profiler::declare_work(
+      part_bytes + static_cast<double>((d_weight.defined() ? cols : 0) + (d_bias.defined() ? cols : 0)) * sizeof(W));
   HG_LAUNCH((norm_params_final_kernel<A, W>), dim3(col_blocks), dim3(kColumnThreads), 0, stream,
             ptr_or_null<const A>(part_w), ptr_or_null<const A>(part_b), ptr_or_null<W>(d_weight),
             ptr_or_null<W>(d_bias), chunks, cols);
