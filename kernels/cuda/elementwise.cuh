@@ -496,8 +496,11 @@ void launch_map(const char* name, const Op& op, const Tensor& out, const Tensors
       std::copy(data, data + N, args.data);
       args.calc = make_offset_calc32<N>(c, 0, kVec);
       args.n = static_cast<uint32_t>(n / kVec);
-      uint32_t broadcast_mask = 0;
-      for (int k = 1; k < N; ++k) broadcast_mask |= (c.strides[k][0] == 0 ? 1u : 0u) << k;
+      // Bit k set: input k (k >= 1) is broadcast along the innermost dim.
+      uint32_t broadcast_mask = 0, bit = 2u;
+      for (int k = 1; k < N; ++k, bit <<= 1) {
+        if (c.strides[k][0] == 0) broadcast_mask |= bit;
+      }
       launch_kernel(name, __FILE__, __LINE__, map_vector_runs_kernel<Out, Op, In...>,
                     dim3(map_grid((n / kVec + kElemsPerThread - 1) / kElemsPerThread)), dim3(kMapThreads), 0, stream,
                     args, op, broadcast_mask);
