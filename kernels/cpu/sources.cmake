@@ -4,6 +4,7 @@ list(APPEND HG_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/reduce.cpp
   ${CMAKE_CURRENT_LIST_DIR}/softmax.cpp
   ${CMAKE_CURRENT_LIST_DIR}/conv.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/pool_norm.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cross_entropy.cpp
   ${CMAKE_CURRENT_LIST_DIR}/gemm.cpp
   ${CMAKE_CURRENT_LIST_DIR}/random.cpp

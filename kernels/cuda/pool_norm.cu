@@ -1,6 +1,6 @@
 // CUDA 2-D pooling (max, average, adaptive average) and batch normalisation,
 // forward and backward side by side, then the launchers. CPU references:
-// kernels/cpu/conv.cpp; formulas: kernels/conv.h.
+// kernels/cpu/pool_norm.cpp; formulas: kernels/conv.h.
 //
 // Layouts: every tensor is read and written through its 4 strides, so NCHW
 // and channels-last (NHWC strides) run the same kernels without a copy. The

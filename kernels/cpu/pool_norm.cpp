@@ -1,0 +1,432 @@
+// CPU 2-D pooling (max, average, adaptive average) and batch normalisation,
+// forward and backward: the references for kernels/cuda/pool_norm.cu
+// (formulas in kernels/conv.h). Every tensor is read and written through its
+// strides, so NCHW and channels-last take the same code without a copy.
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+#include <vector>
+
+#include "kernels/conv.h"
+#include "kernels/cpu/loops.h"
+#include "kernels/cpu/view4.h"
+
+namespace hg::cpu {
+
+namespace {
+
+// ---- pooling --------------------------------------------------------------------------------
+
+// if (v > best || isnan(v)) { best = v; arg = at; } without a branch (random
+// data defeats the predictor): bit masks select the value and the index.
+template <typename S>
+inline void select_max(S v, int64_t at, S& best, int64_t& arg) {
+  using U = std::conditional_t<sizeof(S) == 8, uint64_t, uint32_t>;
+  const bool take = (v > best) | (v != v);
+  const U mask = U(0) - static_cast<U>(take);
+  U vb, bb;
+  std::memcpy(&vb, &v, sizeof(S));
+  std::memcpy(&bb, &best, sizeof(S));
+  bb = (vb & mask) | (bb & ~mask);
+  std::memcpy(&best, &bb, sizeof(S));
+  const int64_t imask = -static_cast<int64_t>(take);
+  arg = (at & imask) | (arg & ~imask);
+}
+
+template <typename T>
+void max_pool2d_forward_typed(const Tensor& y, const Tensor& idx, const Tensor& x, const Pool2dParams& p) {
+  using S = acc_t<T>;
+  const int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3), OH = y.size(2), OW = y.size(3);
+  const View4<const T> xv(x);
+  const View4<T> yv(y);
+  const View4<int64_t> iv(idx);
+  // The common 2x2 / stride 2 window without padding, every window inside:
+  // the same comparisons in the same (row-major) order, no bounds arithmetic.
+  const bool k2s2 = p.kernel == std::array<int64_t, 2>{2, 2} && p.stride == std::array<int64_t, 2>{2, 2} &&
+                    p.padding == std::array<int64_t, 2>{0, 0} && p.dilation == std::array<int64_t, 2>{1, 1} &&
+                    2 * OH <= H && 2 * OW <= W;
+  if (k2s2) {
+#pragma omp parallel for collapse(2) schedule(static) if (N * C * OH * OW >= kParallelGrain)
+    for (int64_t n = 0; n < N; ++n) {
+      for (int64_t c = 0; c < C; ++c) {
+        const T* xp = xv.p + n * xv.s0 + c * xv.s1;
+        for (int64_t i = 0; i < OH; ++i) {
+          const T* r0 = xp + 2 * i * xv.s2;
+          const T* r1 = r0 + xv.s2;
+          for (int64_t j = 0; j < OW; ++j) {
+            const int64_t w = 2 * j, at = 2 * i * W + w;
+            const S cand[4] = {static_cast<S>(r0[w * xv.s3]), static_cast<S>(r0[(w + 1) * xv.s3]),
+                               static_cast<S>(r1[w * xv.s3]), static_cast<S>(r1[(w + 1) * xv.s3])};
+            const int64_t where[4] = {at, at + 1, at + W, at + W + 1};
+            S best = -std::numeric_limits<S>::infinity();
+            int64_t arg = at;
+            for (int q = 0; q < 4; ++q) select_max(cand[q], where[q], best, arg);
+            yv.at(n, c, i, j) = static_cast<T>(best);
+            iv.at(n, c, i, j) = arg;
+          }
+        }
+      }
+    }
+    return;
+  }
+#pragma omp parallel for collapse(2) schedule(static) if (N * C * OH * OW >= kParallelGrain)
+  for (int64_t n = 0; n < N; ++n) {
+    for (int64_t c = 0; c < C; ++c) {
+      const T* xp = xv.p + n * xv.s0 + c * xv.s1;
+      for (int64_t i = 0; i < OH; ++i) {
+        int64_t h0 = i * p.stride[0] - p.padding[0];
+        const int64_t h1 = std::min(h0 + (p.kernel[0] - 1) * p.dilation[0] + 1, H);
+        while (h0 < 0) h0 += p.dilation[0];
+        for (int64_t j = 0; j < OW; ++j) {
+          int64_t w0 = j * p.stride[1] - p.padding[1];
+          const int64_t w1 = std::min(w0 + (p.kernel[1] - 1) * p.dilation[1] + 1, W);
+          while (w0 < 0) w0 += p.dilation[1];
+          S best = -std::numeric_limits<S>::infinity();
+          int64_t arg = h0 * W + w0;
+          for (int64_t h = h0; h < h1; h += p.dilation[0]) {
+            for (int64_t w = w0; w < w1; w += p.dilation[1]) {
+              const S v = static_cast<S>(xp[h * xv.s2 + w * xv.s3]);
+              if (v > best || v != v) {  // NaN wins
+                best = v;
+                arg = h * W + w;
+              }
+            }
+          }
+          yv.at(n, c, i, j) = static_cast<T>(best);
+          iv.at(n, c, i, j) = arg;
+        }
+      }
+    }
+  }
+}
+
+template <typename T>
+void max_pool2d_backward_typed(const Tensor& dx, const Tensor& dy, const Tensor& idx) {
+  using S = acc_t<T>;
+  const int64_t N = dx.size(0), C = dx.size(1), W = dx.size(3), OH = dy.size(2), OW = dy.size(3);
+  const View4<const T> dyv(dy);
+  const View4<const int64_t> iv(idx);
+  const View4<T> dxv(dx);
+  // Overlapping windows may route several dy to one x: sum per plane in S.
+#pragma omp parallel for collapse(2) schedule(static) if (N * C * OH * OW >= kParallelGrain)
+  for (int64_t n = 0; n < N; ++n) {
+    for (int64_t c = 0; c < C; ++c) {
+      std::vector<S> plane(static_cast<size_t>(dx.size(2) * W), S(0));
+      for (int64_t i = 0; i < OH; ++i)
+        for (int64_t j = 0; j < OW; ++j)
+          plane[static_cast<size_t>(iv.at(n, c, i, j))] += static_cast<S>(dyv.at(n, c, i, j));
+      for (int64_t h = 0; h < dx.size(2); ++h)
+        for (int64_t w = 0; w < W; ++w) dxv.at(n, c, h, w) = static_cast<T>(plane[static_cast<size_t>(h * W + w)]);
+    }
+  }
+}
+
+// The avg_pool2d window of output (i, j) along one dim: [lo, hi) clipped, and its divisor part.
+struct Window {
+  int64_t lo, hi, padded;
+};
+inline Window avg_window(int64_t o, int64_t in, int64_t k, int64_t s, int64_t pad) {
+  int64_t lo = o * s - pad;
+  int64_t hi = std::min(lo + k, in + pad);
+  const int64_t padded = hi - lo;
+  lo = std::max<int64_t>(lo, 0);
+  hi = std::min(hi, in);
+  return {lo, hi, padded};
+}
+
+template <typename T, bool Backward>
+void avg_pool2d_typed(const Tensor& out, const Tensor& in, const Pool2dParams& p) {
+  using S = acc_t<T>;
+  // Forward: out = y, in = x. Backward: out = dx, in = dy.
+  const Tensor& x = Backward ? out : in;
+  const Tensor& y = Backward ? in : out;
+  const int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3), OH = y.size(2), OW = y.size(3);
+  const View4<const T> iv(in);
+  const View4<T> ov(out);
+#pragma omp parallel for collapse(2) schedule(static) if (N * C * OH * OW >= kParallelGrain)
+  for (int64_t n = 0; n < N; ++n) {
+    for (int64_t c = 0; c < C; ++c) {
+      std::vector<S> plane(Backward ? static_cast<size_t>(H * W) : 0, S(0));
+      for (int64_t i = 0; i < OH; ++i) {
+        const Window wh = avg_window(i, H, p.kernel[0], p.stride[0], p.padding[0]);
+        for (int64_t j = 0; j < OW; ++j) {
+          const Window ww = avg_window(j, W, p.kernel[1], p.stride[1], p.padding[1]);
+          const int64_t div = p.count_include_pad ? wh.padded * ww.padded : (wh.hi - wh.lo) * (ww.hi - ww.lo);
+          if constexpr (Backward) {
+            const S g = static_cast<S>(iv.at(n, c, i, j)) / static_cast<S>(div);
+            for (int64_t h = wh.lo; h < wh.hi; ++h)
+              for (int64_t w = ww.lo; w < ww.hi; ++w) plane[static_cast<size_t>(h * W + w)] += g;
+          } else {
+            S s = 0;
+            for (int64_t h = wh.lo; h < wh.hi; ++h)
+              for (int64_t w = ww.lo; w < ww.hi; ++w) s += static_cast<S>(iv.at(n, c, h, w));
+            ov.at(n, c, i, j) = static_cast<T>(div > 0 ? s / static_cast<S>(div) : S(0));
+          }
+        }
+      }
+      if constexpr (Backward) {
+        for (int64_t h = 0; h < H; ++h)
+          for (int64_t w = 0; w < W; ++w) ov.at(n, c, h, w) = static_cast<T>(plane[static_cast<size_t>(h * W + w)]);
+      }
+    }
+  }
+}
+
+template <typename T, bool Backward>
+void adaptive_avg_pool2d_typed(const Tensor& out, const Tensor& in) {
+  using S = acc_t<T>;
+  const Tensor& x = Backward ? out : in;
+  const Tensor& y = Backward ? in : out;
+  const int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3), OH = y.size(2), OW = y.size(3);
+  const View4<const T> iv(in);
+  const View4<T> ov(out);
+#pragma omp parallel for collapse(2) schedule(static) if (N * C * H * W >= kParallelGrain)
+  for (int64_t n = 0; n < N; ++n) {
+    for (int64_t c = 0; c < C; ++c) {
+      std::vector<S> plane(Backward ? static_cast<size_t>(H * W) : 0, S(0));
+      for (int64_t i = 0; i < OH; ++i) {
+        const int64_t h0 = i * H / OH, h1 = ((i + 1) * H + OH - 1) / OH;
+        for (int64_t j = 0; j < OW; ++j) {
+          const int64_t w0 = j * W / OW, w1 = ((j + 1) * W + OW - 1) / OW;
+          const S cnt = static_cast<S>((h1 - h0) * (w1 - w0));
+          if constexpr (Backward) {
+            const S g = static_cast<S>(iv.at(n, c, i, j)) / cnt;
+            for (int64_t h = h0; h < h1; ++h)
+              for (int64_t w = w0; w < w1; ++w) plane[static_cast<size_t>(h * W + w)] += g;
+          } else {
+            S s = 0;
+            for (int64_t h = h0; h < h1; ++h)
+              for (int64_t w = w0; w < w1; ++w) s += static_cast<S>(iv.at(n, c, h, w));
+            ov.at(n, c, i, j) = static_cast<T>(s / cnt);
+          }
+        }
+      }
+      if constexpr (Backward) {
+        for (int64_t h = 0; h < H; ++h)
+          for (int64_t w = 0; w < W; ++w) ov.at(n, c, h, w) = static_cast<T>(plane[static_cast<size_t>(h * W + w)]);
+      }
+    }
+  }
+}
+
+// ---- batch norm -----------------------------------------------------------------------------
+
+// One channel of a 4-D view as N runs of `inner` elements `step` apart
+// (H*W of them when the rows are dense, as in NCHW and NHWC; else W runs per
+// (n, h)), so the per-channel loops are plain strided loops.
+// sum_k f(p[k * step]) in double, in a fixed order: four interleaved partial
+// sums when step == 1 (so the adds overlap), then one more for the tail.
+template <typename T, typename F>
+double run_sum(const T* p, int64_t n, int64_t step, F&& f) {
+  double a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+  int64_t k = 0;
+  if (step == 1) {
+    for (; k + 4 <= n; k += 4) {
+      a0 += f(p[k]);
+      a1 += f(p[k + 1]);
+      a2 += f(p[k + 2]);
+      a3 += f(p[k + 3]);
+    }
+  }
+  for (; k < n; ++k) a0 += f(p[k * step]);
+  return (a0 + a1) + (a2 + a3);
+}
+
+template <typename T>
+bool dense_rows(const View4<T>& v, int64_t H, int64_t W) {
+  return H == 1 || v.s2 == W * v.s3;
+}
+
+struct ChannelRuns {
+  int64_t outer, inner, step, outer_n, s_n, s_h;
+  // flat: every view walked together has dense rows (s2 == W * s3), so all take one shape.
+  template <typename T>
+  ChannelRuns(const View4<T>& v, int64_t N, int64_t H, int64_t W, bool flat) {
+    if (flat) {
+      outer = N, inner = H * W, step = v.s3, outer_n = 1, s_n = v.s0, s_h = 0;
+    } else {
+      outer = N * H, inner = W, step = v.s3, outer_n = H, s_n = v.s0, s_h = v.s2;
+    }
+  }
+  int64_t base(int64_t r) const { return (r / outer_n) * s_n + (r % outer_n) * s_h; }
+};
+
+template <typename T>
+void batch_norm_forward_typed(const Tensor& y, const Tensor& save_mean, const Tensor& save_invstd, const Tensor& x,
+                              const Tensor& weight, const Tensor& bias, const Tensor& rm, const Tensor& rv,
+                              bool training, double momentum, double eps) {
+  using S = acc_t<T>;
+  const int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3), m = N * H * W;
+  const View4<const T> xv(x);
+  const View4<T> yv(y);
+  const bool flat = dense_rows(xv, H, W) && dense_rows(yv, H, W);
+  const ChannelRuns xr(xv, N, H, W, flat), yr(yv, N, H, W, flat);
+  S* mean_out = static_cast<S*>(save_mean.data_ptr());
+  S* invstd_out = static_cast<S*>(save_invstd.data_ptr());
+  const S* wp = weight.defined() ? static_cast<const S*>(weight.data_ptr()) : nullptr;
+  const S* bp = bias.defined() ? static_cast<const S*>(bias.data_ptr()) : nullptr;
+  S* rmp = rm.defined() ? static_cast<S*>(rm.data_ptr()) : nullptr;
+  S* rvp = rv.defined() ? static_cast<S*>(rv.data_ptr()) : nullptr;
+#pragma omp parallel for schedule(static) if (N * C * H * W >= kParallelGrain)
+  for (int64_t c = 0; c < C; ++c) {
+    const T* xc = xv.p + c * xv.s1;
+    double mean, invstd;
+    if (training) {  // two passes in double, fixed order: mean, then the centred sum of squares
+      double sum = 0;
+      for (int64_t r = 0; r < xr.outer; ++r)
+        sum += run_sum(xc + xr.base(r), xr.inner, xr.step, [](T v) { return static_cast<double>(v); });
+      mean = sum / static_cast<double>(m);
+      double ss = 0;
+      for (int64_t r = 0; r < xr.outer; ++r) {
+        ss += run_sum(xc + xr.base(r), xr.inner, xr.step, [mean](T v) {
+          const double d = static_cast<double>(v) - mean;
+          return d * d;
+        });
+      }
+      const double var = ss / static_cast<double>(m);
+      invstd = 1.0 / std::sqrt(var + eps);
+      if (rmp != nullptr) {
+        rmp[c] = static_cast<S>((1.0 - momentum) * static_cast<double>(rmp[c]) + momentum * mean);
+        const double unbiased = m > 1 ? ss / static_cast<double>(m - 1) : var;
+        rvp[c] = static_cast<S>((1.0 - momentum) * static_cast<double>(rvp[c]) + momentum * unbiased);
+      }
+    } else {
+      mean = static_cast<double>(rmp[c]);
+      invstd = 1.0 / std::sqrt(static_cast<double>(rvp[c]) + eps);
+    }
+    mean_out[c] = static_cast<S>(mean);
+    invstd_out[c] = static_cast<S>(invstd);
+    // y = (x - mean) * invstd * w + b, in S, from the stored (rounded) statistics.
+    const S sm = mean_out[c], si = invstd_out[c];
+    const S scale = si * (wp ? wp[c] : S(1)), bc = bp ? bp[c] : S(0);
+    T* yc = yv.p + c * yv.s1;
+    for (int64_t r = 0; r < xr.outer; ++r) {
+      const T* p = xc + xr.base(r);
+      T* q = yc + yr.base(r);
+      if (xr.step == 1 && yr.step == 1) {  // NCHW: a plain loop the compiler vectorises
+        for (int64_t k = 0; k < xr.inner; ++k) q[k] = static_cast<T>((static_cast<S>(p[k]) - sm) * scale + bc);
+      } else {
+        for (int64_t k = 0; k < xr.inner; ++k)
+          q[k * yr.step] = static_cast<T>((static_cast<S>(p[k * xr.step]) - sm) * scale + bc);
+      }
+    }
+  }
+}
+
+template <typename T>
+void batch_norm_backward_typed(const Tensor& dx, const Tensor& dweight, const Tensor& dbias, const Tensor& dy,
+                               const Tensor& x, const Tensor& weight, const Tensor& save_mean,
+                               const Tensor& save_invstd, bool training) {
+  using S = acc_t<T>;
+  const int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3), m = N * H * W;
+  const View4<const T> xv(x), dyv(dy);
+  const bool flat =
+      dense_rows(xv, H, W) && dense_rows(dyv, H, W) && (!dx.defined() || dense_rows(View4<const T>(dx), H, W));
+  const ChannelRuns xr(xv, N, H, W, flat), gr(dyv, N, H, W, flat);
+  const S* mp = static_cast<const S*>(save_mean.data_ptr());
+  const S* ip = static_cast<const S*>(save_invstd.data_ptr());
+  const S* wp = weight.defined() ? static_cast<const S*>(weight.data_ptr()) : nullptr;
+  S* dwp = dweight.defined() ? static_cast<S*>(dweight.data_ptr()) : nullptr;
+  S* dbp = dbias.defined() ? static_cast<S*>(dbias.data_ptr()) : nullptr;
+#pragma omp parallel for schedule(static) if (N * C * H * W >= kParallelGrain)
+  for (int64_t c = 0; c < C; ++c) {
+    const double mean = static_cast<double>(mp[c]), invstd = static_cast<double>(ip[c]);
+    const T* xc = xv.p + c * xv.s1;
+    const T* gc = dyv.p + c * dyv.s1;
+    // sum(dy) and sum(dy * (x - mean)) in double, fixed order; xhat = (x - mean) * invstd.
+    double sum_dy = 0, sum_dy_xc = 0;
+    for (int64_t r = 0; r < xr.outer; ++r) {
+      const T* p = xc + xr.base(r);
+      const T* g = gc + gr.base(r);
+      for (int64_t k = 0; k < xr.inner; ++k) {
+        const double gk = static_cast<double>(g[k * gr.step]);
+        sum_dy += gk;
+        sum_dy_xc += gk * (static_cast<double>(p[k * xr.step]) - mean);
+      }
+    }
+    const double sum_dy_xhat = sum_dy_xc * invstd;
+    if (dwp) dwp[c] = static_cast<S>(sum_dy_xhat);
+    if (dbp) dbp[c] = static_cast<S>(sum_dy);
+    if (!dx.defined()) continue;
+    const View4<T> dxv(dx);
+    const ChannelRuns dr(dxv, N, H, W, flat);
+    T* dc = dxv.p + c * dxv.s1;
+    const double wc = wp ? static_cast<double>(wp[c]) : 1.0;
+    // training: dx = k * (m*dy - sum_dy - xhat*sum_dy_xhat), k = w*invstd/m; eval: dx = w*invstd*dy.
+    const S k = static_cast<S>(training ? wc * invstd / static_cast<double>(m) : wc * invstd);
+    const S a = static_cast<S>(sum_dy), b = static_cast<S>(sum_dy_xhat), fm = static_cast<S>(m);
+    const S sm = static_cast<S>(mean), si = static_cast<S>(invstd);
+    for (int64_t r = 0; r < xr.outer; ++r) {
+      const T* p = xc + xr.base(r);
+      const T* g = gc + gr.base(r);
+      T* q = dc + dr.base(r);
+      if (training && xr.step == 1 && gr.step == 1 && dr.step == 1) {  // NCHW: vectorised
+        for (int64_t j = 0; j < xr.inner; ++j) {
+          const S xhat = (static_cast<S>(p[j]) - sm) * si;
+          q[j] = static_cast<T>(k * (fm * static_cast<S>(g[j]) - a - xhat * b));
+        }
+      } else if (training) {
+        for (int64_t j = 0; j < xr.inner; ++j) {
+          const S xhat = (static_cast<S>(p[j * xr.step]) - sm) * si;
+          q[j * dr.step] = static_cast<T>(k * (fm * static_cast<S>(g[j * gr.step]) - a - xhat * b));
+        }
+      } else {
+        for (int64_t j = 0; j < xr.inner; ++j) q[j * dr.step] = static_cast<T>(k * static_cast<S>(g[j * gr.step]));
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void max_pool2d_forward(const Tensor& y, const Tensor& indices, const Tensor& x, const Pool2dParams& p) {
+  dispatch_floating(x.dtype(), "max_pool2d",
+                    [&](auto tag) { max_pool2d_forward_typed<decltype(tag)>(y, indices, x, p); });
+}
+
+void max_pool2d_backward(const Tensor& dx, const Tensor& dy, const Tensor& indices, const Pool2dParams&) {
+  dispatch_floating(dx.dtype(), "max_pool2d_backward",
+                    [&](auto tag) { max_pool2d_backward_typed<decltype(tag)>(dx, dy, indices); });
+}
+
+void avg_pool2d_forward(const Tensor& y, const Tensor& x, const Pool2dParams& p) {
+  dispatch_floating(x.dtype(), "avg_pool2d", [&](auto tag) { avg_pool2d_typed<decltype(tag), false>(y, x, p); });
+}
+
+void avg_pool2d_backward(const Tensor& dx, const Tensor& dy, const Pool2dParams& p) {
+  dispatch_floating(dx.dtype(), "avg_pool2d_backward",
+                    [&](auto tag) { avg_pool2d_typed<decltype(tag), true>(dx, dy, p); });
+}
+
+void adaptive_avg_pool2d_forward(const Tensor& y, const Tensor& x) {
+  dispatch_floating(x.dtype(), "adaptive_avg_pool2d",
+                    [&](auto tag) { adaptive_avg_pool2d_typed<decltype(tag), false>(y, x); });
+}
+
+void adaptive_avg_pool2d_backward(const Tensor& dx, const Tensor& dy) {
+  dispatch_floating(dx.dtype(), "adaptive_avg_pool2d_backward",
+                    [&](auto tag) { adaptive_avg_pool2d_typed<decltype(tag), true>(dx, dy); });
+}
+
+void batch_norm_forward(const Tensor& y, const Tensor& save_mean, const Tensor& save_invstd, const Tensor& x,
+                        const Tensor& weight, const Tensor& bias, const Tensor& running_mean, const Tensor& running_var,
+                        bool training, double momentum, double eps) {
+  dispatch_floating(x.dtype(), "batch_norm", [&](auto tag) {
+    batch_norm_forward_typed<decltype(tag)>(y, save_mean, save_invstd, x, weight, bias, running_mean, running_var,
+                                            training, momentum, eps);
+  });
+}
+
+void batch_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dbias, const Tensor& dy,
+                         const Tensor& x, const Tensor& weight, const Tensor& save_mean, const Tensor& save_invstd,
+                         bool training) {
+  dispatch_floating(x.dtype(), "batch_norm_backward", [&](auto tag) {
+    batch_norm_backward_typed<decltype(tag)>(dx, dweight, dbias, dy, x, weight, save_mean, save_invstd, training);
+  });
+}
+
+}  // namespace hg::cpu
