@@ -12,10 +12,13 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <string>
 #include <vector>
 
+#include "autograd/functions.h"
+#include "autograd/gradcheck.h"
 #include "kernels/softmax.h"
 #include "tests/kernels/test_support.h"
 
@@ -594,5 +597,50 @@ TEST_CASE("16-bit softmax rows are bit-identical to the f32 path", "[kernels][so
         CHECK(same_bits(ops::log_softmax_backward(d, x), ops::log_softmax_backward(df, xf).to(dtype)));
       }
     }
+  }
+}
+
+TEST_CASE("softmax and log_softmax over dims 0, 1, 2 of a 3-D tensor", "[kernels][softmax]") {
+  const Shape shape{3, 4, 5};
+  for (Device dev : test_devices()) {
+    for (DType dtype : float_dtypes()) {
+      const Tensor x = make_input(shape, dtype, Domain::kAny, 41).to(dev);
+      const std::vector<double> xv = values_of(x);
+      for (int64_t d = 0; d < 3; ++d) {
+        for (bool log : {false, true}) {
+          // Reference: walk each line along d in double.
+          const int64_t strides[3] = {20, 5, 1};
+          std::vector<double> want(xv.size());
+          for (int64_t i = 0; i < 60; ++i) {
+            const int64_t base = i - ((i / strides[d]) % shape[d]) * strides[d];
+            double m = -INFINITY, s = 0;
+            for (int64_t k = 0; k < shape[d]; ++k) m = std::max(m, xv[base + k * strides[d]]);
+            for (int64_t k = 0; k < shape[d]; ++k) s += std::exp(xv[base + k * strides[d]] - m);
+            want[i] = log ? xv[i] - m - std::log(s) : std::exp(xv[i] - m) / s;
+          }
+          const Tensor y = log ? hg::log_softmax(x, d) : hg::softmax(x, d);
+          INFO(label(dev, dtype, std::string(log ? "log_softmax" : "softmax") + " dim " + std::to_string(d)));
+          CHECK(compare_values(values_of(y), round_to(want, dtype), tolerance_for(dtype, OpKind::kReduction)) == "");
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("gradcheck passes for softmax and log_softmax over a middle dim (f64, cpu)", "[autograd][gradcheck]") {
+  using V = const std::vector<Tensor>&;
+  struct Case {
+    std::string name;
+    Shape shape;
+    std::function<Tensor(V)> fn;
+  };
+  const std::vector<Case> cases{
+      {"softmax dim 0", {3, 4, 5}, [](V x) { return hg::softmax(x[0], 0); }},
+      {"softmax dim 1", {3, 4, 5}, [](V x) { return hg::softmax(x[0], 1); }},
+      {"log_softmax dim 1", {3, 4, 5}, [](V x) { return hg::log_softmax(x[0], -2); }},
+  };
+  for (const Case& c : cases) {
+    INFO(c.name);
+    CHECK(gradcheck(c.fn, {make_input(c.shape, kF64, Domain::kAny, 51).requires_grad_(true)}) == "");
   }
 }

@@ -53,10 +53,12 @@ if(NOT HG_CUDA_MODE STREQUAL "off")
   set_tests_properties(test_kernels_cuda PROPERTIES LABELS kernels)
   hg_test_requires(test_kernels_cuda cuda cudnn)
 endif()
-# The sequence-model building blocks (norms, embedding, indexing).
-hg_add_test(test_seq_ops LABEL kernels SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_seq_ops.cpp)
-target_link_libraries(test_seq_ops PRIVATE nlohmann_json::nlohmann_json)
-target_compile_definitions(test_seq_ops PRIVATE HG_TEST_FIXTURE_DIR="${CMAKE_CURRENT_LIST_DIR}/fixtures")
+# The sequence-model building blocks: LayerNorm/RMSNorm (test_norm.cpp), the
+# embedding and the indexing and shape ops (test_index.cpp).
+hg_add_test(test_norm_index LABEL kernels SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_norm.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/test_index.cpp)
+target_link_libraries(test_norm_index PRIVATE nlohmann_json::nlohmann_json)
+target_compile_definitions(test_norm_index PRIVATE HG_TEST_FIXTURE_DIR="${CMAKE_CURRENT_LIST_DIR}/fixtures")
 # The fused (flash) attention kernels of kernels/flash_attention.h against an
 # f64 reference, CPU vs CUDA (emu), bad input.
 hg_add_test(test_flash_attention LABEL kernels SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_flash_attention.cpp)
