@@ -85,7 +85,7 @@ struct DLPackOptions {
   // CUDA only: the consumer's stream, with the values of DLPack's
   // __dlpack__(stream=...) (see the top of this file). Must stay unset (or be
   // -1) for a CPU tensor.
-  std::optional<int64_t> stream;
+  std::optional<int64_t> stream = std::nullopt;
   // Versioned export only: sets DLPACK_FLAG_BITMASK_READ_ONLY, a promise
   // that nobody writes through the exported tensor.
   bool read_only = false;

@@ -142,7 +142,7 @@ std::shared_ptr<GPT> GPT::from_pretrained_hf(const std::string& dir, const HFOpt
   HG_CHECK(wte != nullptr, "GPT::from_pretrained_hf: ", weights_path, " has no wte.weight (nor transformer.wte.weight)");
   if (lm_head != nullptr) {
     const bool tied = lm_head->sizes() == wte->sizes() &&
-                      max(abs(sub(lm_head->to(kF32), wte->to(kF32)))).item<float>() == 0.0f;
+                      lm_head->to(kF32).sub(wte->to(kF32)).abs().max().item<float>() == 0.0f;
     HG_CHECK(tied, "GPT::from_pretrained_hf: ", weights_path,
              ": lm_head.weight differs from wte.weight; halfgrad's GPT ties them (an untied head is not supported)");
   }

@@ -51,6 +51,8 @@ os.makedirs(work)
 
 
 def run(cmd, **env):
+    if cmd[0] in (test_interop, test_nn):
+        cmd = cmd + ["--warn", "NoTests"]  # a filter that matches nothing fails, not passes
     print("+", " ".join(cmd), " ".join(f"{k}={v}" for k, v in env.items()))
     result = subprocess.run(cmd, env={**os.environ, **env})
     if result.returncode != 0:
@@ -124,7 +126,7 @@ def torch_checks():
     run([test_nn, "save_state_dict writes PyTorch's state_dict keys and loads back"], HG_STATE_DICT_OUT=sd)
     run([sys.executable, os.path.join(ROOT, "tests/nn/torch_state_dict.py"), sd])
     dtypes = os.path.join(work, "every_dtype.safetensors")
-    run([test_nn, "round trip of every dtype keeps bits, shapes, order and metadata"], HG_SAFETENSORS_OUT=dtypes)
+    run([test_nn, "round trip of every dtype keeps bits*"], HG_SAFETENSORS_OUT=dtypes)
     run([sys.executable, os.path.join(ROOT, "tests/nn/fixtures/check_safetensors.py"), "check", dtypes])
 
     # (3) halfgrad -> PyTorch, nanoGPT names.
