@@ -31,8 +31,8 @@ namespace {
 constexpr int32_t kMaxDims = 64;
 
 std::string dtype_str(DLDataType t) {
-  return "{code " + std::to_string(t.code) + ", bits " + std::to_string(t.bits) + ", lanes " +
-         std::to_string(t.lanes) + "}";
+  return "{code " + std::to_string(t.code) + ", bits " + std::to_string(t.bits) + ", lanes " + std::to_string(t.lanes) +
+         "}";
 }
 
 // ---- export ---------------------------------------------------------------------------
@@ -61,8 +61,9 @@ void make_ready_for_consumer(const Tensor& t, std::optional<int64_t> stream) {
   }
 #ifdef HG_WITH_CUDA
   const int64_t s = stream.value_or(1);  // unset: the legacy default stream
-  HG_CHECK(s != 0, "to_dlpack: stream 0 is ambiguous for CUDA and refused by DLPack; pass 1 for the legacy default "
-                   "stream, 2 for the per-thread default stream or -1 for no synchronisation");
+  HG_CHECK(s != 0,
+           "to_dlpack: stream 0 is ambiguous for CUDA and refused by DLPack; pass 1 for the legacy default "
+           "stream, 2 for the per-thread default stream or -1 for no synchronisation");
   HG_CHECK(s >= -1, "to_dlpack: stream ", s, " is not a CUDA stream (use -1, 1, 2 or a cudaStream_t)");
   if (s == -1) return;  // the consumer synchronises itself
   const int device = t.device().index;
@@ -85,8 +86,9 @@ void make_ready_for_consumer(const Tensor& t, std::optional<int64_t> stream) {
 template <typename Managed>
 Managed* export_tensor(const Tensor& t, const DLPackOptions& options, const char* op) {
   HG_CHECK(t.defined(), op, ": the tensor is undefined");
-  HG_CHECK(!t.requires_grad(), op, ": cannot export a tensor that requires grad (DLPack carries no autograd "
-                                   "graph); export t.detach()");
+  HG_CHECK(!t.requires_grad(), op,
+           ": cannot export a tensor that requires grad (DLPack carries no autograd "
+           "graph); export t.detach()");
   make_ready_for_consumer(t, options.stream);
   auto owner = std::make_unique<Exported<Managed>>();
   owner->tensor = t.detach();  // shares the storage; cut off from the graph
@@ -156,7 +158,8 @@ Tensor import_tensor(Managed* managed, const char* op) {
     strides.assign(dl.strides, dl.strides + dl.ndim);
     for (int32_t d = 0; d < dl.ndim; ++d) {
       // A stride along a dim of size 0 or 1 is never stepped: any value will do.
-      if (sizes[static_cast<size_t>(d)] <= 1) strides[static_cast<size_t>(d)] = std::max<int64_t>(strides[static_cast<size_t>(d)], 0);
+      if (sizes[static_cast<size_t>(d)] <= 1)
+        strides[static_cast<size_t>(d)] = std::max<int64_t>(strides[static_cast<size_t>(d)], 0);
       HG_CHECK(strides[static_cast<size_t>(d)] >= 0, op, ": dim ", d, " has negative stride ", dl.strides[d],
                "; halfgrad views have none (make the array contiguous on the producer's side first)");
     }
@@ -174,8 +177,8 @@ Tensor import_tensor(Managed* managed, const char* op) {
   HG_CHECK(dl.data != nullptr, op, ": data is null for a tensor of ", numel, " elements");
   HG_CHECK(dl.byte_offset <= static_cast<uint64_t>(INT64_MAX), op, ": byte_offset ", dl.byte_offset, " is too large");
   void* first = static_cast<char*>(dl.data) + dl.byte_offset;
-  HG_CHECK(reinterpret_cast<uintptr_t>(first) % static_cast<uintptr_t>(elem) == 0, op, ": data + byte_offset (",
-           first, ") is not aligned to the ", elem, "-byte ", dtype_name(dtype), " elements");
+  HG_CHECK(reinterpret_cast<uintptr_t>(first) % static_cast<uintptr_t>(elem) == 0, op, ": data + byte_offset (", first,
+           ") is not aligned to the ", elem, "-byte ", dtype_name(dtype), " elements");
   const size_t nbytes = static_cast<size_t>(checked_mul(extent, elem, op, "the byte size"));
   impl->storage = make_external_storage(first, nbytes, device, [managed] {
     if (managed->deleter != nullptr) managed->deleter(managed);

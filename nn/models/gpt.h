@@ -147,8 +147,8 @@ class GPT : public Module {
   // network. Throws hg::Error naming the file and the key or config field that
   // halfgrad's GPT cannot represent.
   struct HFOptions {
-    double dropout = 0.0;             // the config's *_pdrop are ignored
-    int64_t padded_vocab_size = -1;   // as GPTConfig's (the file's wte is unpadded)
+    double dropout = 0.0;            // the config's *_pdrop are ignored
+    int64_t padded_vocab_size = -1;  // as GPTConfig's (the file's wte is unpadded)
   };
   static std::shared_ptr<GPT> from_pretrained_hf(const std::string& dir, const HFOptions& options);
   static std::shared_ptr<GPT> from_pretrained_hf(const std::string& dir) { return from_pretrained_hf(dir, {}); }

@@ -102,8 +102,8 @@ std::shared_ptr<GPT> GPT::from_pretrained_hf(const std::string& dir, const HFOpt
            "GPT::from_pretrained_hf: ", config_path, ": activation_function \"", activation,
            "\" is not supported (gelu_new, gelu_pytorch_tanh: GELU's tanh form; gelu: erf)");
   c.gelu_tanh = activation != "gelu";
-  HG_CHECK(config_int(config, config_path, "n_inner", 4 * c.n_embd) == 4 * c.n_embd, "GPT::from_pretrained_hf: ",
-           config_path, ": n_inner must be 4 * n_embd (", 4 * c.n_embd, ") or null");
+  HG_CHECK(config_int(config, config_path, "n_inner", 4 * c.n_embd) == 4 * c.n_embd,
+           "GPT::from_pretrained_hf: ", config_path, ": n_inner must be 4 * n_embd (", 4 * c.n_embd, ") or null");
   if (config.contains("layer_norm_epsilon")) {
     HG_CHECK(config["layer_norm_epsilon"].is_number() &&
                  std::fabs(config["layer_norm_epsilon"].get<double>() - 1e-5) <= 1e-12,
@@ -139,10 +139,11 @@ std::shared_ptr<GPT> GPT::from_pretrained_hf(const std::string& dir, const HFOpt
     }
     state.emplace_back("transformer." + name, t);
   }
-  HG_CHECK(wte != nullptr, "GPT::from_pretrained_hf: ", weights_path, " has no wte.weight (nor transformer.wte.weight)");
+  HG_CHECK(wte != nullptr, "GPT::from_pretrained_hf: ", weights_path,
+           " has no wte.weight (nor transformer.wte.weight)");
   if (lm_head != nullptr) {
-    const bool tied = lm_head->sizes() == wte->sizes() &&
-                      lm_head->to(kF32).sub(wte->to(kF32)).abs().max().item<float>() == 0.0f;
+    const bool tied =
+        lm_head->sizes() == wte->sizes() && lm_head->to(kF32).sub(wte->to(kF32)).abs().max().item<float>() == 0.0f;
     HG_CHECK(tied, "GPT::from_pretrained_hf: ", weights_path,
              ": lm_head.weight differs from wte.weight; halfgrad's GPT ties them (an untied head is not supported)");
   }

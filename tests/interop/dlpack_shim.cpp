@@ -137,8 +137,8 @@ int hgshim_imported_sum(double* out) {
 int hgshim_imported_affine() {
   return guarded([&] {
     const hg::Tensor d = g_imported.to(hg::kF64);
-    g_imported.copy_(hg::add(hg::mul(d, hg::scalar_tensor(2.0, {.dtype = hg::kF64})),
-                             hg::scalar_tensor(1.0, {.dtype = hg::kF64})));
+    g_imported.copy_(
+        hg::add(hg::mul(d, hg::scalar_tensor(2.0, {.dtype = hg::kF64})), hg::scalar_tensor(1.0, {.dtype = hg::kF64})));
   });
 }
 

@@ -126,8 +126,7 @@ TEST_CASE("DLPack dtype codes: bf16 is kDLBfloat, bool is kDLBool; others refuse
   }
   CHECK_THROWS_WITH(dtype_from_dlpack({static_cast<uint8_t>(kDLInt), 8, 1}), Catch::Contains("no halfgrad dtype"));
   CHECK_THROWS_WITH(dtype_from_dlpack({static_cast<uint8_t>(kDLFloat), 32, 4}), Catch::Contains("lanes 4"));
-  CHECK_THROWS_WITH(dtype_from_dlpack({static_cast<uint8_t>(kDLComplex), 64, 1}),
-                    Catch::Contains("no halfgrad dtype"));
+  CHECK_THROWS_WITH(dtype_from_dlpack({static_cast<uint8_t>(kDLComplex), 64, 1}), Catch::Contains("no halfgrad dtype"));
 
   const Tensor b = from_vector(std::vector<bool>{true, false, true});
   const Tensor back = from_dlpack(to_dlpack(b));
@@ -136,8 +135,8 @@ TEST_CASE("DLPack dtype codes: bf16 is kDLBfloat, bool is kDLBool; others refuse
   CHECK(back.to_vector<bool>() == std::vector<bool>{true, false, true});
 }
 
-TEMPLATE_TEST_CASE("DLPack lifetimes: the export outlives the tensor, and the import outlives the producer",
-                   "[dlpack]", DLManagedTensor, DLManagedTensorVersioned) {
+TEMPLATE_TEST_CASE("DLPack lifetimes: the export outlives the tensor, and the import outlives the producer", "[dlpack]",
+                   DLManagedTensor, DLManagedTensorVersioned) {
   SECTION("halfgrad tensor dropped first, then the consumer reads and releases") {
     TestType* m = nullptr;
     {

@@ -194,8 +194,7 @@ TEST_CASE("HF GPT-2 on CUDA: the same logits and greedy tokens", "[hf][cuda]") {
   const Tensor idx = reference().at("idx").to(Device::cuda());
   NoGradGuard no_grad;
   check_logits(model->forward(idx), reference().at("logits"));
-  CHECK(model->generate(idx, 8, 1.0, 1).cpu().to_vector<int64_t>() ==
-        reference().at("generated").to_vector<int64_t>());
+  CHECK(model->generate(idx, 8, 1.0, 1).cpu().to_vector<int64_t>() == reference().at("generated").to_vector<int64_t>());
 }
 #endif
 
