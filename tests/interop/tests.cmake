@@ -47,9 +47,16 @@ if(Python3_FOUND AND NOT HG_SANITIZE)
   add_test(NAME dlpack_numpy
            COMMAND ${hg_numpy_python} ${CMAKE_CURRENT_LIST_DIR}/dlpack_numpy.py $<TARGET_FILE:hg_dlpack_shim>)
   set_tests_properties(dlpack_numpy PROPERTIES LABELS interop SKIP_RETURN_CODE ${HG_TEST_SKIP_RETURN_CODE})
+  # The same with PyTorch (bf16 included), where torch is importable.
+  hg_interop_python(hg_dlpack_torch_python torch)
+  add_test(NAME dlpack_torch
+           COMMAND ${hg_dlpack_torch_python} ${CMAKE_CURRENT_LIST_DIR}/dlpack_torch.py $<TARGET_FILE:hg_dlpack_shim>)
+  set_tests_properties(dlpack_torch PROPERTIES LABELS interop SKIP_RETURN_CODE ${HG_TEST_SKIP_RETURN_CODE})
 else()
-  add_test(NAME dlpack_numpy COMMAND ${CMAKE_COMMAND} -E echo "dlpack_numpy skipped: sanitizer build or no python3")
-  set_tests_properties(dlpack_numpy PROPERTIES LABELS interop SKIP_REGULAR_EXPRESSION "dlpack_numpy skipped")
+  foreach(name dlpack_numpy dlpack_torch)
+    add_test(NAME ${name} COMMAND ${CMAKE_COMMAND} -E echo "${name} skipped: sanitizer build or no python3")
+    set_tests_properties(${name} PROPERTIES LABELS interop SKIP_REGULAR_EXPRESSION "${name} skipped")
+  endforeach()
 endif()
 
 # PyTorch round trips (tests/interop/torch_roundtrip.py): `torch` needs torch
