@@ -4,7 +4,8 @@
 //
 // brings the whole user API: tensors and factories, the differentiable ops and
 // operators, autocast, modules and layers, safetensors, optimizers, LR
-// schedules, gradient clipping, checkpoints, GradScaler and the data loaders.
+// schedules, gradient clipping, checkpoints, GradScaler, the data loaders and
+// DLPack exchange.
 // Each header can also be included on its own (<halfgrad/nn/layers.h>).
 #pragma once
 
@@ -16,6 +17,8 @@
 #include "core/profiler.h"
 #include "core/tensor.h"
 #include "core/version.h"
+
+#include "runtime/dlpack.h"
 
 #include "autograd/autocast.h"
 #include "autograd/functions.h"

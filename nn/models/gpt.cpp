@@ -82,7 +82,7 @@ Tensor CausalSelfAttention::forward(const Tensor& x) {
 MLP::MLP(const GPTConfig& c, Generator* gen) {
   const double proj_std = residual_proj_std(c);
   c_fc = register_module("c_fc", make_linear(c.n_embd, 4 * c.n_embd, c.bias, 0.02, gen));
-  gelu = register_module("gelu", std::make_shared<GELU>());
+  gelu = register_module("gelu", std::make_shared<GELU>(c.gelu_tanh));
   c_proj = register_module("c_proj", make_linear(4 * c.n_embd, c.n_embd, c.bias, proj_std, gen));
   dropout = register_module("dropout", std::make_shared<Dropout>(c.dropout, gen));
 }

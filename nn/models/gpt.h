@@ -34,6 +34,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "nn/layers.h"
@@ -58,6 +59,9 @@ struct GPTConfig {
   int64_t padded_vocab_size = -1;
   double dropout = 0.0;
   bool bias = true;  // biases in the Linears and LayerNorms, like GPT-2
+  // The MLP's GELU: erf (nanoGPT's nn.GELU()) or its tanh approximation
+  // (Hugging Face GPT-2's "gelu_new", which OpenAI's weights were trained with).
+  bool gelu_tanh = false;
 
   // The resolved padded size (>= vocab_size).
   int64_t padded_vocab() const {
@@ -133,6 +137,26 @@ class GPT : public Module {
   // (an unpadded checkpoint) fills the real rows of a padded model's wte.
   void load_state_dict(const NamedTensors& state, bool strict = true);
   const GPTConfig& config() const { return config_; }
+
+  // Hugging Face GPT-2 checkpoints (nn/models/gpt_hf.cpp, docs/interop.md): a
+  // folder with config.json and model.safetensors as transformers'
+  // save_pretrained writes them (GPT2LMHeadModel's "transformer.h.0.attn.
+  // c_attn.weight" names or GPT2Model's "h.0.attn.c_attn.weight"; Conv1D
+  // weights stored [in, out], transposed here; the attn.bias / masked_bias
+  // buffers skipped; a tied lm_head). Reads the local folder only, never the
+  // network. Throws hg::Error naming the file and the key or config field that
+  // halfgrad's GPT cannot represent.
+  struct HFOptions {
+    double dropout = 0.0;            // the config's *_pdrop are ignored
+    int64_t padded_vocab_size = -1;  // as GPTConfig's (the file's wte is unpadded)
+  };
+  static std::shared_ptr<GPT> from_pretrained_hf(const std::string& dir, const HFOptions& options);
+  static std::shared_ptr<GPT> from_pretrained_hf(const std::string& dir) { return from_pretrained_hf(dir, {}); }
+  // Writes config.json and model.safetensors in GPT2LMHeadModel's layout
+  // (f32, unpadded wte, no lm_head.weight: tied), which
+  // transformers.GPT2LMHeadModel.from_pretrained(dir) loads with no missing
+  // or unexpected keys. The folder must exist. Needs bias (GPT-2 has biases).
+  void save_pretrained_hf(const std::string& dir) const;
 
   std::shared_ptr<Module> transformer;  // wte, wpe, drop, h, ln_f (nanoGPT's ModuleDict)
   std::shared_ptr<Embedding> wte, wpe;

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""PyTorch loads halfgrad's model-only export (run by hand, not by CTest: torch
-is not a build dependency).
+"""PyTorch loads halfgrad's model-only export. Run by the torch_roundtrip CTest
+test (tests/interop/torch_roundtrip.py) where torch is importable, skipped
+there otherwise (torch is not a build dependency), or by hand:
 
 The "save_state_dict writes PyTorch's state_dict keys" test in
 tests/nn/test_api.cpp leaves model.safetensors (nn::save_state_dict of
