@@ -30,7 +30,10 @@
 
 #include "optim/checkpoint.h"
 #include "optim/clip_grad.h"
+#include "optim/foreach.h"
+#include "optim/lion.h"
 #include "optim/lr_scheduler.h"
+#include "optim/muon.h"
 #include "optim/optimizer.h"
 
 #include "amp/grad_scaler.h"

@@ -8,6 +8,7 @@ list(APPEND HG_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/gemm.cpp
   ${CMAKE_CURRENT_LIST_DIR}/random.cpp
   ${CMAKE_CURRENT_LIST_DIR}/optimizer.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/foreach.cpp
   ${CMAKE_CURRENT_LIST_DIR}/grad_norm.cpp
   ${CMAKE_CURRENT_LIST_DIR}/threads.cpp
   ${CMAKE_CURRENT_LIST_DIR}/convert_simd.cpp
