@@ -14,8 +14,10 @@
 //   element instructions kLoad (element i of tensor `a`, widened to f32),
 //                        arithmetic on registers, kStore (rounds register `b`
 //                        to tensor `a`'s dtype, to nearest even).
-// The scalar instructions do not depend on the element: they are evaluated
-// once per thread (the f64 pow included), before the element loop. Every
+// Every register is written by exactly one instruction (checked). The scalar
+// instructions do not depend on the element: they are evaluated once per
+// thread (the f64 pow included), before the element loop, and their
+// registers keep their values across elements. Every
 // arithmetic instruction is one IEEE f32 operation rounded to nearest (no FMA
 // contraction on the device: __fadd_rn etc.), so the CPU path and the CUDA
 // kernel give bit-identical results.

@@ -54,6 +54,10 @@ void check_program(const ForeachProgram& p) {
     if (in.op != ForeachOpcode::kStore) {
       HG_CHECK(in.dst < kForeachMaxRegs, "foreach: instruction ", k, " writes register ", int{in.dst}, " of ",
                kForeachMaxRegs);
+      // Each register is written once (scalars are evaluated before the
+      // element loop and kept across elements).
+      HG_CHECK(!defined[in.dst], "foreach: instruction ", k, " writes register ", int{in.dst},
+               " a second time; each register is written by one instruction");
       defined[in.dst] = true;
     }
   }

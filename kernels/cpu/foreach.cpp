@@ -47,13 +47,17 @@ void foreach_apply(const ForeachProgram& program, const std::vector<std::vector<
       dtype[t] = lists[t][slot].dtype();
     }
     const int64_t n = lists[0][slot].numel();
-#pragma omp parallel for if (n > 65536) schedule(static)
-    for (int64_t i = 0; i < n; ++i) {
+#pragma omp parallel if (n > 65536)
+    {
+      // Element instructions never overwrite the scalar registers.
       float r[kForeachMaxRegs];
       for (int k = 0; k < kForeachMaxRegs; ++k) r[k] = scalars[k];
-      foreach_eval_element(
-          program, r, [&](int t) { return load_as_float(base[t], dtype[t], i); },
-          [&](int t, float v) { store_from_float(base[t], dtype[t], i, v); });
+#pragma omp for schedule(static)
+      for (int64_t i = 0; i < n; ++i) {
+        foreach_eval_element(
+            program, r, [&](int t) { return load_as_float(base[t], dtype[t], i); },
+            [&](int t, float v) { store_from_float(base[t], dtype[t], i, v); });
+      }
     }
   }
 }

@@ -177,6 +177,11 @@ TEST_CASE("foreach: bad programs and lists raise hg::Error", "[optim][foreach]")
   raw.size = 1;
   raw.code[0] = {.op = ForeachOpcode::kStore, .a = 0, .b = 3};
   CHECK_THROWS_WITH(ops::foreach_apply(raw, {a}, {}), Contains("before it is written"));
+  raw.size = 3;
+  raw.code[0] = {.op = ForeachOpcode::kConst, .dst = 0, .value = 1.0f};
+  raw.code[1] = {.op = ForeachOpcode::kLoad, .dst = 0, .a = 0};
+  raw.code[2] = {.op = ForeachOpcode::kStore, .a = 0, .b = 0};
+  CHECK_THROWS_WITH(ops::foreach_apply(raw, {a}, {}), Contains("a second time"));
   optim::Foreach big(1);
   auto x = big.load(0);
   CHECK_THROWS_WITH(
