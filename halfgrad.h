@@ -33,6 +33,7 @@
 #include "optim/foreach.h"
 #include "optim/lion.h"
 #include "optim/lr_scheduler.h"
+#include "optim/make_optimizer.h"
 #include "optim/muon.h"
 #include "optim/optimizer.h"
 

@@ -6,5 +6,6 @@ list(APPEND HG_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/checkpoint.cpp
   ${CMAKE_CURRENT_LIST_DIR}/foreach.cpp
   ${CMAKE_CURRENT_LIST_DIR}/lion.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/make_optimizer.cpp
   ${CMAKE_CURRENT_LIST_DIR}/muon.cpp
 )
