@@ -523,9 +523,9 @@ int main(int argc, char** argv) {
     if (group) ddp.emplace(model, group);
     auto forward = [&](const hg::Tensor& x) { return ddp ? ddp->forward(x) : model->forward(x); };
     std::unique_ptr<hg::optim::Optimizer> optimizer =
-        o.optimizer == "adamw"
-            ? std::make_unique<hg::optim::AdamW>(model->parameters(), hg::optim::AdamWOptions{.lr = o.lr, .weight_decay = 1e-4})
-            : hg::optim::make_optimizer(o.optimizer, model->named_parameters(), o.lr, 1e-4);
+        o.optimizer == "adamw" ? std::make_unique<hg::optim::AdamW>(
+                                     model->parameters(), hg::optim::AdamWOptions{.lr = o.lr, .weight_decay = 1e-4})
+                               : hg::optim::make_optimizer(o.optimizer, model->named_parameters(), o.lr, 1e-4);
     hg::optim::Optimizer& opt = *optimizer;
     scaler.set_parameter_names(model->named_parameters());  // overflow reports name the parameters
 
@@ -688,8 +688,8 @@ int main(int argc, char** argv) {
 
     term.paragraph("hg-train: " + o.model + " on " + device.str() + ", precision " + o.precision + ", " +
                    std::to_string(train.num_samples()) + " training samples, " + std::to_string(o.epochs) +
-                   " epoch(s), batch " + std::to_string(o.batch_size) + ", " + o.optimizer + " lr " + decimal(o.lr) + " (" +
-                   o.schedule + ")");
+                   " epoch(s), batch " + std::to_string(o.batch_size) + ", " + o.optimizer + " lr " + decimal(o.lr) +
+                   " (" + o.schedule + ")");
     const int64_t total_steps =
         o.max_steps > 0 ? std::min<int64_t>(o.max_steps, num_batches * o.epochs) : num_batches * o.epochs;
     if (o.max_steps > 0 && global_step >= o.max_steps) {

@@ -342,7 +342,8 @@ int run(const GptJobOptions& options) {
                    " bytes of text, vocabulary " + std::to_string(corpus.vocab_size()) + ", " +
                    std::to_string(train_tokens.numel()) + " train / " + std::to_string(val_tokens.numel()) +
                    " validation tokens; " + std::to_string(o.iters) + " iterations of batch " +
-                   std::to_string(o.batch_size) + ", " + o.optimizer + " lr " + decimal(o.lr) + " (" + o.schedule + ")");
+                   std::to_string(o.batch_size) + ", " + o.optimizer + " lr " + decimal(o.lr) + " (" + o.schedule +
+                   ")");
     if (o.max_steps > 0 && global_step >= o.max_steps) {
       term.paragraph("hg-train: the checkpoint is at step " + std::to_string(global_step) +
                      ", already at --max-steps " + std::to_string(o.max_steps) +

@@ -47,15 +47,15 @@ enum class ForeachOpcode : uint8_t {
   kInvScale,
   kFoundInf,
   // elements
-  kLoad,    // r[dst] = tensor a [i]
-  kStore,   // tensor a [i] = r[b]
-  kAdd,     // r[dst] = r[a] + r[b]
+  kLoad,   // r[dst] = tensor a [i]
+  kStore,  // tensor a [i] = r[b]
+  kAdd,    // r[dst] = r[a] + r[b]
   kSub,
   kMul,
   kDiv,
-  kMax,     // fmaxf
-  kMin,     // fminf
-  kNeg,     // r[dst] = -r[a]
+  kMax,  // fmaxf
+  kMin,  // fminf
+  kNeg,  // r[dst] = -r[a]
   kAbs,
   kSqrt,
   kSign,    // 1, -1, or r[a] itself for +-0 and NaN
@@ -74,9 +74,9 @@ struct ForeachInstr {
 
 struct ForeachProgram {
   ForeachInstr code[kForeachMaxInstrs];
-  int32_t size = 0;      // instructions used
-  int32_t tensors = 0;   // tensor lists the program addresses (loads and stores)
-  int32_t registers = 0; // registers used
+  int32_t size = 0;       // instructions used
+  int32_t tensors = 0;    // tensor lists the program addresses (loads and stores)
+  int32_t registers = 0;  // registers used
 };
 
 HG_HOST_DEVICE inline bool foreach_is_scalar(ForeachOpcode op) { return op < ForeachOpcode::kLoad; }
@@ -94,15 +94,26 @@ HG_HOST_DEVICE inline void foreach_eval_scalars(const ForeachProgram& p, const F
   for (int k = 0; k < p.size; ++k) {
     const ForeachInstr& in = p.code[k];
     switch (in.op) {
-      case ForeachOpcode::kConst: r[in.dst] = in.value; break;
-      case ForeachOpcode::kLr: r[in.dst] = s.lr; break;
-      case ForeachOpcode::kStep: r[in.dst] = static_cast<float>(s.step); break;
+      case ForeachOpcode::kConst:
+        r[in.dst] = in.value;
+        break;
+      case ForeachOpcode::kLr:
+        r[in.dst] = s.lr;
+        break;
+      case ForeachOpcode::kStep:
+        r[in.dst] = static_cast<float>(s.step);
+        break;
       case ForeachOpcode::kBiasCorrection:
         r[in.dst] = static_cast<float>(1.0 - ::pow(static_cast<double>(in.value), static_cast<double>(s.step)));
         break;
-      case ForeachOpcode::kInvScale: r[in.dst] = s.inv_scale; break;
-      case ForeachOpcode::kFoundInf: r[in.dst] = s.found_inf != 0.0f ? 1.0f : 0.0f; break;
-      default: break;
+      case ForeachOpcode::kInvScale:
+        r[in.dst] = s.inv_scale;
+        break;
+      case ForeachOpcode::kFoundInf:
+        r[in.dst] = s.found_inf != 0.0f ? 1.0f : 0.0f;
+        break;
+      default:
+        break;
     }
   }
 }
@@ -152,20 +163,47 @@ HG_HOST_DEVICE inline void foreach_eval_element(const ForeachProgram& p, float* 
     const ForeachInstr& in = p.code[k];
     const float x = r[in.a], y = r[in.b];
     switch (in.op) {
-      case ForeachOpcode::kLoad: r[in.dst] = load(in.a); break;
-      case ForeachOpcode::kStore: store(in.a, y); break;
-      case ForeachOpcode::kAdd: r[in.dst] = foreach_add(x, y); break;
-      case ForeachOpcode::kSub: r[in.dst] = foreach_sub(x, y); break;
-      case ForeachOpcode::kMul: r[in.dst] = foreach_mul(x, y); break;
-      case ForeachOpcode::kDiv: r[in.dst] = foreach_div(x, y); break;
-      case ForeachOpcode::kMax: r[in.dst] = ::fmaxf(x, y); break;
-      case ForeachOpcode::kMin: r[in.dst] = ::fminf(x, y); break;
-      case ForeachOpcode::kNeg: r[in.dst] = -x; break;
-      case ForeachOpcode::kAbs: r[in.dst] = ::fabsf(x); break;
-      case ForeachOpcode::kSqrt: r[in.dst] = foreach_sqrt(x); break;
-      case ForeachOpcode::kSign: r[in.dst] = x > 0.0f ? 1.0f : (x < 0.0f ? -1.0f : x); break;
-      case ForeachOpcode::kSelect: r[in.dst] = x != 0.0f ? y : r[in.c]; break;
-      default: break;  // scalars: filled by foreach_eval_scalars
+      case ForeachOpcode::kLoad:
+        r[in.dst] = load(in.a);
+        break;
+      case ForeachOpcode::kStore:
+        store(in.a, y);
+        break;
+      case ForeachOpcode::kAdd:
+        r[in.dst] = foreach_add(x, y);
+        break;
+      case ForeachOpcode::kSub:
+        r[in.dst] = foreach_sub(x, y);
+        break;
+      case ForeachOpcode::kMul:
+        r[in.dst] = foreach_mul(x, y);
+        break;
+      case ForeachOpcode::kDiv:
+        r[in.dst] = foreach_div(x, y);
+        break;
+      case ForeachOpcode::kMax:
+        r[in.dst] = ::fmaxf(x, y);
+        break;
+      case ForeachOpcode::kMin:
+        r[in.dst] = ::fminf(x, y);
+        break;
+      case ForeachOpcode::kNeg:
+        r[in.dst] = -x;
+        break;
+      case ForeachOpcode::kAbs:
+        r[in.dst] = ::fabsf(x);
+        break;
+      case ForeachOpcode::kSqrt:
+        r[in.dst] = foreach_sqrt(x);
+        break;
+      case ForeachOpcode::kSign:
+        r[in.dst] = x > 0.0f ? 1.0f : (x < 0.0f ? -1.0f : x);
+        break;
+      case ForeachOpcode::kSelect:
+        r[in.dst] = x != 0.0f ? y : r[in.c];
+        break;
+      default:
+        break;  // scalars: filled by foreach_eval_scalars
     }
   }
 }

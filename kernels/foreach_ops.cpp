@@ -11,8 +11,8 @@ namespace {
 void check_program(const ForeachProgram& p) {
   HG_CHECK(p.size >= 0 && p.size <= kForeachMaxInstrs, "foreach: a program has at most ", kForeachMaxInstrs,
            " instructions, got ", p.size);
-  HG_CHECK(p.tensors >= 1 && p.tensors <= kForeachMaxTensors, "foreach: a program addresses 1 to ",
-           kForeachMaxTensors, " tensor lists, got ", p.tensors);
+  HG_CHECK(p.tensors >= 1 && p.tensors <= kForeachMaxTensors, "foreach: a program addresses 1 to ", kForeachMaxTensors,
+           " tensor lists, got ", p.tensors);
   bool defined[kForeachMaxRegs] = {};
   auto reg = [&](uint8_t r, int k) {
     HG_CHECK(r < kForeachMaxRegs && defined[r], "foreach: instruction ", k, " reads register ", int{r},
@@ -24,8 +24,7 @@ void check_program(const ForeachProgram& p) {
     switch (in.op) {
       case ForeachOpcode::kLoad:
       case ForeachOpcode::kStore:
-        HG_CHECK(in.a < p.tensors, "foreach: instruction ", k, " addresses tensor list ", int{in.a}, " of ",
-                 p.tensors);
+        HG_CHECK(in.a < p.tensors, "foreach: instruction ", k, " addresses tensor list ", int{in.a}, " of ", p.tensors);
         if (in.op == ForeachOpcode::kStore) reg(in.b, k);
         break;
       case ForeachOpcode::kAdd:
@@ -74,20 +73,19 @@ void check_scalar(const Tensor& t, DType dtype, Device device, const char* what)
 void foreach_apply(const ForeachProgram& program, const std::vector<std::vector<Tensor>>& lists,
                    const ForeachArgs& args) {
   check_program(program);
-  HG_CHECK(static_cast<int32_t>(lists.size()) == program.tensors, "foreach: the program addresses ",
-           program.tensors, " tensor lists but ", lists.size(), " were given");
+  HG_CHECK(static_cast<int32_t>(lists.size()) == program.tensors, "foreach: the program addresses ", program.tensors,
+           " tensor lists but ", lists.size(), " were given");
   const size_t slots = lists[0].size();
   if (slots == 0) return;
   HG_CHECK(lists[0][0].defined(), "foreach: tensor 0 of list 0 is undefined");
   const Device device = lists[0][0].device();
   for (size_t t = 0; t < lists.size(); ++t) {
-    HG_CHECK(lists[t].size() == slots, "foreach: list ", t, " has ", lists[t].size(), " tensors, list 0 has ",
-             slots);
+    HG_CHECK(lists[t].size() == slots, "foreach: list ", t, " has ", lists[t].size(), " tensors, list 0 has ", slots);
     for (size_t s = 0; s < slots; ++s) {
       const Tensor& x = lists[t][s];
       HG_CHECK(x.defined(), "foreach: tensor ", s, " of list ", t, " is undefined");
-      HG_CHECK(x.dtype() == kF32 || is_16bit_float(x.dtype()), "foreach: tensors must be f32, f16 or bf16; tensor ",
-               s, " of list ", t, " is ", x.dtype());
+      HG_CHECK(x.dtype() == kF32 || is_16bit_float(x.dtype()), "foreach: tensors must be f32, f16 or bf16; tensor ", s,
+               " of list ", t, " is ", x.dtype());
       HG_CHECK(x.device() == device, "foreach: tensor ", s, " of list ", t, " is on ", x.device(), ", list 0 on ",
                device);
       HG_CHECK(x.is_contiguous(), "foreach: tensor ", s, " of list ", t, " is not contiguous");

@@ -37,14 +37,14 @@ class Foreach {
   // A program over `tensor_lists` lists (1 to kForeachMaxTensors).
   explicit Foreach(int tensor_lists);
 
-  ForeachValue load(int list);                  // element i of list `list`
-  void store(int list, ForeachValue v);         // rounds to the list's dtype
-  ForeachValue constant(double v);              // rounded to f32
-  ForeachValue lr();                            // this step's lr (device schedule applied)
-  ForeachValue step();                          // the step being applied (1 for the first)
-  ForeachValue bias_correction(double beta);    // 1 - beta^step, in f64 then rounded
-  ForeachValue inv_scale();                     // 1 / loss scale (1 without a scaler)
-  ForeachValue found_inf();                     // 1 on an overflow step, else 0
+  ForeachValue load(int list);                // element i of list `list`
+  void store(int list, ForeachValue v);       // rounds to the list's dtype
+  ForeachValue constant(double v);            // rounded to f32
+  ForeachValue lr();                          // this step's lr (device schedule applied)
+  ForeachValue step();                        // the step being applied (1 for the first)
+  ForeachValue bias_correction(double beta);  // 1 - beta^step, in f64 then rounded
+  ForeachValue inv_scale();                   // 1 / loss scale (1 without a scaler)
+  ForeachValue found_inf();                   // 1 on an overflow step, else 0
 
   ForeachValue binary(ForeachOpcode op, ForeachValue a, ForeachValue b);
   ForeachValue unary(ForeachOpcode op, ForeachValue a);

@@ -9,8 +9,7 @@
 namespace hg::optim {
 
 Lion::Lion(std::vector<Tensor> params, LionOptions o)
-    : Optimizer(std::move(params), o.lr,
-                {{"beta1", o.beta1}, {"beta2", o.beta2}, {"weight_decay", o.weight_decay}}) {
+    : Optimizer(std::move(params), o.lr, {{"beta1", o.beta1}, {"beta2", o.beta2}, {"weight_decay", o.weight_decay}}) {
   HG_CHECK(o.beta1 >= 0.0 && o.beta1 < 1.0 && o.beta2 >= 0.0 && o.beta2 < 1.0, "Lion: betas must be in [0, 1), got ",
            o.beta1, ", ", o.beta2);
   HG_CHECK(o.weight_decay >= 0.0, "Lion: weight_decay must be >= 0, got ", o.weight_decay);

@@ -112,8 +112,10 @@ double StepLR::factor(int64_t step) const {
 LambdaLR::LambdaLR(Optimizer& opt, LambdaLROptions options)
     : LRScheduler(opt, options.clock), options_(std::move(options)) {
   HG_CHECK(static_cast<bool>(options_.fn), "LambdaLR: needs a schedule function fn(step) -> factor");
-  HG_CHECK(options_.total_steps >= 1, "LambdaLR: total_steps (the run's optimizer steps, the length of the "
-           "device table) must be >= 1, got ", options_.total_steps);
+  HG_CHECK(options_.total_steps >= 1,
+           "LambdaLR: total_steps (the run's optimizer steps, the length of the "
+           "device table) must be >= 1, got ",
+           options_.total_steps);
   const auto& groups = opt.param_groups();
   const Device device = groups[0].params[0].device();
   for (const auto& g : groups) {

@@ -90,8 +90,8 @@ void Muon::update(OptimizerStep& step) {
     // One masked launch per distinct shape scale sqrt(max(1, rows / cols)).
     std::map<double, std::vector<std::vector<Tensor>>> by_scale;
     for (size_t k = 0; k < mp.size(); ++k) {
-      const double scale = std::sqrt(std::max(1.0, static_cast<double>(mp[k].size(0)) /
-                                                       static_cast<double>(mp[k].size(1))));
+      const double scale =
+          std::sqrt(std::max(1.0, static_cast<double>(mp[k].size(0)) / static_cast<double>(mp[k].size(1))));
       auto& lists = by_scale[scale];
       if (lists.empty()) lists.resize(2);
       lists[0].push_back(mp[k]);

@@ -22,6 +22,7 @@
 // only make temporaries. No host sync.
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
 #include "optim/optimizer.h"
@@ -35,7 +36,7 @@ struct MuonOptions {
   int64_t ns_steps = 5;
   bool ns_bf16 = false;
   double weight_decay = 0.0;
-  double adamw_lr_scale = 0.015;  // AdamW lr / Muon lr for the non-2-D parameters of a use_muon group
+  double adamw_lr_scale = 0.015;                 // AdamW lr / Muon lr for the non-2-D parameters of a use_muon group
   double beta1 = 0.9, beta2 = 0.95, eps = 1e-8;  // AdamW
 };
 

@@ -31,7 +31,8 @@ Optimizer::Optimizer(std::vector<Tensor> params, double lr, OptimizerOptions def
 void Optimizer::add_param_group(std::vector<Tensor> params) { add_param_group(std::move(params), defaults_); }
 
 void Optimizer::add_param_group(std::vector<Tensor> params, const OptimizerOptions& overrides) {
-  HG_CHECK(custom_, "optimizer: named group options are for user-written optimizers; SGD, Adam and AdamW take "
+  HG_CHECK(custom_,
+           "optimizer: named group options are for user-written optimizers; SGD, Adam and AdamW take "
            "an OptimizerHyper");
   OptimizerHyper hyper = defaults_;
   for (const auto& [name, value] : overrides) {
@@ -133,15 +134,15 @@ void Optimizer::ensure_state(size_t g) {
       std::set<std::string> seen;
       for (const StateSpec& spec : state_spec(group, p)) {
         const std::string& n = spec.name;
-        const bool identifier =
-            !n.empty() && !std::isdigit(static_cast<unsigned char>(n[0])) &&
-            std::all_of(n.begin(), n.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+        const bool identifier = !n.empty() && !std::isdigit(static_cast<unsigned char>(n[0])) &&
+                                std::all_of(n.begin(), n.end(), [](char c) {
+                                  return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+                                });
         HG_CHECK(identifier && n != "master" && n != "step" && n != "state1" && n != "state2",
-                 "optimizer: state name '", n,
-                 "' must be a C identifier other than master, step, state1 and state2");
+                 "optimizer: state name '", n, "' must be a C identifier other than master, step, state1 and state2");
         HG_CHECK(seen.insert(n).second, "optimizer: state_spec names '", n, "' twice");
-        s.named.emplace_back(n, full(spec.shape ? *spec.shape : p.sizes(), spec.fill,
-                                     {.dtype = spec.dtype, .device = device}));
+        s.named.emplace_back(
+            n, full(spec.shape ? *spec.shape : p.sizes(), spec.fill, {.dtype = spec.dtype, .device = device}));
       }
     } else {
       if (adam || group.hyper.momentum != 0.0f) s.state1 = zeros(p.sizes(), {.device = device});
@@ -187,8 +188,8 @@ void Optimizer::custom_step(size_t g, const Tensor& inv_scale, const Tensor& fou
     const Tensor& p = group.params[i];
     if (!p.grad().defined()) continue;  // like PyTorch: no gradient, no update
     HG_CHECK(p.is_contiguous(), "optimizer: parameter ", i, " of group ", g, " is not contiguous");
-    HG_CHECK(p.grad().sizes() == p.sizes(), "optimizer: the gradient of parameter ", i, " of group ", g,
-             " has shape ", p.grad().shape_str(), ", the parameter ", p.shape_str());
+    HG_CHECK(p.grad().sizes() == p.sizes(), "optimizer: the gradient of parameter ", i, " of group ", g, " has shape ",
+             p.grad().shape_str(), ", the parameter ", p.shape_str());
     const ParamState& s = state_[g][i];
     step.indices_.push_back(i);
     if (s.master.defined()) {

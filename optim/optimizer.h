@@ -123,10 +123,10 @@ class Optimizer {
 
   // One state tensor of one parameter.
   struct StateSpec {
-    std::string name;   // a C identifier; not "master", "step", "state1", "state2"
+    std::string name;  // a C identifier; not "master", "step", "state1", "state2"
     DType dtype = kF32;
     std::optional<Shape> shape{};  // none: the parameter's shape
-    double fill = 0.0;           // the initial value of every element
+    double fill = 0.0;             // the initial value of every element
   };
 
   virtual ~Optimizer() = default;

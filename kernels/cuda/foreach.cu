@@ -133,9 +133,8 @@ void foreach_apply(const ForeachProgram& program, const std::vector<std::vector<
   const Tensor on_device = upload_table(table, device);
   const auto* chunks = static_cast<const ForeachChunk*>(on_device.data_ptr());
   if (profiler::active()) profiler::declare_work(bytes_per_element_sum, flops * elements);
-  HG_LAUNCH(foreach_kernel, dim3(static_cast<unsigned>(table.size())), dim3(kBlockThreads), 0, stream, chunks,
-            program, args.lr, args.schedule,
-            args.step.defined() ? static_cast<const int64_t*>(args.step.data_ptr()) : nullptr,
+  HG_LAUNCH(foreach_kernel, dim3(static_cast<unsigned>(table.size())), dim3(kBlockThreads), 0, stream, chunks, program,
+            args.lr, args.schedule, args.step.defined() ? static_cast<const int64_t*>(args.step.data_ptr()) : nullptr,
             float_ptr(args.inv_scale), float_ptr(args.found_inf), args.masked);
 }
 

@@ -5,6 +5,7 @@
 // (tests/optim/ref/lion_muon_reference.py).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -12,6 +13,7 @@
 #include <fstream>
 #include <limits>
 #include <map>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <tuple>
@@ -47,7 +49,8 @@ std::vector<uint32_t> bits_of(const Tensor& t) {
 
 std::vector<float> floats_of(const Tensor& t) { return t.to(kF32).cpu().contiguous().to_vector<float>(); }
 
-Tensor seeded(const Shape& shape, uint64_t seed, double scale = 1.0, DType dtype = kF32, Device device = Device::cpu()) {
+Tensor seeded(const Shape& shape, uint64_t seed, double scale = 1.0, DType dtype = kF32,
+              Device device = Device::cpu()) {
   Generator gen(seed);
   NoGradGuard no_grad;
   return mul(randn(shape, {}, &gen), scale).to(dtype).to(device);
@@ -118,7 +121,8 @@ TEST_CASE("foreach: one program over many tensors matches a plain float loop bit
       lists[0].push_back(seeded({sizes[s]}, 10 + s, 1.0, pd, device));
       lists[1].push_back(seeded({sizes[s]}, 20 + s, 8.0, s == 0 ? kF16 : kF32, device));
       lists[2].push_back(seeded({sizes[s]}, 30 + s, 0.1, kF32, device));
-      lists[3].push_back(mul(seeded({sizes[s]}, 40 + s, 0.1, kF32, device), seeded({sizes[s]}, 40 + s, 0.1, kF32, device)));
+      lists[3].push_back(
+          mul(seeded({sizes[s]}, 40 + s, 0.1, kF32, device), seeded({sizes[s]}, 40 + s, 0.1, kF32, device)));
     }
     std::vector<std::vector<std::vector<float>>> before(4);
     for (int t = 0; t < 4; ++t)
@@ -288,8 +292,7 @@ TEST_CASE("custom optimizer: options, groups and bad state specs", "[optim][cust
 
 class MyLion : public hg::optim::Optimizer {
  public:
-  MyLion(std::vector<hg::Tensor> params, double lr, double beta1 = 0.9, double beta2 = 0.99,
-         double weight_decay = 0.0)
+  MyLion(std::vector<hg::Tensor> params, double lr, double beta1 = 0.9, double beta2 = 0.99, double weight_decay = 0.0)
       : Optimizer(std::move(params), lr, {{"beta1", beta1}, {"beta2", beta2}, {"weight_decay", weight_decay}}) {}
 
  protected:
@@ -324,8 +327,8 @@ TEST_CASE("the docs/optim.md Lion matches the library's Lion bit for bit under a
     amp::GradScaler sa({.init_scale = 64.0}), sb({.init_scale = 64.0});
     const Tensor x = seeded({30, 4}, 3, 1.0, kF16, device);
     for (int it = 0; it < 4; ++it) {
-      for (auto [opt, s, p] : {std::tuple<optim::Optimizer*, amp::GradScaler*, std::vector<Tensor>*>{&mine, &sa, &pa},
-                               {&lib, &sb, &pb}}) {
+      for (auto [opt, s, p] :
+           {std::tuple<optim::Optimizer*, amp::GradScaler*, std::vector<Tensor>*>{&mine, &sa, &pa}, {&lib, &sb, &pb}}) {
         opt->zero_grad();
         Tensor loss = hg::to(add(sum(relu(matmul((*p)[0], x))), sum(mul((*p)[1], (*p)[1]))), kF32);
         if (it == 2) loss = mul(loss, std::numeric_limits<double>::infinity());
@@ -380,8 +383,8 @@ TEST_CASE("Lion and Muon follow their PyTorch reference trajectories", "[optim][
       for (const auto& [n, shape] : names) p.push_back(from_vector(ref.at(n), shape).to(device).requires_grad_(true));
       std::unique_ptr<optim::Optimizer> opt;
       if (kind == "lion") {
-        opt = std::make_unique<optim::Lion>(p, optim::LionOptions{.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.99,
-                                                                   .weight_decay = 0.1});
+        opt = std::make_unique<optim::Lion>(
+            p, optim::LionOptions{.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.99, .weight_decay = 0.1});
       } else {
         opt = std::make_unique<optim::Muon>(p, optim::MuonOptions{.lr = 0.02, .weight_decay = 0.01});
       }
@@ -471,7 +474,8 @@ std::vector<double> spectral_map(const std::vector<double>& a, int64_t m, int64_
     const double k = f(sj) / sj;
     for (int64_t r = 0; r < m; ++r)
       for (int64_t c = 0; c < n; ++c)
-        out[static_cast<size_t>(r * n + c)] += k * w[static_cast<size_t>(r * n + j)] * v[static_cast<size_t>(c * n + j)];
+        out[static_cast<size_t>(r * n + c)] +=
+            k * w[static_cast<size_t>(r * n + j)] * v[static_cast<size_t>(c * n + j)];
   }
   return out;
 }
@@ -520,7 +524,8 @@ TEST_CASE("Lion and Muon under a GradScaler: injected overflows leave everything
       for (const DType dtype : {kF32, kF16}) {
         INFO(device << " " << kind << " " << dtype);
         auto make = [&](std::vector<Tensor> p) -> std::unique_ptr<optim::Optimizer> {
-          if (kind == "lion") return std::make_unique<optim::Lion>(p, optim::LionOptions{.lr = 1e-3, .weight_decay = 0.1});
+          if (kind == "lion")
+            return std::make_unique<optim::Lion>(p, optim::LionOptions{.lr = 1e-3, .weight_decay = 0.1});
           if (kind == "muon") return std::make_unique<optim::Muon>(p, optim::MuonOptions{.lr = 0.02, .ns_bf16 = true});
           return std::make_unique<MomentumOps>(p, 0.01, 0.9);
         };
@@ -536,7 +541,8 @@ TEST_CASE("Lion and Muon under a GradScaler: injected overflows leave everything
         // so both runs apply identical updates.
         std::vector<Tensor> pa = params(), pb = params();
         auto oa = make(pa), ob = make(pb);
-        amp::GradScaler sa({.init_scale = 1024.0, .growth_interval = 1000}), sb({.init_scale = 1024.0, .growth_interval = 1000});
+        amp::GradScaler sa({.init_scale = 1024.0, .growth_interval = 1000}),
+            sb({.init_scale = 1024.0, .growth_interval = 1000});
         optim::LambdaLR la(*oa, {.fn = [](int64_t k) { return 1.0 / static_cast<double>(k + 1); }, .total_steps = 16});
         optim::LambdaLR lb(*ob, {.fn = [](int64_t k) { return 1.0 / static_cast<double>(k + 1); }, .total_steps = 16});
         const Tensor inf_factor = full({1}, std::numeric_limits<double>::infinity(), {.device = device});
@@ -643,7 +649,8 @@ TEST_CASE("bench: built-in fused AdamW vs a Foreach AdamW (masked writes, commit
   for (Device device : test_devices()) {
     for (const DType dtype : {kF32, kBF16}) {
       std::vector<Tensor> params;
-      for (int k = 0; k < 8; ++k) params.push_back(seeded({256, 1024}, static_cast<uint64_t>(k), 0.1, dtype, device).requires_grad_(true));
+      for (int k = 0; k < 8; ++k)
+        params.push_back(seeded({256, 1024}, static_cast<uint64_t>(k), 0.1, dtype, device).requires_grad_(true));
       const Tensor found = zeros({1}, {.device = device});
       const Tensor inv = full({1}, 1.0 / 1024, {.device = device});
       for (int variant = 0; variant < 3; ++variant) {
@@ -657,7 +664,8 @@ TEST_CASE("bench: built-in fused AdamW vs a Foreach AdamW (masked writes, commit
         const auto t0 = std::chrono::steady_clock::now();
         for (int r = 0; r < reps; ++r) opt->step(inv, found);
         (void)floats_of(params[0]);  // waits for the device
-        const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / reps;
+        const double ms =
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / reps;
         const char* names[] = {"built-in AdamW (fused)", "Foreach AdamW, kMaskedWrites", "Foreach AdamW, kCommit"};
         WARN(device << " " << dtype << " 2.1M params: " << names[variant] << " " << ms << " ms/step");
       }

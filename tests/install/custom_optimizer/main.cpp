@@ -104,7 +104,8 @@ int run(hg::Device device) {
     if (it == 0) first = loss;
     if (!overflow) last = loss;
   }
-  if (opt.steps_applied() != 40 - 6) return fail("expected 34 applied steps, got " + std::to_string(opt.steps_applied()));
+  if (opt.steps_applied() != 40 - 6)
+    return fail("expected 34 applied steps, got " + std::to_string(opt.steps_applied()));
   if (!(last < first)) return fail("the loss did not fall");
   // Save, resume into a fresh model + optimizer + scaler, continue both.
   const std::string path = "custom_optimizer_" + std::to_string(device.is_cuda()) + ".ckpt";
