@@ -33,7 +33,11 @@
 
 #include "optim/checkpoint.h"
 #include "optim/clip_grad.h"
+#include "optim/foreach.h"
+#include "optim/lion.h"
 #include "optim/lr_scheduler.h"
+#include "optim/make_optimizer.h"
+#include "optim/muon.h"
 #include "optim/optimizer.h"
 
 #include "amp/grad_scaler.h"

@@ -67,6 +67,7 @@
 #include "optim/checkpoint.h"
 #include "optim/clip_grad.h"
 #include "optim/lr_scheduler.h"
+#include "optim/make_optimizer.h"
 #include "optim/optimizer.h"
 
 #if defined(HG_WITH_CUDA)
@@ -93,6 +94,7 @@ struct Options {
   int epochs = 8;
   int64_t batch_size = 128;
   double lr = 2e-3;
+  std::string optimizer = "adamw";
   std::string schedule = "cosine";
   int64_t warmup_steps = 200;
   double clip_grad = 0.0;
@@ -316,6 +318,10 @@ int main(int argc, char** argv) {
   app.add_option("--epochs", o.epochs, "passes over the training set (>= 1)")->check(at_least(1, "an integer"));
   app.add_option("--batch-size", o.batch_size, "samples per step (>= 1)")->check(at_least(1, "an integer"));
   app.add_option("--lr", o.lr, "AdamW peak learning rate (> 0)")->check(positive_finite());
+  app.add_option("--optimizer", o.optimizer,
+                 "adamw | lion (lr / 3) | muon (hidden matrices at 20 x lr, the rest AdamW); "
+                 "hg::optim::make_optimizer, docs/optim.md")
+      ->check(CLI::IsMember({"adamw", "lion", "muon"}));
   app.add_option("--schedule", o.schedule, "learning-rate schedule: cosine (linear warmup, cosine decay to 0) | "
                                            "step (halve every epoch) | constant")
       ->check(CLI::IsMember({"cosine", "step", "constant"}));
@@ -401,6 +407,7 @@ int main(int argc, char** argv) {
     if (given("--precision")) g.precision = o.precision;
     if (given("--batch-size")) g.batch_size = o.batch_size;
     if (given("--lr")) g.lr = o.lr;
+    g.optimizer = o.optimizer;
     g.schedule = o.schedule;
     if (given("--warmup-steps")) g.warmup_steps = o.warmup_steps;
     if (given("--clip-grad")) g.clip_grad = o.clip_grad;
@@ -515,7 +522,11 @@ int main(int argc, char** argv) {
     std::optional<hg::distributed::DistributedDataParallel> ddp;
     if (group) ddp.emplace(model, group);
     auto forward = [&](const hg::Tensor& x) { return ddp ? ddp->forward(x) : model->forward(x); };
-    hg::optim::AdamW opt(model->parameters(), {.lr = o.lr, .weight_decay = 1e-4});
+    std::unique_ptr<hg::optim::Optimizer> optimizer =
+        o.optimizer == "adamw" ? std::make_unique<hg::optim::AdamW>(
+                                     model->parameters(), hg::optim::AdamWOptions{.lr = o.lr, .weight_decay = 1e-4})
+                               : hg::optim::make_optimizer(o.optimizer, model->named_parameters(), o.lr, 1e-4);
+    hg::optim::Optimizer& opt = *optimizer;
     scaler.set_parameter_names(model->named_parameters());  // overflow reports name the parameters
 
     const hg::data::FashionMnist train_set(o.data, true), test_set(o.data, false);
@@ -677,8 +688,8 @@ int main(int argc, char** argv) {
 
     term.paragraph("hg-train: " + o.model + " on " + device.str() + ", precision " + o.precision + ", " +
                    std::to_string(train.num_samples()) + " training samples, " + std::to_string(o.epochs) +
-                   " epoch(s), batch " + std::to_string(o.batch_size) + ", AdamW lr " + decimal(o.lr) + " (" +
-                   o.schedule + ")");
+                   " epoch(s), batch " + std::to_string(o.batch_size) + ", " + o.optimizer + " lr " + decimal(o.lr) +
+                   " (" + o.schedule + ")");
     const int64_t total_steps =
         o.max_steps > 0 ? std::min<int64_t>(o.max_steps, num_batches * o.epochs) : num_batches * o.epochs;
     if (o.max_steps > 0 && global_step >= o.max_steps) {

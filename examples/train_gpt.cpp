@@ -34,6 +34,7 @@
 #include "optim/checkpoint.h"
 #include "optim/clip_grad.h"
 #include "optim/lr_scheduler.h"
+#include "optim/make_optimizer.h"
 
 namespace hg::train {
 namespace {
@@ -228,7 +229,10 @@ int run(const GptJobOptions& options) {
     auto model = std::make_shared<nn::GPT>(model_config, &gen);
     model->to(device);
     model->to(prec.weights);
-    std::unique_ptr<optim::AdamW> opt = model->configure_optimizers(o.weight_decay, o.lr, 0.9, 0.99);
+    std::unique_ptr<optim::Optimizer> opt =
+        o.optimizer == "adamw"
+            ? std::unique_ptr<optim::Optimizer>(model->configure_optimizers(o.weight_decay, o.lr, 0.9, 0.99))
+            : optim::make_optimizer(o.optimizer, model->named_parameters(), o.lr, o.weight_decay, 0.99);
     scaler.set_parameter_names(model->named_parameters());
     // Under a scaler the schedule counts applied steps (a skipped step does
     // not advance the lr), as in the Fashion-MNIST job.
@@ -338,7 +342,8 @@ int run(const GptJobOptions& options) {
                    " bytes of text, vocabulary " + std::to_string(corpus.vocab_size()) + ", " +
                    std::to_string(train_tokens.numel()) + " train / " + std::to_string(val_tokens.numel()) +
                    " validation tokens; " + std::to_string(o.iters) + " iterations of batch " +
-                   std::to_string(o.batch_size) + ", AdamW lr " + decimal(o.lr) + " (" + o.schedule + ")");
+                   std::to_string(o.batch_size) + ", " + o.optimizer + " lr " + decimal(o.lr) + " (" + o.schedule +
+                   ")");
     if (o.max_steps > 0 && global_step >= o.max_steps) {
       term.paragraph("hg-train: the checkpoint is at step " + std::to_string(global_step) +
                      ", already at --max-steps " + std::to_string(o.max_steps) +

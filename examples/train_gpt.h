@@ -29,6 +29,7 @@ struct GptJobOptions {
   std::string precision = "auto";  // amp-bf16 where bf16 matmuls are native, else fp32 (CPU) / amp-fp16 (GPU)
   int64_t batch_size = 12;
   double lr = 1e-3;
+  std::string optimizer = "adamw";  // adamw | lion | muon (optim/make_optimizer.h)
   std::string schedule = "cosine";  // cosine | constant
   int64_t warmup_steps = 100;
   double clip_grad = 1.0;

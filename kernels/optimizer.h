@@ -36,7 +36,10 @@ enum class OptimizerKind : uint8_t { kSgd, kAdam, kAdamW };
 // step (from 0) runs at lr * lr_schedule_factor(schedule, k), with no host
 // sync. The host scheduler classes (optim/lr_scheduler.h) evaluate the same
 // function, so both clocks give identical lr bits while no step is skipped.
-enum class LrScheduleKind : uint8_t { kConstant, kWarmupCosine, kStep };
+// kTable: a user-defined schedule (optim::LambdaLR), tabulated once on the
+// host into an f64 tensor on the parameters' device; the device reads
+// table[min(k, table_size - 1)].
+enum class LrScheduleKind : uint8_t { kConstant, kWarmupCosine, kStep, kTable };
 
 struct LrSchedule {
   LrScheduleKind kind = LrScheduleKind::kConstant;
@@ -45,11 +48,14 @@ struct LrSchedule {
   double min_lr_ratio = 0.0;  // warmup-cosine: r, the final factor
   int64_t step_size = 1;      // step: steps between decays
   double gamma = 1.0;         // step: the decay multiplier
+  const double* table = nullptr;  // table: the factors, in the memory of the device that evaluates them
+  int64_t table_size = 0;         // table: entries (>= 1)
 };
 
 // The lr multiplier after k steps (k >= 0):
 //   warmup-cosine: (k+1)/(W+1) for k < W; r + (1-r)(1 + cos(pi (k-W)/(T-W)))/2 for W <= k < T; r after
 //   step:          gamma ^ floor(k / step_size)
+//   table:         table[min(k, table_size - 1)]
 HG_HOST_DEVICE inline double lr_schedule_factor(const LrSchedule& s, int64_t k) {
   switch (s.kind) {
     case LrScheduleKind::kConstant:
@@ -63,6 +69,8 @@ HG_HOST_DEVICE inline double lr_schedule_factor(const LrSchedule& s, int64_t k) 
     }
     case LrScheduleKind::kStep:
       return ::pow(s.gamma, static_cast<double>(k / s.step_size));
+    case LrScheduleKind::kTable:
+      return s.table[k < s.table_size ? k : s.table_size - 1];
   }
   return 1.0;
 }

@@ -11,6 +11,7 @@ list(APPEND HG_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/gemm_ops.cpp
   ${CMAKE_CURRENT_LIST_DIR}/random_ops.cpp
   ${CMAKE_CURRENT_LIST_DIR}/optimizer_ops.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/foreach_ops.cpp
   ${CMAKE_CURRENT_LIST_DIR}/grad_norm_ops.cpp
   ${CMAKE_CURRENT_LIST_DIR}/norm_ops.cpp
   ${CMAKE_CURRENT_LIST_DIR}/index_ops.cpp

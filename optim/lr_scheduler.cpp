@@ -2,6 +2,8 @@
 
 #include <cmath>
 #include <cstdint>
+#include <utility>
+#include <vector>
 
 namespace hg::optim {
 
@@ -103,6 +105,37 @@ StepLR::StepLR(Optimizer& opt, StepLROptions options) : LRScheduler(opt, options
 double StepLR::factor(int64_t step) const {
   HG_CHECK(step >= 0, "StepLR: factor of a negative step ", step);
   return lr_schedule_factor(schedule_, step);
+}
+
+// ---- LambdaLR --------------------------------------------------------------
+
+LambdaLR::LambdaLR(Optimizer& opt, LambdaLROptions options)
+    : LRScheduler(opt, options.clock), options_(std::move(options)) {
+  HG_CHECK(static_cast<bool>(options_.fn), "LambdaLR: needs a schedule function fn(step) -> factor");
+  HG_CHECK(options_.total_steps >= 1,
+           "LambdaLR: total_steps (the run's optimizer steps, the length of the "
+           "device table) must be >= 1, got ",
+           options_.total_steps);
+  const auto& groups = opt.param_groups();
+  const Device device = groups[0].params[0].device();
+  for (const auto& g : groups) {
+    HG_CHECK(g.params[0].device() == device, "LambdaLR: the parameter groups span ", device, " and ",
+             g.params[0].device(), "; one table serves one device");
+  }
+  std::vector<double> values(static_cast<size_t>(options_.total_steps));
+  for (int64_t k = 0; k < options_.total_steps; ++k) values[static_cast<size_t>(k)] = factor(k);
+  table_ = from_vector(values, {options_.total_steps}).to(device);
+  schedule_ = {.kind = LrScheduleKind::kTable,
+               .table = static_cast<const double*>(table_.data_ptr()),
+               .table_size = options_.total_steps};
+  start(schedule_);
+}
+
+double LambdaLR::factor(int64_t step) const {
+  HG_CHECK(step >= 0, "LambdaLR: factor of a negative step ", step);
+  const double f = options_.fn(step);
+  HG_CHECK(std::isfinite(f) && f >= 0.0, "LambdaLR: fn(", step, ") = ", f, "; a factor must be finite and >= 0");
+  return f;
 }
 
 }  // namespace hg::optim

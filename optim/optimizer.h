@@ -10,12 +10,15 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "core/tensor.h"
 #include "kernels/optimizer.h"
+#include "optim/foreach.h"
 
 namespace hg::optim {
 
@@ -73,12 +76,57 @@ struct AdamWOptions {
 };
 
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+// The named hyperparameters of a user-written optimizer ("beta1" -> 0.9).
+using OptimizerOptions = std::map<std::string, double>;
 
+class OptimizerStep;
+
+// Note [Writing an optimizer]
+// A user-written optimizer derives from Optimizer, calls the protected
+// constructor Optimizer(params, lr, options) and overrides
+//   state_spec(group, param)  the named state tensors of one parameter
+//                             (StateSpec: name, dtype, shape, fill);
+//   update(step)              one step over the parameters of one group that
+//                             have a gradient (OptimizerStep below);
+//   skip_mode()               how a step skipped by a GradScaler is made a
+//                             no-op (SkipMode).
+// The base class keeps the rest, as for SGD/Adam/AdamW: fp32 masters for
+// f16/bf16 parameters (update sees f32 parameters and f32 unscaled
+// gradients; the 16-bit parameter is rewritten from its master once, after
+// update), parameter groups with per-group options, zero_grad, the i64
+// device step counter (advanced before update unless found_inf is set),
+// LR schedules (Foreach::lr() is the scheduled lr of this step, read on the
+// device), and state_dict/load_state_dict with entries "step.<g>",
+// "master.<g>.<i>" and "<state name>.<g>.<i>". docs/optim.md has the worked
+// example (Lion).
 class Optimizer {
  public:
   struct ParamGroup {
     std::vector<Tensor> params;
-    OptimizerHyper hyper;  // per-group options (lr, decay, betas, ...)
+    OptimizerHyper hyper;      // per-group options (lr, decay, betas, ...); hyper.lr for every optimizer
+    OptimizerOptions options;  // a user-written optimizer's named per-group options
+    // options.at(name) with an hg::Error naming the option when it is missing.
+    double option(const std::string& name) const;
+  };
+
+  // How a user-written optimizer's step is skipped when found_inf is set.
+  //   kCommit        the base class snapshots every f32 parameter (master)
+  //                  and every state tensor before update() and restores
+  //                  them on the device afterwards (where(found_inf, old,
+  //                  new), one multi-tensor launch): any update code is safe.
+  //                  Costs one copy and one select pass over the state.
+  //   kMaskedWrites  the optimizer promises that update() writes parameters
+  //                  and state only through OptimizerStep::apply with
+  //                  masked = true (which writes nothing when found_inf is
+  //                  set): no extra pass. Lion and Muon use this.
+  enum class SkipMode : uint8_t { kCommit, kMaskedWrites };
+
+  // One state tensor of one parameter.
+  struct StateSpec {
+    std::string name;  // a C identifier; not "master", "step", "state1", "state2"
+    DType dtype = kF32;
+    std::optional<Shape> shape{};  // none: the parameter's shape
+    double fill = 0.0;             // the initial value of every element
   };
 
   virtual ~Optimizer() = default;
@@ -86,6 +134,9 @@ class Optimizer {
   // A group with its own options (defaults: the optimizer's).
   void add_param_group(std::vector<Tensor> params);
   void add_param_group(std::vector<Tensor> params, OptimizerHyper hyper);
+  // A user-written optimizer's group: the defaults with `overrides` replacing
+  // some of them ("lr" sets the group's lr).
+  void add_param_group(std::vector<Tensor> params, const OptimizerOptions& overrides);
   std::vector<ParamGroup>& param_groups() { return groups_; }
 
   // Sets every parameter's gradient to none (or zero in place).
@@ -106,7 +157,8 @@ class Optimizer {
   bool stepped_by_scaler() const { return stepped_by_scaler_; }
   void set_stepped_by_scaler() { stepped_by_scaler_ = true; }
 
-  // "step.<g>", "master.<g>.<i>", "state1.<g>.<i>", "state2.<g>.<i>".
+  // "step.<g>", "master.<g>.<i>", "state1.<g>.<i>", "state2.<g>.<i>" (and a
+  // user-written optimizer's "<state name>.<g>.<i>").
   NamedTensors state_dict() const;
   // Atomic: check_state_dict runs first, so a state that does not fit throws
   // hg::Error and leaves the optimizer exactly as it was.
@@ -117,18 +169,69 @@ class Optimizer {
 
  protected:
   Optimizer(std::vector<Tensor> params, OptimizerHyper defaults);
+  // A user-written optimizer (Note [Writing an optimizer]): lr >= 0 and the
+  // named defaults of every group.
+  Optimizer(std::vector<Tensor> params, double lr, OptimizerOptions defaults);
+
+  virtual std::vector<StateSpec> state_spec(const ParamGroup& group, const Tensor& param) const;
+  virtual void update(OptimizerStep& step);
+  virtual SkipMode skip_mode() const { return SkipMode::kCommit; }
 
  private:
   struct ParamState {
     Tensor master, state1, state2;
+    NamedTensors named;  // a user-written optimizer's state_spec
   };
   void ensure_state(size_t g);
+  void custom_step(size_t g, const Tensor& inv_scale, const Tensor& found_inf);
 
+  bool custom_ = false;
+  OptimizerOptions custom_defaults_;
   OptimizerHyper defaults_;
   std::vector<ParamGroup> groups_;
   std::vector<std::vector<ParamState>> state_;  // [group][param]
   std::vector<Tensor> steps_;                   // [group], i64 [1] on the group's device
   bool stepped_by_scaler_ = false;
+};
+
+// What update() gets: the parameters of one group that have a gradient, as
+// parallel lists (slot k is parameter index(k) of the group).
+class OptimizerStep {
+ public:
+  const Optimizer::ParamGroup& group() const { return *group_; }
+  size_t group_index() const { return group_index_; }
+  size_t size() const { return params_.size(); }
+  size_t index(size_t slot) const { return indices_.at(slot); }
+  // f32 parameters to update in place: the fp32 master of a 16-bit parameter
+  // or the f32 parameter itself (detached).
+  const std::vector<Tensor>& params() const { return params_; }
+  // f32 gradients, already multiplied by inv_scale. Read-only (an f32
+  // gradient without a scale is the parameter's .grad itself).
+  const std::vector<Tensor>& grads() const { return grads_; }
+  // The state tensors named `name` over all slots (each slot must have one).
+  std::vector<Tensor> state(const std::string& name) const;
+  // The state tensor `name` of one slot.
+  const Tensor& state(size_t slot, const std::string& name) const;
+  // The i64 [1] device step counter, already counting this step (1 for the
+  // first applied step); unchanged by a skipped step.
+  const Tensor& step() const { return step_; }
+  // f32 [1], nonzero when this step is to be skipped; undefined without a scaler.
+  const Tensor& found_inf() const { return found_inf_; }
+  double option(const std::string& name) const { return group_->option(name); }
+  // Runs a Foreach program with this step's clock: the group's lr and device
+  // schedule, the step counter and found_inf. masked = true: nothing is
+  // written on a skipped step (the way to write parameters and state under
+  // SkipMode::kMaskedWrites); false: for temporaries.
+  void apply(const Foreach& program, const std::vector<std::vector<Tensor>>& lists, bool masked = true) const;
+
+ private:
+  friend class Optimizer;
+  const Optimizer::ParamGroup* group_ = nullptr;
+  size_t group_index_ = 0;
+  std::vector<size_t> indices_;
+  std::vector<Tensor> params_, grads_;
+  std::vector<NamedTensors> state_;  // [slot]
+  Tensor step_, found_inf_;
 };
 
 class SGD : public Optimizer {

@@ -9,6 +9,7 @@ list(APPEND HG_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/gemm.cpp
   ${CMAKE_CURRENT_LIST_DIR}/random.cpp
   ${CMAKE_CURRENT_LIST_DIR}/optimizer.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/foreach.cpp
   ${CMAKE_CURRENT_LIST_DIR}/grad_norm.cpp
   ${CMAKE_CURRENT_LIST_DIR}/threads.cpp
   ${CMAKE_CURRENT_LIST_DIR}/convert_simd.cpp
@@ -25,6 +26,9 @@ endif()
 # errno (its argument, v / bias_correction2, is never negative) and at -O3
 # (GCC 12 at -O2 only vectorises loops that need no remainder loop).
 set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/optimizer.cpp PROPERTIES COMPILE_OPTIONS "-fno-math-errno;-O3")
+# The same for foreach.cpp's per-instruction block loops (sqrt of a negative
+# value is NaN either way; no errno is read).
+set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/foreach.cpp PROPERTIES COMPILE_OPTIONS "-fno-math-errno;-O3")
 # The element-wise loops (the float loop of Note [16-bit element-wise blocks
 # on the CPU], the contiguous f32 loops) and the column reductions vectorise
 # only at -O3: at -O2, GCC 12 compiled relu's select into a branch that

@@ -18,6 +18,7 @@ list(APPEND HG_CUDA_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/gemm.cu
   ${CMAKE_CURRENT_LIST_DIR}/random.cu
   ${CMAKE_CURRENT_LIST_DIR}/optimizer.cu
+  ${CMAKE_CURRENT_LIST_DIR}/foreach.cu
   ${CMAKE_CURRENT_LIST_DIR}/grad_norm.cu
   ${CMAKE_CURRENT_LIST_DIR}/pool_norm.cu
   ${CMAKE_CURRENT_LIST_DIR}/conv.cu

@@ -3,7 +3,8 @@
 #   1. cmake --install the already-built tree into a fresh prefix under WORK;
 #   2. build tests/install/consumer with find_package(halfgrad) and run it;
 #   3. compile the same main.cpp with the flags `pkg-config --cflags --libs
-#      halfgrad` gives and run it;
+#      halfgrad` gives and run it; then tests/install/custom_optimizer/main.cpp
+#      (an optimizer written outside the tree) the same way;
 #   4. configure tests/install/subdir_consumer (add_subdirectory of this source
 #      tree): halfgrad::halfgrad exists, halfgrad's tests and programs are off.
 #      Configure only: building would compile the whole library a second time.
@@ -65,6 +66,17 @@ run("compile the pkg-config consumer" ${cc} -std=c++20 ${SOURCE_DIR}/tests/insta
     -o ${WORK}/app_pc ${flags} -Wl,-rpath,${prefix}/lib)
 run("run the pkg-config consumer" ${WORK}/app_pc)
 message(STATUS "pkg-config consumer:\n${run_out}")
+
+# 2b. An optimizer written outside the tree (tests/install/custom_optimizer):
+# f16 + fp32 masters under a GradScaler, overflow skips and resume bit-exact.
+run("compile the custom-optimizer consumer" ${cc} -std=c++20 ${SOURCE_DIR}/tests/install/custom_optimizer/main.cpp
+    -o ${WORK}/custom_optimizer ${flags} -Wl,-rpath,${prefix}/lib)
+execute_process(COMMAND ${WORK}/custom_optimizer WORKING_DIRECTORY ${WORK} RESULT_VARIABLE rc OUTPUT_VARIABLE out
+                ERROR_VARIABLE err)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "the custom-optimizer consumer failed (${rc}):\n${out}\n${err}")
+endif()
+message(STATUS "custom-optimizer consumer:\n${out}")
 
 # 3. add_subdirectory (configure only)
 file(MAKE_DIRECTORY ${WORK}/subdir_src)
