@@ -411,7 +411,7 @@ void run_cols(const char* name, const Op& op, const Tensor& out, const Tensor& x
 void reduce_cols(OpId op, const Tensor& out, const Tensor& x) {
   hg::detail::check_reduce_cols_buffers(out, x);
   const char* name = op_name(op).data();
-  dispatch_dtype(x.dtype(), [&](auto tag) {
+  dispatch_compute_dtype(x.dtype(), op_name(op), [&](auto tag) {
     using T = decltype(tag);
     switch (op) {
       case OpId::max:
@@ -442,7 +442,7 @@ void reduce_cols(OpId op, const Tensor& out, const Tensor& x) {
 void reduce_rows(OpId op, const Tensor& out, const Tensor& x) {
   hg::detail::check_reduce_rows_buffers(out, x);
   const char* name = op_name(op).data();
-  dispatch_dtype(x.dtype(), [&](auto tag) {
+  dispatch_compute_dtype(x.dtype(), op_name(op), [&](auto tag) {
     using T = decltype(tag);
     switch (op) {
       case OpId::max: return run_rows<T>(name, ExtremumOp<T, true>{}, out, x);
@@ -468,7 +468,7 @@ void argmax_rows(const Tensor& out, const Tensor& x) {
             x.shape_str());
   HG_CHECK(out.is_contiguous() && out.dtype() == kI64 && out.numel() == x.sizes()[0],
             "argmax_rows: bad output ", out.shape_str());
-  dispatch_dtype(x.dtype(), [&](auto tag) {
+  dispatch_compute_dtype(x.dtype(), "argmax", [&](auto tag) {
     using T = decltype(tag);
     run_rows<T>("argmax", ArgmaxOp<T>{}, out, x);
   });
