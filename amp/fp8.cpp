@@ -59,8 +59,7 @@ void Fp8State::update(const Tensor& found_inf) {
 Tensor fp8_linear_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, Fp8State& state, int64_t layer,
                           DType out_dtype) {
   HG_CHECK(x.defined() && weight.defined() && x.dim() >= 1 && weight.dim() == 2 && x.size(-1) == weight.size(1),
-           "fp8_linear_forward: x [*, K] and weight [N, K] needed, got ", x.shape_str(), " and ",
-           weight.shape_str());
+           "fp8_linear_forward: x [*, K] and weight [N, K] needed, got ", x.shape_str(), " and ", weight.shape_str());
   Shape out_shape = x.sizes();
   out_shape.back() = weight.size(0);
   const Tensor x2 = x.reshape({-1, x.size(-1)});

@@ -33,7 +33,7 @@ namespace hg {
   _(I32, int32_t, "i32", false)         \
   _(U8, uint8_t, "u8", false)           \
   _(Bool, bool, "bool", false)
-#define HG_FORALL_FP8_DTYPES(_)                     \
+#define HG_FORALL_FP8_DTYPES(_)                \
   _(F8E4M3, ::hg::float8_e4m3, "f8e4m3", true) \
   _(F8E5M2, ::hg::float8_e5m2, "f8e5m2", true)
 #define HG_FORALL_DTYPES(_)   \

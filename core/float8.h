@@ -127,7 +127,7 @@ struct alignas(1) float8_e4m3 {
 
   float8_e4m3() = default;
   HG_HOST_DEVICE float8_e4m3(float f) : x(detail::float_to_e4m3_bits(f, false)) {}  // NOLINT: like float
-  HG_HOST_DEVICE operator float() const { return detail::e4m3_bits_to_float(x); }  // NOLINT
+  HG_HOST_DEVICE operator float() const { return detail::e4m3_bits_to_float(x); }   // NOLINT
 
   HG_HOST_DEVICE static float8_e4m3 from_bits(uint8_t bits) {
     float8_e4m3 v;
@@ -148,7 +148,7 @@ struct alignas(1) float8_e5m2 {
 
   float8_e5m2() = default;
   HG_HOST_DEVICE float8_e5m2(float f) : x(detail::float_to_e5m2_bits(f, false)) {}  // NOLINT
-  HG_HOST_DEVICE operator float() const { return detail::e5m2_bits_to_float(x); }  // NOLINT
+  HG_HOST_DEVICE operator float() const { return detail::e5m2_bits_to_float(x); }   // NOLINT
 
   HG_HOST_DEVICE static float8_e5m2 from_bits(uint8_t bits) {
     float8_e5m2 v;

@@ -150,8 +150,8 @@ float fp8_max(DType fp8);
 
 // Backends (arguments checked, outputs allocated, inputs contiguous).
 struct Fp8BlockArgs {
-  int64_t rows = 0, cols = 0;    // x is [rows, cols]
-  int64_t block_rows = 1;        // 1 or 128 (block columns are 128)
+  int64_t rows = 0, cols = 0;  // x is [rows, cols]
+  int64_t block_rows = 1;      // 1 or 128 (block columns are 128)
   int64_t grid_rows = 0, grid_cols = 0;
 };
 struct Fp8UpdateArgs {

@@ -25,8 +25,8 @@ std::string describe(const Tensor& t) {
 }
 
 void check_scalar(const char* op, const Tensor& t, Device device, const char* what) {
-  HG_CHECK(t.defined() && t.dtype() == kF32 && t.numel() == 1 && t.device() == device && t.is_contiguous(), op,
-           ": ", what, " must be a contiguous f32 tensor of 1 element on ", device, ", got ", describe(t));
+  HG_CHECK(t.defined() && t.dtype() == kF32 && t.numel() == 1 && t.device() == device && t.is_contiguous(), op, ": ",
+           what, " must be a contiguous f32 tensor of 1 element on ", device, ", got ", describe(t));
 }
 
 void check_source(const char* op, const Tensor& x) {
@@ -118,8 +118,8 @@ void fp8_update_scales_(const Tensor& history, const Tensor& scale, const Tensor
   const Device device = history.device();
   const int64_t n = history.size(1);
   auto check_vector = [&](const Tensor& t, const char* what) {
-    HG_CHECK(t.defined() && t.dtype() == kF32 && t.is_contiguous() && t.numel() == n && t.device() == device, op,
-             ": ", what, " must be a contiguous f32 tensor of ", n, " elements on ", device, ", got ", describe(t));
+    HG_CHECK(t.defined() && t.dtype() == kF32 && t.is_contiguous() && t.numel() == n && t.device() == device, op, ": ",
+             what, " must be a contiguous f32 tensor of ", n, " elements on ", device, ", got ", describe(t));
   };
   check_vector(scale, "scale");
   check_vector(scale_inv, "scale_inv");

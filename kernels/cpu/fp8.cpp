@@ -15,19 +15,26 @@ namespace {
 template <typename Fn>
 void with_source(DType t, Fn&& fn) {
   switch (t) {
-    case DType::F32: return fn(float{});
-    case DType::F16: return fn(half{});
-    case DType::BF16: return fn(bfloat16{});
-    default: HG_FAIL("fp8: no cast from ", t);
+    case DType::F32:
+      return fn(float{});
+    case DType::F16:
+      return fn(half{});
+    case DType::BF16:
+      return fn(bfloat16{});
+    default:
+      HG_FAIL("fp8: no cast from ", t);
   }
 }
 
 template <typename Fn>
 void with_fp8(DType t, Fn&& fn) {
   switch (t) {
-    case DType::F8E4M3: return fn(float8_e4m3{});
-    case DType::F8E5M2: return fn(float8_e5m2{});
-    default: HG_FAIL("fp8: ", t, " is not an fp8 dtype");
+    case DType::F8E4M3:
+      return fn(float8_e4m3{});
+    case DType::F8E5M2:
+      return fn(float8_e5m2{});
+    default:
+      HG_FAIL("fp8: ", t, " is not an fp8 dtype");
   }
 }
 
@@ -91,7 +98,8 @@ void fp8_cast_blockwise(const Tensor& q, const Tensor& scale_inv, const Tensor& 
           for (int64_t r = r0; r < r1; ++r) best = std::max(best, amax_bits(in + r * g.cols + c0, c1 - c0));
           const float s = fp8_block_scale(detail::bits_float(best), max_finite);
           for (int64_t r = r0; r < r1; ++r) {
-            for (int64_t c = c0; c < c1; ++c) out[r * g.cols + c] = fp8_quantize<Q>(static_cast<float>(in[r * g.cols + c]), s);
+            for (int64_t c = c0; c < c1; ++c)
+              out[r * g.cols + c] = fp8_quantize<Q>(static_cast<float>(in[r * g.cols + c]), s);
           }
           inv[br * g.grid_cols + bc] = 1.0f / s;
         }

@@ -149,19 +149,26 @@ __global__ void fp8_dequantize_kernel(const Q* q, O* out, int64_t n, const float
 template <typename Fn>
 void with_source(DType t, Fn&& fn) {
   switch (t) {
-    case DType::F32: return fn(float{});
-    case DType::F16: return fn(half{});
-    case DType::BF16: return fn(bfloat16{});
-    default: HG_FAIL("fp8: no cast from ", t);
+    case DType::F32:
+      return fn(float{});
+    case DType::F16:
+      return fn(half{});
+    case DType::BF16:
+      return fn(bfloat16{});
+    default:
+      HG_FAIL("fp8: no cast from ", t);
   }
 }
 
 template <typename Fn>
 void with_fp8(DType t, Fn&& fn) {
   switch (t) {
-    case DType::F8E4M3: return fn(float8_e4m3{});
-    case DType::F8E5M2: return fn(float8_e5m2{});
-    default: HG_FAIL("fp8: ", t, " is not an fp8 dtype");
+    case DType::F8E4M3:
+      return fn(float8_e4m3{});
+    case DType::F8E5M2:
+      return fn(float8_e5m2{});
+    default:
+      HG_FAIL("fp8: ", t, " is not an fp8 dtype");
   }
 }
 
@@ -181,8 +188,7 @@ void run_cast(const Tensor& q, const Tensor& x, const Tensor& scale, const Tenso
     using S = decltype(s_tag);
     HG_LAUNCH((fp8_cast_kernel<S, Q, kWrite>), dim3(grid_for(n)), dim3(kThreads), 0, stream,
               static_cast<const S*>(x.data_ptr()), kWrite ? static_cast<Q*>(q.data_ptr()) : nullptr, n,
-              kWrite ? static_cast<const float*>(scale.data_ptr()) : nullptr,
-              static_cast<uint32_t*>(amax.data_ptr()));
+              kWrite ? static_cast<const float*>(scale.data_ptr()) : nullptr, static_cast<uint32_t*>(amax.data_ptr()));
   });
 }
 
@@ -190,8 +196,8 @@ void run_cast(const Tensor& q, const Tensor& x, const Tensor& scale, const Tenso
 
 void fp8_update_scales_(const Fp8UpdateArgs& args, Device device) {
   DeviceGuard guard(device.index);
-  HG_LAUNCH(fp8_update_scales_kernel, dim3(static_cast<unsigned>((args.n + kThreads - 1) / kThreads)),
-            dim3(kThreads), 0, current_stream().handle(), args);
+  HG_LAUNCH(fp8_update_scales_kernel, dim3(static_cast<unsigned>((args.n + kThreads - 1) / kThreads)), dim3(kThreads),
+            0, current_stream().handle(), args);
 }
 
 void fp8_cast(const Tensor& q, const Tensor& x, const Tensor& scale, const Tensor& amax) {
@@ -218,8 +224,8 @@ void fp8_cast_blockwise(const Tensor& q, const Tensor& scale_inv, const Tensor& 
                   dim3(static_cast<unsigned>((blocks + kSegmentsPerBlock - 1) / kSegmentsPerBlock)), dim3(kThreads), 0,
                   stream, in, out, inv, g, max_finite);
       } else {
-        HG_LAUNCH((fp8_cast_tile_kernel<S, Q>), dim3(static_cast<unsigned>(blocks)), dim3(kThreads), 0, stream, in,
-                  out, inv, g, max_finite);
+        HG_LAUNCH((fp8_cast_tile_kernel<S, Q>), dim3(static_cast<unsigned>(blocks)), dim3(kThreads), 0, stream, in, out,
+                  inv, g, max_finite);
       }
     });
   });
@@ -246,7 +252,8 @@ void fp8_linear(const Tensor& out, const Tensor& a, const Tensor& b, const Tenso
   const int device = a.device().index;
   const cudaDeviceProp& p = device_properties(device);
   HG_CHECK(p.major * 10 + p.minor >= 89, "fp8_linear: fp8 GEMMs need compute capability 8.9 or newer (Ada, Hopper); ",
-           p.name, " is ", p.major, ".", p.minor, ". Keep the layer in bf16 (amp::supported(device, kF8E4M3) is false)");
+           p.name, " is ", p.major, ".", p.minor,
+           ". Keep the layer in bf16 (amp::supported(device, kF8E4M3) is false)");
   GemmArgs g;
   g.dtype = out.dtype();
   g.a_dtype = a.dtype();
@@ -269,8 +276,8 @@ void fp8_linear(const Tensor& out, const Tensor& a, const Tensor& b, const Tenso
     g.epilogue = GemmEpilogue::bias;
     g.bias = bias.data_ptr();
   }
-  HG_CHECK(gemm_lt(g), "fp8_linear: cuBLASLt has no fp8 algorithm for M=", g.m, " N=", g.n, " K=", g.k, " (",
-           a.dtype(), " x ", b.dtype(), " -> ", out.dtype(), bias.defined() ? ", bias" : "",
+  HG_CHECK(gemm_lt(g), "fp8_linear: cuBLASLt has no fp8 algorithm for M=", g.m, " N=", g.n, " K=", g.k, " (", a.dtype(),
+           " x ", b.dtype(), " -> ", out.dtype(), bias.defined() ? ", bias" : "",
            "); operands must be 16-byte aligned");
 }
 

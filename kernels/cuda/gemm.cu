@@ -34,8 +34,10 @@ cudaDataType data_type(DType t) {
     case DType::F16: return CUDA_R_16F;
     case DType::BF16: return CUDA_R_16BF;
     case DType::F64: return CUDA_R_64F;
-    case DType::F8E4M3: return CUDA_R_8F_E4M3;
-    case DType::F8E5M2: return CUDA_R_8F_E5M2;
+    case DType::F8E4M3:
+      return CUDA_R_8F_E4M3;
+    case DType::F8E5M2:
+      return CUDA_R_8F_E5M2;
     default: HG_FAIL("matmul: no CUDA GEMM for dtype ", t);
   }
 }

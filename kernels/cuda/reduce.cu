@@ -445,18 +445,25 @@ void reduce_rows(OpId op, const Tensor& out, const Tensor& x) {
   dispatch_compute_dtype(x.dtype(), op_name(op), [&](auto tag) {
     using T = decltype(tag);
     switch (op) {
-      case OpId::max: return run_rows<T>(name, ExtremumOp<T, true>{}, out, x);
-      case OpId::min: return run_rows<T>(name, ExtremumOp<T, false>{}, out, x);
-      default: break;
+      case OpId::max:
+        return run_rows<T>(name, ExtremumOp<T, true>{}, out, x);
+      case OpId::min:
+        return run_rows<T>(name, ExtremumOp<T, false>{}, out, x);
+      default:
+        break;
     }
     if constexpr (std::is_same_v<T, int64_t>) {
       if (op == OpId::sum) return run_rows<T>(name, SumOp<T>{}, out, x);
     } else if constexpr (!std::is_integral_v<T>) {
       switch (op) {
-        case OpId::sum: return run_rows<T>(name, SumOp<T>{}, out, x);
-        case OpId::mean: return run_rows<T>(name, MeanOp<T>{}, out, x);
-        case OpId::norm: return run_rows<T>(name, NormOp<T>{}, out, x);
-        default: break;
+        case OpId::sum:
+          return run_rows<T>(name, SumOp<T>{}, out, x);
+        case OpId::mean:
+          return run_rows<T>(name, MeanOp<T>{}, out, x);
+        case OpId::norm:
+          return run_rows<T>(name, NormOp<T>{}, out, x);
+        default:
+          break;
       }
     }
     HG_FAIL("cuda::reduce_rows: ", op_name(op), " is not a reduction for dtype ", dtype_of<T>());

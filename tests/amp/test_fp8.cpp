@@ -67,7 +67,8 @@ TEST_CASE("Fp8State delayed scaling: casts record amax, update derives the next 
     for (int step = 0; step < 5; ++step) {
       INFO("step " << step);
       const double magnitude = std::ldexp(1.0, step);  // the inputs grow: the scales must follow
-      const Tensor x = ops::binary_scalar(OpId::mul, make_input({2, 5, 48}, kF32, Domain::kAny, 10 + step).to(dev), magnitude);
+      const Tensor x =
+          ops::binary_scalar(OpId::mul, make_input({2, 5, 48}, kF32, Domain::kAny, 10 + step).to(dev), magnitude);
       const float sx = host_scalar(fp8.scale(0, amp::Fp8Role::input));
       const float sw = host_scalar(fp8.scale(0, amp::Fp8Role::weight));
       const Tensor y = amp::fp8_linear_forward(x, w, bias, fp8, 0, kBF16);
@@ -75,10 +76,10 @@ TEST_CASE("Fp8State delayed scaling: casts record amax, update derives the next 
       // The same product by hand from the step's scales: the recipe adds nothing else.
       const Tensor scratch = zeros({1}, {.device = dev});
       const Tensor sxt = from_vector(std::vector<float>{sx}).to(dev), swt = from_vector(std::vector<float>{sw}).to(dev);
-      const Tensor want = ops::fp8_linear(ops::fp8_cast(x.reshape({10, 48}), kF8E4M3, sxt, scratch),
-                                          ops::fp8_cast(w, kF8E4M3, swt, scratch),
-                                          from_vector(std::vector<float>{1.0f / sx}).to(dev),
-                                          from_vector(std::vector<float>{1.0f / sw}).to(dev), kBF16, bias.to(kBF16));
+      const Tensor want =
+          ops::fp8_linear(ops::fp8_cast(x.reshape({10, 48}), kF8E4M3, sxt, scratch),
+                          ops::fp8_cast(w, kF8E4M3, swt, scratch), from_vector(std::vector<float>{1.0f / sx}).to(dev),
+                          from_vector(std::vector<float>{1.0f / sw}).to(dev), kBF16, bias.to(kBF16));
       CHECK(values(y.reshape({10, 32})) == values(want));
       // Row 0 of the history holds this step's amaxes.
       CHECK(host_scalar(fp8.amax(0, amp::Fp8Role::input)) == amax_of(x));

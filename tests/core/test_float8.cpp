@@ -184,8 +184,7 @@ void check_all_patterns(const Format& f) {
       continue;
     }
     // Exact value: |v| * 2^kScale is an integer well inside double's 53 bits.
-    CHECK(std::ldexp(static_cast<double>(std::fabs(v)), kScale) ==
-          static_cast<double>(ref_magnitude(f, p & 0x7fu)));
+    CHECK(std::ldexp(static_cast<double>(std::fabs(v)), kScale) == static_cast<double>(ref_magnitude(f, p & 0x7fu)));
     // Round trip, both modes.
     CHECK(T(v).bits() == b);
     CHECK(T::from_float_saturate(v).bits() == b);
@@ -276,8 +275,8 @@ TEST_CASE("fp8: the named edges of Note [fp8 conversions]", "[core][fp8]") {
   CHECK(float8_e4m3::from_float_saturate(-1e30f).bits() == 0xfe);
   CHECK(std::isnan(static_cast<float>(float8_e4m3(std::numeric_limits<float>::infinity()))));
   CHECK(float8_e4m3::from_float_saturate(-std::numeric_limits<float>::infinity()).bits() == 0xfe);
-  CHECK(float8_e4m3(0x1p-10f).bits() == 0x00);           // half the smallest subnormal: tie to 0
-  CHECK(float8_e4m3(0x1.000002p-10f).bits() == 0x01);    // just above: 2^-9
+  CHECK(float8_e4m3(0x1p-10f).bits() == 0x00);         // half the smallest subnormal: tie to 0
+  CHECK(float8_e4m3(0x1.000002p-10f).bits() == 0x01);  // just above: 2^-9
   CHECK(float8_e4m3(-0.0f).bits() == 0x80);
   CHECK(float8_e5m2(57344.0f).bits() == 0x7b);
   CHECK(float8_e5m2(61440.0f).bits() == 0x7c);  // tie: goes to the even neighbour, 2^16 = inf

@@ -34,9 +34,26 @@ namespace {
 
 // Values that exercise rounding, subnormals, overflow and specials.
 std::vector<float> awkward_values() {
-  return {0.0f,    -0.0f,   1.0f,    -1.0625f, 1.0625f, 3.0f,     448.0f,   464.0f, 470.0f,
-          -500.0f, 57344.f, 61440.f, 1e6f,     0x1p-9f, 0x1p-10f, 0x1p-16f, 0.3f,   -2.71828f,
-          std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()};
+  return {0.0f,
+          -0.0f,
+          1.0f,
+          -1.0625f,
+          1.0625f,
+          3.0f,
+          448.0f,
+          464.0f,
+          470.0f,
+          -500.0f,
+          57344.f,
+          61440.f,
+          1e6f,
+          0x1p-9f,
+          0x1p-10f,
+          0x1p-16f,
+          0.3f,
+          -2.71828f,
+          std::numeric_limits<float>::infinity(),
+          std::numeric_limits<float>::quiet_NaN()};
 }
 
 template <typename T>
@@ -312,8 +329,8 @@ Quantized quantize_for_gemm(const Shape& shape, DType fp8, uint64_t seed, Device
   for (double& e : v) e *= magnitude;
   const float s = fp8 == kF8E4M3 ? static_cast<float>(448.0 / amax) : static_cast<float>(57344.0 / amax);
   const Tensor amax_t = f32_scalar(0.0f, dev);
-  const Tensor q = ops::fp8_cast(from_vector(v, shape, {.dtype = kF64}).to(kF32).to(dev), fp8, f32_scalar(s, dev),
-                                 amax_t);
+  const Tensor q =
+      ops::fp8_cast(from_vector(v, shape, {.dtype = kF64}).to(kF32).to(dev), fp8, f32_scalar(s, dev), amax_t);
   return {q, 1.0f / s};
 }
 
@@ -447,7 +464,7 @@ TEST_CASE("fp8 delayed scaling follows Transformer Engine's update step by step"
       INFO(dev.str() << (most_recent ? " most_recent" : " max"));
       const int64_t length = 4, n = 3;  // three slots: input (E4M3), weight (E4M3), gradient (E5M2)
       const int margin = 1;
-      TeReference ref{length, n, std::vector<float>(length * n, 0.0f), {1, 1, 1}, {1, 1, 1}, {448, 448, 57344},
+      TeReference ref{length, n,          std::vector<float>(length * n, 0.0f), {1, 1, 1}, {1, 1, 1}, {448, 448, 57344},
                       margin, most_recent};
       Tensor history = zeros({length, n}, {.device = dev});
       Tensor scale = ones({n}, {.device = dev}), scale_inv = ones({n}, {.device = dev});
