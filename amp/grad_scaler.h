@@ -146,6 +146,10 @@ class GradScaler {
   // before the first use.
   const Tensor& scale_tensor() const { return scale_; }
   const Tensor& inv_scale_tensor() const { return inv_scale_; }
+  // f32 [1] (undefined before the first use): 1 when any optimizer
+  // overflowed this iteration; update() resets it, so pass it on before
+  // (amp::Fp8State::update takes it to skip the step).
+  const Tensor& found_any_tensor() const { return found_any_; }
 
   // "scale" f32 [1], "state" i64 [kAmpStateSize], "options" f64 [9]. Loading
   // restores the options too; before the first use it is kept on the host and

@@ -235,12 +235,13 @@ CastCacheStats cast_cache_stats() {
 
 bool supported(Device device, DType dtype) {
   if (dtype == kF32 || dtype == kF64) return true;
-  if (!is_16bit(dtype)) return false;
+  if (!is_16bit(dtype) && !is_fp8(dtype)) return false;
   if (device.is_cpu()) return true;  // natively or widened to f32 (capability_report says which)
 #if defined(HG_WITH_CUDA)
   if (!cuda::is_available() || device.index >= cuda::device_count()) return false;
   const cudaDeviceProp& p = cuda::device_properties(device.index);
   const int cc = p.major * 10 + p.minor;
+  if (is_fp8(dtype)) return cc >= 89;  // fp8 tensor cores: Ada (sm_89) and Hopper (sm_90) on
   return dtype == kF16 ? cc >= 53 : cc >= 80;
 #else
   return false;
@@ -286,6 +287,7 @@ std::string capability_report(Device device) {
       out += cpu::gemm_bf16_widen_reason();
       out += ")";
     }
+    out += "; fp8 (E4M3/E5M2) GEMMs are emulated: operands widened exactly, fp32 accumulation";
     return out;
   }
 #if defined(HG_WITH_CUDA)
@@ -294,7 +296,8 @@ std::string capability_report(Device device) {
   const int cc = p.major * 10 + p.minor;
   return "cuda:" + std::to_string(device.index) + ": " + std::string(p.name) + ", compute capability " +
          std::to_string(p.major) + "." + std::to_string(p.minor) + ", tensor cores f16 " + (cc >= 70 ? "yes" : "no") +
-         ", bf16 " + (cc >= 80 ? "yes" : "no");
+         ", bf16 " + (cc >= 80 ? "yes" : "no") + ", fp8 " +
+         (cc >= 89 ? "yes" : "no (fp8 GEMMs need sm_89 or newer; bf16 is the fallback)");
 #else
   return "cuda: not built (cpu-only build)";
 #endif

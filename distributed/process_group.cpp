@@ -141,7 +141,7 @@ gloo::AllreduceOptions::Func reduction_for(DType dtype, ReduceOp op) {
 }
 
 void divide_in_place(const Tensor& t, int world) {
-  dispatch_dtype(t.dtype(), [&](auto tag) {
+  dispatch_compute_dtype(t.dtype(), "distributed avg", [&](auto tag) {
     using T = decltype(tag);
     if constexpr (std::is_same_v<T, bool>) {
       HG_FAIL("distributed: avg of a bool tensor");

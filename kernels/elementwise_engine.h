@@ -173,7 +173,7 @@ template <typename Backend>
 struct Engine {
   // out = op(x)
   static void unary(OpId op, const Tensor& out, const Tensor& x, const ScalarArgs& args) {
-    dispatch_dtype(out.dtype(), [&](auto tag) {
+    dispatch_compute_dtype(out.dtype(), op_name(op), [&](auto tag) {
       using T = decltype(tag);
       const bool ran = visit_unary<acc_t<T>, false>(op, args, [&](auto f) {
         Backend::template map<T, T>(op_name(op).data(), ForwardOf<T, decltype(f)>{f}, out, x);
@@ -196,7 +196,7 @@ struct Engine {
 
   // out = a op b; a and b share the compute dtype, out is bool for comparisons
   static void binary(OpId op, const Tensor& out, const Tensor& a, const Tensor& b) {
-    dispatch_dtype(a.dtype(), [&](auto tag) {
+    dispatch_compute_dtype(a.dtype(), op_name(op), [&](auto tag) {
       using T = decltype(tag);
       const bool ran = visit_binary<acc_t<T>>(op, [&](auto f) {
         using F = decltype(f);
@@ -208,7 +208,7 @@ struct Engine {
 
   // out = a op scalar
   static void binary_scalar(OpId op, const Tensor& out, const Tensor& a, double b) {
-    dispatch_dtype(a.dtype(), [&](auto tag) {
+    dispatch_compute_dtype(a.dtype(), op_name(op), [&](auto tag) {
       using T = decltype(tag);
       bool ran = false;
       if constexpr (!std::is_same_v<T, bool>) {
@@ -224,7 +224,7 @@ struct Engine {
 
   // out = cond ? a : b
   static void where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b) {
-    dispatch_dtype(out.dtype(), [&](auto tag) {
+    dispatch_compute_dtype(out.dtype(), "where", [&](auto tag) {
       using T = decltype(tag);
       Backend::template map<T, bool, T, T>("where", WhereOf<T>{}, out, cond, a, b);
     });

@@ -150,8 +150,8 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b, cons
            " and ", b.device(), "); move one with .to(device)");
   HG_CHECK(a.dtype() == b.dtype(), "matmul: operand dtypes differ (", a.dtype(), " and ",
            b.dtype(), "); convert one with .to(dtype) (autocast does this for you)");
-  HG_CHECK(is_floating(a.dtype()), "matmul: needs floating operands (f32, f16, bf16, f64), got ",
-           a.dtype());
+  HG_CHECK(is_floating(a.dtype()) && !is_fp8(a.dtype()), "matmul: needs floating operands (f32, f16, bf16, f64), got ",
+           a.dtype(), is_fp8(a.dtype()) ? " (fp8 is a storage format: scaled fp8 products are ops::fp8_linear)" : "");
   const int64_t m = trans_a ? a.size(-1) : a.size(-2);
   const int64_t ka = trans_a ? a.size(-2) : a.size(-1);
   const int64_t kb = trans_b ? b.size(-1) : b.size(-2);

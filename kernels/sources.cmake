@@ -17,6 +17,7 @@ list(APPEND HG_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/index_ops.cpp
   ${CMAKE_CURRENT_LIST_DIR}/flash_attention_ops.cpp
   ${CMAKE_CURRENT_LIST_DIR}/attention_ops.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/fp8_ops.cpp
 )
 include(${CMAKE_CURRENT_LIST_DIR}/cpu/sources.cmake)
 include(${CMAKE_CURRENT_LIST_DIR}/cuda/sources.cmake)

@@ -41,8 +41,8 @@ struct DTypeName {
   std::string_view name;
 };
 constexpr DTypeName kDTypeNames[] = {
-    {kF64, "F64"}, {kF32, "F32"}, {kF16, "F16"}, {kBF16, "BF16"},
-    {kI64, "I64"}, {kI32, "I32"}, {kU8, "U8"},   {kBool, "BOOL"},
+    {kF64, "F64"}, {kF32, "F32"}, {kF16, "F16"},   {kBF16, "BF16"},      {kI64, "I64"},
+    {kI32, "I32"}, {kU8, "U8"},   {kBool, "BOOL"}, {kF8E4M3, "F8_E4M3"}, {kF8E5M2, "F8_E5M2"},
 };
 static_assert(std::size(kDTypeNames) == kNumDTypes,
               "every halfgrad dtype needs a safetensors name");

@@ -84,7 +84,7 @@ void index_add(OpId op, const Tensor& out, const Tensor& index, const Tensor& sr
   }
   run_starts.push_back(k_count);
   const int64_t runs = static_cast<int64_t>(run_starts.size()) - 1;
-  dispatch_dtype(out.dtype(), [&](auto tag) {
+  dispatch_compute_dtype(out.dtype(), op_name(op), [&](auto tag) {
     using T = decltype(tag);
     if constexpr (std::is_same_v<T, bool>) {
       HG_FAIL(op_name(op), ": bool tensors cannot be added into");
@@ -121,7 +121,7 @@ void gather(const Tensor& out, const Tensor& x, const Tensor& index, const Index
   for (int64_t i = 0; i < total; ++i) {
     if (idx[i] < 0 || idx[i] >= n) index_out_of_range(OpId::gather, idx[i], i, n);
   }
-  dispatch_dtype(out.dtype(), [&](auto tag) {
+  dispatch_compute_dtype(out.dtype(), "gather", [&](auto tag) {
     using T = decltype(tag);
     const T* xs = static_cast<const T*>(x.data_ptr());
     T* o = static_cast<T*>(out.data_ptr());
@@ -148,7 +148,7 @@ void scatter_add(const Tensor& out, const Tensor& index, const Tensor& src, cons
   }
   const int64_t k_count = g.sizes[g.dim];
   const int64_t lines = total / k_count;
-  dispatch_dtype(out.dtype(), [&](auto tag) {
+  dispatch_compute_dtype(out.dtype(), "scatter_add", [&](auto tag) {
     using T = decltype(tag);
     if constexpr (std::is_same_v<T, bool>) {
       HG_FAIL("scatter_add: bool tensors cannot be added into");
@@ -182,7 +182,7 @@ void trilu(const Tensor& out, const Tensor& x, int64_t diagonal, bool upper) {
       out.is_contiguous() && x.is_contiguous() && x.dim() >= 2 && out.sizes() == x.sizes() && out.dtype() == x.dtype(),
       "cpu::trilu: wants contiguous out and x of one shape and dtype, rank >= 2");
   const int64_t rows = x.size(-2), cols = x.size(-1), total = x.numel();
-  dispatch_dtype(out.dtype(), [&](auto tag) {
+  dispatch_compute_dtype(out.dtype(), upper ? "triu" : "tril", [&](auto tag) {
     using T = decltype(tag);
     const T* xs = static_cast<const T*>(x.data_ptr());
     T* o = static_cast<T*>(out.data_ptr());
@@ -198,7 +198,7 @@ void trilu(const Tensor& out, const Tensor& x, int64_t diagonal, bool upper) {
 void arange(const Tensor& out, double start, double step) {
   HG_CHECK(out.dim() == 1 && out.is_contiguous() && out.is_cpu(), "cpu::arange: wants a contiguous 1-D host tensor");
   const int64_t n = out.numel();
-  dispatch_dtype(out.dtype(), [&](auto tag) {
+  dispatch_compute_dtype(out.dtype(), "arange", [&](auto tag) {
     using T = decltype(tag);
     T* o = static_cast<T*>(out.data_ptr());
 #pragma omp parallel for if (n >= kParallelGrain) schedule(static)

@@ -7,7 +7,7 @@
 namespace hg::cpu {
 
 void random_fill(const Tensor& out, const RandomParams& params) {
-  dispatch_dtype(out.dtype(), [&](auto tag) {
+  dispatch_compute_dtype(out.dtype(), "random fill", [&](auto tag) {
     using T = decltype(tag);
     T* data = static_cast<T*>(out.data_ptr());
     const int64_t n = out.numel();

@@ -287,7 +287,7 @@ void reduce_rows(OpId op, const Tensor& out, const Tensor& x) {
   hg::detail::check_reduce_rows_buffers(out, x);
   HG_CHECK(x.sizes()[1] > 0 || (op != OpId::max && op != OpId::min), "empty max/min row");
   if (out.numel() == 0) return;
-  dispatch_dtype(x.dtype(), [&](auto tag) { reduce_rows_typed<decltype(tag)>(op, out, x); });
+  dispatch_compute_dtype(x.dtype(), op_name(op), [&](auto tag) { reduce_rows_typed<decltype(tag)>(op, out, x); });
 }
 
 void reduce_cols(OpId op, const Tensor& out, const Tensor& x) {
@@ -300,7 +300,7 @@ void reduce_cols(OpId op, const Tensor& out, const Tensor& x) {
            "cpu::reduce_cols: ", op_name(op), " is not a reduction for dtype ", x.dtype());
   HG_CHECK(op == OpId::sum || op == OpId::mean || op == OpId::max || op == OpId::min || op == OpId::norm,
            "cpu::reduce_cols: ", op_name(op), " is not a value reduction");
-  dispatch_dtype(x.dtype(), [&](auto tag) { reduce_cols_typed<decltype(tag)>(op, out, x); });
+  dispatch_compute_dtype(x.dtype(), op_name(op), [&](auto tag) { reduce_cols_typed<decltype(tag)>(op, out, x); });
 }
 
 void argmax_rows(const Tensor& out, const Tensor& x) {
@@ -312,7 +312,7 @@ void argmax_rows(const Tensor& out, const Tensor& x) {
   if (out.numel() == 0) return;
   int64_t* o = static_cast<int64_t*>(out.data_ptr());
   const int64_t cols = x.sizes()[1];
-  dispatch_dtype(x.dtype(), [&](auto tag) {
+  dispatch_compute_dtype(x.dtype(), "argmax", [&](auto tag) {
     using T = decltype(tag);
     using A = row_acc_t<T>;
     for_each_row<T>(x, [&](int64_t r, const T* row) {

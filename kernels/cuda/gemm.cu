@@ -34,6 +34,10 @@ cudaDataType data_type(DType t) {
     case DType::F16: return CUDA_R_16F;
     case DType::BF16: return CUDA_R_16BF;
     case DType::F64: return CUDA_R_64F;
+    case DType::F8E4M3:
+      return CUDA_R_8F_E4M3;
+    case DType::F8E5M2:
+      return CUDA_R_8F_E5M2;
     default: HG_FAIL("matmul: no CUDA GEMM for dtype ", t);
   }
 }
@@ -43,8 +47,9 @@ cublasOperation_t op_of(bool trans) { return trans ? CUBLAS_OP_T : CUBLAS_OP_N; 
 }  // namespace
 
 void gemm(const GemmArgs& g) {
-  HG_CHECK(g.epilogue == GemmEpilogue::none && g.scale_a == nullptr && g.scale_b == nullptr && g.scale_d == nullptr,
-           "cuda::gemm: epilogues and scales need cuda::gemm_lt");
+  HG_CHECK(g.epilogue == GemmEpilogue::none && g.scale_a == nullptr && g.scale_b == nullptr && g.scale_d == nullptr &&
+               !g.a_dtype && !g.b_dtype,
+           "cuda::gemm: epilogues, scales and fp8 operands need cuda::gemm_lt");
   HG_CHECK(g.m <= INT32_MAX && g.n <= INT32_MAX && g.k <= INT32_MAX && g.batch <= INT32_MAX &&
                g.lda <= INT32_MAX && g.ldb <= INT32_MAX && g.ldc <= INT32_MAX,
            "matmul: dimensions above 2^31 are not supported by cuBLAS (m=", g.m, " n=", g.n,
@@ -83,7 +88,8 @@ void gemm(const GemmArgs& g) {
 //   BIAS         "length = rows of D, packed, broadcast over columns": rows of
 //                D_lt are our columns, so bias[j], j < n: a per-output-feature
 //                bias of a row-major [M, N] output. Its dtype is D's (the
-//                cuBLASLt rule for 16/32-bit outputs; fp8 outputs may differ).
+//                cuBLASLt rule for 16/32-bit operands); with fp8 operands
+//                it is bf16, or f16 for an f16 D (cuBLASLt's fp8 table).
 //   GELU_AUX     aux is a D-shaped column-major matrix with leading dimension
 //                ld_aux (a multiple of 8, >= rows of D = n): our row-major
 //                [m, n] with row stride ld_aux. Its dtype defaults to D's.
@@ -94,6 +100,16 @@ void gemm(const GemmArgs& g) {
 //                sum_k op(A)[i, k], i < m (our bgrad_a). For dW = g^T x (A =
 //                g^T, k = the B*T rows) that is the bias gradient sum_rows g.
 // The GELU of the epilogues is the tanh approximation (GPT-2's gelu).
+//
+// fp8. A and B of CUDA_R_8F_E4M3 / _E5M2 (a_dtype / b_dtype) with C = D of
+// bf16, f16 or f32, CUBLAS_COMPUTE_32F, scales as device pointers (scale_a
+// -> B_SCALE_POINTER, scale_b -> A_SCALE_POINTER: the swap again). cuBLASLt
+// (on Ada and Hopper) takes only the "TN" problem: cuBLASLt's A transposed
+// and B not, i.e. our trans_b = true and trans_a = false (row-major C = A
+// B^T: a Linear forward y = x W^T as stored), with 16-byte aligned pointers
+// and leading dimensions; kernels/fp8.h checks this before calling.
+// CUBLASLT_MATMUL_DESC_FAST_ACCUM stays at its default 0 (partial sums
+// promoted to fp32).
 //
 // Precision. f16/bf16 and f32 use CUBLAS_COMPUTE_32F (32F_FAST_TF32 when TF32
 // is allowed), f64 CUBLAS_COMPUTE_64F; alpha/beta and the epilogue run in the
@@ -161,6 +177,7 @@ int alignment_of(std::initializer_list<const void*> pointers) {
 struct PlanKey {
   int device;
   DType dtype;
+  DType a_dtype, b_dtype;
   bool trans_a, trans_b, tf32, reads_c, scaled;
   GemmEpilogue epilogue;
   int align;
@@ -238,6 +255,12 @@ bool gemm_lt(const GemmArgs& g) {
   if (g.m == 0 || g.n == 0 || g.batch == 0) return true;
   DeviceGuard guard(g.device_index);
   const cudaDataType type = data_type(g.dtype);
+  const cudaDataType type_a = data_type(g.a_dtype.value_or(g.dtype));
+  const cudaDataType type_b = data_type(g.b_dtype.value_or(g.dtype));
+  const bool fp8 = g.a_dtype.has_value() || g.b_dtype.has_value();
+  HG_CHECK(!fp8 || (g.trans_b && !g.trans_a && g.batch == 1 && g.dtype != DType::F64),
+           "gemm_lt: fp8 operands need trans_b, no trans_a, batch 1 and an f32/f16/bf16 C");
+  const cudaDataType bias_type = fp8 ? (g.dtype == DType::F16 ? CUDA_R_16F : CUDA_R_16BF) : type;
   const bool f64 = g.dtype == DType::F64;
   cublasComputeType_t compute = f64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F;
   if (g.dtype == DType::F32 && g.allow_tf32) compute = CUBLAS_COMPUTE_32F_FAST_TF32;
@@ -252,7 +275,7 @@ bool gemm_lt(const GemmArgs& g) {
   set_desc(raw_desc, CUBLASLT_MATMUL_DESC_EPILOGUE, static_cast<uint32_t>(lt_epilogue(g.epilogue)));
   if (needs_bias(g.epilogue)) {
     set_desc(raw_desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, static_cast<const void*>(g.bias));
-    set_desc(raw_desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, static_cast<int32_t>(type));
+    set_desc(raw_desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, static_cast<int32_t>(bias_type));
   }
   if (needs_aux(g.epilogue)) {
     set_desc(raw_desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, static_cast<void*>(g.aux));
@@ -266,16 +289,18 @@ bool gemm_lt(const GemmArgs& g) {
   if (g.scale_d != nullptr)
     set_desc(raw_desc, CUBLASLT_MATMUL_DESC_D_SCALE_POINTER, static_cast<const void*>(g.scale_d));
 
-  const LayoutPtr a_lt = g.trans_b ? make_layout(type, g.k, g.n, g.ldb, g.batch, g.stride_b)
-                                   : make_layout(type, g.n, g.k, g.ldb, g.batch, g.stride_b);
-  const LayoutPtr b_lt = g.trans_a ? make_layout(type, g.m, g.k, g.lda, g.batch, g.stride_a)
-                                   : make_layout(type, g.k, g.m, g.lda, g.batch, g.stride_a);
+  const LayoutPtr a_lt = g.trans_b ? make_layout(type_b, g.k, g.n, g.ldb, g.batch, g.stride_b)
+                                   : make_layout(type_b, g.n, g.k, g.ldb, g.batch, g.stride_b);
+  const LayoutPtr b_lt = g.trans_a ? make_layout(type_a, g.m, g.k, g.lda, g.batch, g.stride_a)
+                                   : make_layout(type_a, g.k, g.m, g.lda, g.batch, g.stride_a);
   const LayoutPtr c_lt = make_layout(type, g.n, g.m, g.ldc, g.batch, g.stride_c);
 
   PlanKey key;
   std::memset(&key, 0, sizeof(key));
   key.device = g.device_index;
   key.dtype = g.dtype;
+  key.a_dtype = g.a_dtype.value_or(g.dtype);
+  key.b_dtype = g.b_dtype.value_or(g.dtype);
   key.trans_a = g.trans_a;
   key.trans_b = g.trans_b;
   key.tf32 = compute == CUBLAS_COMPUTE_32F_FAST_TF32;

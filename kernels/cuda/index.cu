@@ -305,7 +305,7 @@ void index_select(OpId op, const Tensor& out, const Tensor& x, const Tensor& ind
   DeviceGuard guard(x.device().index);
   const Stream launch_stream = current_stream();
   DeviceError* error = device_error_slot(launch_stream);  // notes the stream for the next check
-  dispatch_dtype(x.dtype(), [&](auto tag) {
+  dispatch_compute_dtype(x.dtype(), op_name(op), [&](auto tag) {
     using T = decltype(tag);
     HG_LAUNCH(index_select_kernel<T>, dim3(map_grid(outer * k_count * inner)), dim3(kIndexThreads), 0,
               launch_stream.handle(), static_cast<T*>(out.data_ptr()), static_cast<const T*>(x.data_ptr()),
@@ -353,7 +353,7 @@ void index_add(OpId op, const Tensor& out, const Tensor& index, const Tensor& sr
   const int64_t work = outer * inner;
   const int threads =
       static_cast<int>(std::min<int64_t>(kIndexThreads, (work + kWarpSize - 1) / kWarpSize * kWarpSize));
-  dispatch_dtype(out.dtype(), [&](auto tag) {
+  dispatch_compute_dtype(out.dtype(), op_name(op), [&](auto tag) {
     using T = decltype(tag);
     if constexpr (!std::is_same_v<T, bool>) {
       HG_LAUNCH(index_add_runs_kernel<T>, dim3(static_cast<unsigned>(std::min(k_count, kMaxRunBlocks))),
@@ -372,7 +372,7 @@ void gather(const Tensor& out, const Tensor& x, const Tensor& index, const Index
   DeviceGuard guard(x.device().index);
   const Stream launch_stream = current_stream();
   DeviceError* error = device_error_slot(launch_stream);
-  dispatch_dtype(x.dtype(), [&](auto tag) {
+  dispatch_compute_dtype(x.dtype(), "gather", [&](auto tag) {
     using T = decltype(tag);
     HG_LAUNCH(gather_kernel<T>, dim3(map_grid(total)), dim3(kIndexThreads), 0, launch_stream.handle(),
               static_cast<T*>(out.data_ptr()), static_cast<const T*>(x.data_ptr()),
@@ -388,7 +388,7 @@ void scatter_add(const Tensor& out, const Tensor& index, const Tensor& src, cons
   DeviceGuard guard(out.device().index);
   const Stream launch_stream = current_stream();
   DeviceError* error = device_error_slot(launch_stream);
-  dispatch_dtype(out.dtype(), [&](auto tag) {
+  dispatch_compute_dtype(out.dtype(), "scatter_add", [&](auto tag) {
     using T = decltype(tag);
     if constexpr (!std::is_same_v<T, bool>) {
       HG_LAUNCH(scatter_add_kernel<T>, dim3(map_grid(lines)), dim3(kIndexThreads), 0, launch_stream.handle(),
@@ -404,7 +404,7 @@ void trilu(const Tensor& out, const Tensor& x, int64_t diagonal, bool upper) {
       "cuda::trilu: wants contiguous out and x of one shape and dtype, rank >= 2");
   const int64_t total = x.numel();
   DeviceGuard guard(x.device().index);
-  dispatch_dtype(x.dtype(), [&](auto tag) {
+  dispatch_compute_dtype(x.dtype(), upper ? "triu" : "tril", [&](auto tag) {
     using T = decltype(tag);
     HG_LAUNCH(trilu_kernel<T>, dim3(map_grid(total)), dim3(kIndexThreads), 0, current_stream().handle(),
               static_cast<T*>(out.data_ptr()), static_cast<const T*>(x.data_ptr()), total, x.size(-2), x.size(-1),
@@ -417,7 +417,7 @@ void arange(const Tensor& out, double start, double step) {
   const int64_t n = out.numel();
   if (n == 0) return;
   DeviceGuard guard(out.device().index);
-  dispatch_dtype(out.dtype(), [&](auto tag) {
+  dispatch_compute_dtype(out.dtype(), "arange", [&](auto tag) {
     using T = decltype(tag);
     HG_LAUNCH(arange_kernel<T>, dim3(map_grid(n)), dim3(kIndexThreads), 0, current_stream().handle(),
               static_cast<T*>(out.data_ptr()), n, start, step);

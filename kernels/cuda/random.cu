@@ -36,7 +36,7 @@ void random_fill(const Tensor& out, const RandomParams& params) {
   const int64_t n = out.numel();
   if (n == 0) return;
   DeviceGuard guard(out.device().index);
-  dispatch_dtype(out.dtype(), [&](auto tag) {
+  dispatch_compute_dtype(out.dtype(), "random fill", [&](auto tag) {
     using T = decltype(tag);
     HG_LAUNCH(random_fill_kernel<T>, dim3(map_grid((n + 3) / 4)), dim3(kMapThreads), 0,
               current_stream().handle(), static_cast<T*>(out.data_ptr()), n, params);

@@ -411,7 +411,7 @@ void run_cols(const char* name, const Op& op, const Tensor& out, const Tensor& x
 void reduce_cols(OpId op, const Tensor& out, const Tensor& x) {
   hg::detail::check_reduce_cols_buffers(out, x);
   const char* name = op_name(op).data();
-  dispatch_dtype(x.dtype(), [&](auto tag) {
+  dispatch_compute_dtype(x.dtype(), op_name(op), [&](auto tag) {
     using T = decltype(tag);
     switch (op) {
       case OpId::max:
@@ -442,21 +442,28 @@ void reduce_cols(OpId op, const Tensor& out, const Tensor& x) {
 void reduce_rows(OpId op, const Tensor& out, const Tensor& x) {
   hg::detail::check_reduce_rows_buffers(out, x);
   const char* name = op_name(op).data();
-  dispatch_dtype(x.dtype(), [&](auto tag) {
+  dispatch_compute_dtype(x.dtype(), op_name(op), [&](auto tag) {
     using T = decltype(tag);
     switch (op) {
-      case OpId::max: return run_rows<T>(name, ExtremumOp<T, true>{}, out, x);
-      case OpId::min: return run_rows<T>(name, ExtremumOp<T, false>{}, out, x);
-      default: break;
+      case OpId::max:
+        return run_rows<T>(name, ExtremumOp<T, true>{}, out, x);
+      case OpId::min:
+        return run_rows<T>(name, ExtremumOp<T, false>{}, out, x);
+      default:
+        break;
     }
     if constexpr (std::is_same_v<T, int64_t>) {
       if (op == OpId::sum) return run_rows<T>(name, SumOp<T>{}, out, x);
     } else if constexpr (!std::is_integral_v<T>) {
       switch (op) {
-        case OpId::sum: return run_rows<T>(name, SumOp<T>{}, out, x);
-        case OpId::mean: return run_rows<T>(name, MeanOp<T>{}, out, x);
-        case OpId::norm: return run_rows<T>(name, NormOp<T>{}, out, x);
-        default: break;
+        case OpId::sum:
+          return run_rows<T>(name, SumOp<T>{}, out, x);
+        case OpId::mean:
+          return run_rows<T>(name, MeanOp<T>{}, out, x);
+        case OpId::norm:
+          return run_rows<T>(name, NormOp<T>{}, out, x);
+        default:
+          break;
       }
     }
     HG_FAIL("cuda::reduce_rows: ", op_name(op), " is not a reduction for dtype ", dtype_of<T>());
@@ -468,7 +475,7 @@ void argmax_rows(const Tensor& out, const Tensor& x) {
             x.shape_str());
   HG_CHECK(out.is_contiguous() && out.dtype() == kI64 && out.numel() == x.sizes()[0],
             "argmax_rows: bad output ", out.shape_str());
-  dispatch_dtype(x.dtype(), [&](auto tag) {
+  dispatch_compute_dtype(x.dtype(), "argmax", [&](auto tag) {
     using T = decltype(tag);
     run_rows<T>("argmax", ArgmaxOp<T>{}, out, x);
   });

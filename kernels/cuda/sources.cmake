@@ -26,4 +26,5 @@ list(APPEND HG_CUDA_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/index.cu
   ${CMAKE_CURRENT_LIST_DIR}/flash_attention.cu
   ${CMAKE_CURRENT_LIST_DIR}/attention.cu
+  ${CMAKE_CURRENT_LIST_DIR}/fp8.cu
 )

@@ -24,6 +24,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 #include <new>
 #include <type_traits>
 #include <vector>
@@ -31,6 +32,7 @@
 #include <cublasLt.h>
 #include <cublas_v2.h>
 
+#include "core/float8.h"
 #include "core/half.h"
 #include "runtime/emu/runtime_internal.h"
 
@@ -52,6 +54,9 @@ enum class InputRounding { kNone, kTf32, kHalf, kBfloat16 };
 
 size_t element_size(cudaDataType type) {
   switch (type) {
+    case CUDA_R_8F_E4M3:
+    case CUDA_R_8F_E5M2:
+      return 1;
     case CUDA_R_16F:
     case CUDA_R_16BF:
       return 2;
@@ -66,6 +71,10 @@ size_t element_size(cudaDataType type) {
 
 double load(const void* base, cudaDataType type, int64_t index) {
   switch (type) {
+    case CUDA_R_8F_E4M3:
+      return hg::detail::e4m3_bits_to_float(static_cast<const uint8_t*>(base)[index]);
+    case CUDA_R_8F_E5M2:
+      return hg::detail::e5m2_bits_to_float(static_cast<const uint8_t*>(base)[index]);
     case CUDA_R_16F:
       return hg::detail::half_bits_to_float(static_cast<const uint16_t*>(base)[index]);
     case CUDA_R_16BF:
@@ -476,8 +485,18 @@ size_t cublasLtGetVersion(void) { return CUBLAS_VERSION; }
 //   DGELU       d = (alpha*acc + beta*c) * gelu'(aux[row + col*ld_aux])
 //   BGRADB      d as DEFAULT; bias[col] = sum over k of op(B)[k, col] (fp32, one rounding)
 // The aux type defaults to D's type; its leading dimension must be a multiple
-// of 8 and at least D's rows, as the real library requires. Scale pointers
-// (fp8) are refused: no fp8 type is emulated.
+// of 8 and at least D's rows, as the real library requires.
+//
+// fp8 (A and B CUDA_R_8F_E4M3 / CUDA_R_8F_E5M2, not both E5M2), checked
+// against cuBLASLt's fp8 rules: CUBLAS_COMPUTE_32F with CUDA_R_32F scales,
+// the "TN" layout (transa T, transb N), 16-byte leading dimensions for A, B,
+// C and D (k a multiple of 16), D = C of type bf16, f16 or f32 (fp8 D is not
+// emulated), bias bf16 (f16 for an f16 D), no epilogue but DEFAULT and BIAS,
+// batch 1. The A and B scale pointers (f32 in device memory, null = 1)
+// multiply the product: d = alpha * scale_A * scale_B * acc + beta*c + bias,
+// acc the fp32 sum of the exact products; a D scale pointer is refused (it
+// applies to fp8 outputs only). Scale pointers on 16/32/64-bit GEMMs are
+// refused too, as the real library does.
 
 namespace {
 
@@ -499,8 +518,12 @@ struct LtDesc {
   void* aux = nullptr;
   int64_t aux_ld = 0;
   int32_t aux_type = -1;
-  bool scale_pointer_set = false;
+  const float* a_scale = nullptr;
+  const float* b_scale = nullptr;
+  const float* d_scale = nullptr;
 };
+
+bool is_fp8_type(cudaDataType t) { return t == CUDA_R_8F_E4M3 || t == CUDA_R_8F_E5M2; }
 
 struct LtPreference {
   uint64_t max_workspace = 0;
@@ -553,14 +576,40 @@ struct LtProblem {
   GemmCall call{};
   const LtLayout* d = nullptr;
   cudaDataType aux_type = CUDA_R_32F;
+  cudaDataType bias_type = CUDA_R_32F;
+  bool fp8 = false;
 };
+
+// cuBLASLt's fp8 rules (the comment above); SUCCESS when the problem meets them.
+cublasStatus_t check_fp8(const LtDesc& desc, const LtLayout& a, const LtLayout& b, const LtLayout& d, uint64_t k) {
+  if (a.type == CUDA_R_8F_E5M2 && b.type == CUDA_R_8F_E5M2) return CUBLAS_STATUS_NOT_SUPPORTED;
+  if (!is_fp8_type(a.type) || !is_fp8_type(b.type)) return CUBLAS_STATUS_NOT_SUPPORTED;
+  if (desc.compute != CUBLAS_COMPUTE_32F || desc.scale_type != CUDA_R_32F) return CUBLAS_STATUS_NOT_SUPPORTED;
+  if (desc.transa != CUBLAS_OP_T || desc.transb != CUBLAS_OP_N) return CUBLAS_STATUS_NOT_SUPPORTED;
+  if (d.type != CUDA_R_16BF && d.type != CUDA_R_16F && d.type != CUDA_R_32F) return CUBLAS_STATUS_NOT_SUPPORTED;
+  if (desc.d_scale != nullptr || d.batch != 1) return CUBLAS_STATUS_NOT_SUPPORTED;
+  if (desc.epilogue != CUBLASLT_EPILOGUE_DEFAULT && desc.epilogue != CUBLASLT_EPILOGUE_BIAS)
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+  const int64_t d_bytes = static_cast<int64_t>(element_size(d.type));
+  if (k % 16 != 0 || a.ld % 16 != 0 || b.ld % 16 != 0 || (d.ld * d_bytes) % 16 != 0) return CUBLAS_STATUS_NOT_SUPPORTED;
+  return CUBLAS_STATUS_SUCCESS;
+}
 
 cublasStatus_t check_problem(const LtDesc& desc, const LtLayout& a, const LtLayout& b, const LtLayout& c,
                              const LtLayout& d, LtProblem* out) {
   if (!is_op(desc.transa) || !is_op(desc.transb)) return CUBLAS_STATUS_INVALID_VALUE;
-  if (!is_emulated_epilogue(desc.epilogue) || desc.scale_pointer_set) return CUBLAS_STATUS_NOT_SUPPORTED;
+  const bool fp8 = is_fp8_type(a.type) || is_fp8_type(b.type);
+  const bool scaled = desc.a_scale != nullptr || desc.b_scale != nullptr || desc.d_scale != nullptr;
+  if (!is_emulated_epilogue(desc.epilogue) || (scaled && !fp8)) return CUBLAS_STATUS_NOT_SUPPORTED;
   const uint64_t m = d.rows, n = d.cols;
   const uint64_t k = desc.transa == CUBLAS_OP_N ? a.cols : a.rows;
+  if (fp8) {
+    if (const cublasStatus_t s = check_fp8(desc, a, b, d, k); s != CUBLAS_STATUS_SUCCESS) return s;
+  }
+  out->fp8 = fp8;
+  // The bias type: D's, except bf16 for an fp8 GEMM with an f32 D.
+  const cudaDataType want_bias = fp8 && d.type == CUDA_R_32F ? CUDA_R_16BF : d.type;
+  out->bias_type = desc.bias_type == -1 ? want_bias : static_cast<cudaDataType>(desc.bias_type);
   const uint64_t am = desc.transa == CUBLAS_OP_N ? a.rows : a.cols;
   const uint64_t bk = desc.transb == CUBLAS_OP_N ? b.rows : b.cols;
   const uint64_t bn = desc.transb == CUBLAS_OP_N ? b.cols : b.rows;
@@ -577,7 +626,7 @@ cublasStatus_t check_problem(const LtDesc& desc, const LtLayout& a, const LtLayo
   }
   if (has_bias(desc.epilogue) || desc.epilogue == CUBLASLT_EPILOGUE_BGRADB) {
     if (desc.bias == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
-    if (desc.bias_type != -1 && desc.bias_type != d.type) return CUBLAS_STATUS_NOT_SUPPORTED;
+    if (out->bias_type != want_bias) return CUBLAS_STATUS_NOT_SUPPORTED;
     if (d.batch != 1) return CUBLAS_STATUS_NOT_SUPPORTED;  // no bias batch stride emulated
   }
   if (uses_aux(desc.epilogue)) {
@@ -605,6 +654,7 @@ cublasStatus_t check_problem(const LtDesc& desc, const LtLayout& a, const LtLayo
   g.batch_count = a.batch;
   g.compute_type = desc.compute;
   out->d = &d;
+  if (fp8) return CUBLAS_STATUS_SUCCESS;  // fp32 accumulation of exactly widened inputs
   bool use_double = false;
   InputRounding rounding = InputRounding::kNone;
   const cublasContext plain_math{};
@@ -615,7 +665,10 @@ template <typename Acc>
 void run_lt(const LtDesc& desc, const LtProblem& p, const LtLayout& c_layout, const void* alpha_ptr,
             const void* beta_ptr, const void* C, void* D, InputRounding rounding) {
   const GemmCall& g = p.call;
-  const Acc alpha = *static_cast<const Acc*>(alpha_ptr);
+  Acc alpha = *static_cast<const Acc*>(alpha_ptr);
+  // fp8: the operand scales (device memory, which is host memory here) fold into alpha.
+  if (desc.a_scale != nullptr) alpha *= static_cast<Acc>(*desc.a_scale);
+  if (desc.b_scale != nullptr) alpha *= static_cast<Acc>(*desc.b_scale);
   const Acc beta = *static_cast<const Acc*>(beta_ptr);
   const uint32_t e = desc.epilogue;
   std::vector<Acc> a_rows, b_cols;
@@ -628,7 +681,7 @@ void run_lt(const LtDesc& desc, const LtProblem& p, const LtLayout& c_layout, co
       if (e == CUBLASLT_EPILOGUE_BGRADB) {  // bias[j] = sum over k of op(B)[k, j]
         Acc sum = 0;
         for (int q = 0; q < g.k; ++q) sum += b_cols[static_cast<size_t>(j) * g.k + q];
-        store(const_cast<void*>(desc.bias), p.d->type, j, static_cast<double>(sum));
+        store(const_cast<void*>(desc.bias), p.bias_type, j, static_cast<double>(sum));
       }
       for (int i = 0; i < g.m; ++i) {
         Acc acc = 0;
@@ -642,7 +695,7 @@ void run_lt(const LtDesc& desc, const LtProblem& p, const LtLayout& c_layout, co
           const int64_t c_index = batch * c_layout.batch_stride + i + static_cast<int64_t>(j) * c_layout.ld;
           v += beta * static_cast<Acc>(load(C, c_layout.type, c_index));
         }
-        if (has_bias(e)) v += static_cast<Acc>(load(desc.bias, p.d->type, i));
+        if (has_bias(e)) v += static_cast<Acc>(load(desc.bias, p.bias_type, i));
         const int64_t aux_index = i + static_cast<int64_t>(j) * desc.aux_ld;
         double out = static_cast<double>(v);
         if (e == CUBLASLT_EPILOGUE_DGELU) {
@@ -739,13 +792,11 @@ cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t matmulDesc, c
     case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE:
       return read_attr(&d->aux_type, buf, sizeInBytes);
     case CUBLASLT_MATMUL_DESC_A_SCALE_POINTER:
+      return read_attr(&d->a_scale, buf, sizeInBytes);
     case CUBLASLT_MATMUL_DESC_B_SCALE_POINTER:
-    case CUBLASLT_MATMUL_DESC_D_SCALE_POINTER: {
-      const void* ptr = nullptr;
-      s = read_attr(&ptr, buf, sizeInBytes);
-      if (ptr != nullptr) d->scale_pointer_set = true;
-      return s;
-    }
+      return read_attr(&d->b_scale, buf, sizeInBytes);
+    case CUBLASLT_MATMUL_DESC_D_SCALE_POINTER:
+      return read_attr(&d->d_scale, buf, sizeInBytes);
     default:
       return CUBLAS_STATUS_NOT_SUPPORTED;
   }
@@ -826,7 +877,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t
   bool use_double = false;
   InputRounding rounding = InputRounding::kNone;
   const cublasContext plain_math{};
-  (void)check_types(p.call, plain_math, &use_double, &rounding);
+  if (!p.fp8) (void)check_types(p.call, plain_math, &use_double, &rounding);
   const int m = p.call.m, n = p.call.n, k = p.call.k, batch = p.call.batch_count;
   if (m == 0 || n == 0) return CUBLAS_STATUS_SUCCESS;
   const int a_rows = desc.transa == CUBLAS_OP_N ? m : k, a_cols = desc.transa == CUBLAS_OP_N ? k : m;
@@ -842,9 +893,13 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t
     in_bounds = in_bounds && C != nullptr &&
                 matrix_in_device_memory(C, esize, m, n, static_cast<int>(c.ld), c.batch_stride, batch);
   }
-  if (has_bias(desc.epilogue)) in_bounds = in_bounds && hg::emu::is_device_range(desc.bias, esize * m);
+  const size_t bias_size = element_size(p.bias_type);
+  if (has_bias(desc.epilogue)) in_bounds = in_bounds && hg::emu::is_device_range(desc.bias, bias_size * m);
   if (desc.epilogue == CUBLASLT_EPILOGUE_BGRADB)
-    in_bounds = in_bounds && hg::emu::is_device_range(desc.bias, esize * n);
+    in_bounds = in_bounds && hg::emu::is_device_range(desc.bias, bias_size * n);
+  for (const float* scale : {desc.a_scale, desc.b_scale}) {
+    if (scale != nullptr) in_bounds = in_bounds && hg::emu::is_device_range(scale, sizeof(float));
+  }
   if (uses_aux(desc.epilogue)) {
     in_bounds = in_bounds && matrix_in_device_memory(desc.aux, esize, m, n, static_cast<int>(desc.aux_ld), 0, 1);
   }

@@ -11,7 +11,14 @@
 using namespace hg;
 
 TEST_CASE("dtype table is generated consistently", "[core][dtype]") {
-  CHECK(kNumDTypes == 8);
+  CHECK(kNumDTypes == 10);
+  CHECK(dtype_size(kF8E4M3) == 1);
+  CHECK(dtype_size(kF8E5M2) == 1);
+  CHECK(is_floating(kF8E4M3));
+  CHECK(is_fp8(kF8E5M2));
+  CHECK_FALSE(is_fp8(kBF16));
+  CHECK(dtype_from_name("float8_e4m3fn") == kF8E4M3);
+  CHECK(dtype_from_name("float8_e5m2") == kF8E5M2);
   CHECK(dtype_size(kF32) == 4);
   CHECK(dtype_size(kF16) == 2);
   CHECK(dtype_size(kBF16) == 2);

@@ -5,6 +5,7 @@ hg_add_test(test_core LABEL core SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/test_readme.cpp
   ${CMAKE_CURRENT_LIST_DIR}/test_half.cpp
   ${CMAKE_CURRENT_LIST_DIR}/test_bfloat16.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/test_float8.cpp
   ${CMAKE_CURRENT_LIST_DIR}/test_philox.cpp
   ${CMAKE_CURRENT_LIST_DIR}/test_allocator.cpp
 )

@@ -30,7 +30,7 @@ using namespace hg::test;
 namespace {
 
 const std::vector<DType>& all_dtypes() {
-  static const std::vector<DType> dtypes{kF32, kF16, kBF16, kF64, kI64, kI32, kU8, kBool};
+  static const std::vector<DType> dtypes{kF32, kF16, kBF16, kF64, kI64, kI32, kU8, kBool, kF8E4M3, kF8E5M2};
   return dtypes;
 }
 
@@ -124,7 +124,7 @@ TEST_CASE("strided copy on CUDA matches the CPU copy, every layout and dtype", "
 TEST_CASE("strided copy: casts through views, strided destinations, counters", "[kernels][strided]") {
   const Tensor src = make_input({33, 70}, kF32, Domain::kAny, 5);
   // A cast read through a transposed view (the tiled kernel with a functor).
-  for (DType to : {kBF16, kF16, kF64, kI32}) {
+  for (DType to : {kBF16, kF16, kF64, kI32, kF8E4M3, kF8E5M2}) {
     INFO("cast to " << to);
     CHECK(values_of(cuda_dev(src).transpose(0, 1).to(to)) == values_of(src.transpose(0, 1).to(to)));
   }

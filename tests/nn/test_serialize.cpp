@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -112,11 +114,13 @@ Named every_dtype() {
       {"f32_scalar", scalar_tensor(3.25)},
       {"f16_bits", from_bits(kF16, {2, 4}, half_bits)},
       {"bf16_bits", from_bits(kBF16, {4, 2}, bf16_bits)},
-      {"i64", from_vector<int64_t>({std::numeric_limits<int64_t>::min(), -1, 0,
-                                    std::numeric_limits<int64_t>::max()})},
+      {"i64", from_vector<int64_t>({std::numeric_limits<int64_t>::min(), -1, 0, std::numeric_limits<int64_t>::max()})},
       {"i32", from_vector<int32_t>({-7, 0, 7, std::numeric_limits<int32_t>::max()}, {2, 2})},
       {"u8", from_vector<uint8_t>({0, 1, 255})},
       {"bool", from_vector<uint8_t>({1, 0, 1}).to(kBool)},
+      // fp8: 0, -0, 1, max, NaN, smallest subnormal (E4M3); 0, inf, max, NaN (E5M2).
+      {"f8e4m3_bits", from_bits(kF8E4M3, {2, 3}, std::vector<uint8_t>{0x00, 0x80, 0x38, 0x7e, 0x7f, 0x01})},
+      {"f8e5m2_bits", from_bits(kF8E5M2, {4}, std::vector<uint8_t>{0x00, 0x7c, 0xfb, 0x7f})},
       {"empty_f32", zeros({0, 3})},
       {"empty_i64", zeros({0}, {.dtype = kI64})},
       // [3, 2] transposed view: the file must hold its row-major values 0 3 1 4 2 5.
@@ -159,6 +163,13 @@ TEST_CASE("round trip of every dtype keeps bits, shapes, order and metadata", "[
   CHECK(loaded.at("transposed").to_vector<float>() == std::vector<float>{0, 3, 1, 4, 2, 5});
   CHECK(loaded.at("f32_scalar").dim() == 0);
   CHECK(loaded.contains("u8"));
+  const std::vector<float> e4m3 = loaded.at("f8e4m3_bits").to_vector<float>();
+  CHECK((e4m3[0] == 0.0f && std::signbit(e4m3[1]) && e4m3[2] == 1.0f && e4m3[3] == 448.0f && std::isnan(e4m3[4]) &&
+         e4m3[5] == 0x1p-9f));
+  CHECK(loaded.at("f8e5m2_bits").to_vector<float>()[2] == -57344.0f);
+  // The header names them as the safetensors format does.
+  CHECK(bytes.find("\"F8_E4M3\"") != std::string::npos);
+  CHECK(bytes.find("\"F8_E5M2\"") != std::string::npos);
   CHECK_FALSE(loaded.contains("missing"));
   CHECK_THROWS_WITH(loaded.at("missing"),
                     Contains("no tensor named 'missing'") && Contains("f16_bits"));
