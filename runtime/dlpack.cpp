@@ -209,6 +209,10 @@ DLDataType to_dlpack_dtype(DType dtype) {
       return {static_cast<uint8_t>(kDLUInt), 8, 1};
     case kBool:
       return {kDLPackBoolCode, 8, 1};
+    case kF8E4M3:
+      return {kDLPackFloat8E4M3FnCode, 8, 1};
+    case kF8E5M2:
+      return {kDLPackFloat8E5M2Code, 8, 1};
   }
   HG_FAIL("to_dlpack: dtype ", dtype_name(dtype), " has no DLPack type");
 }
@@ -234,11 +238,17 @@ DType dtype_from_dlpack(DLDataType t) {
     case kDLPackBoolCode:
       if (t.bits == 8) return kBool;
       break;
+    case kDLPackFloat8E4M3FnCode:
+      if (t.bits == 8) return kF8E4M3;
+      break;
+    case kDLPackFloat8E5M2Code:
+      if (t.bits == 8) return kF8E5M2;
+      break;
     default:
       break;
   }
   HG_FAIL("from_dlpack: DLPack dtype ", dtype_str(t),
-          " has no halfgrad dtype (f32, f64, f16, bf16, i64, i32, u8, bool); convert it on the producer's side");
+          " has no halfgrad dtype (f32, f64, f16, bf16, f8e4m3, f8e5m2, i64, i32, u8, bool); convert it on the producer's side");
 }
 
 DLDevice to_dlpack_device(Device device) {

@@ -76,6 +76,10 @@ namespace hg {
 // kDLBool, DLPack's type code for one-byte booleans (dlpack.h 0.8 and later;
 // absent from 0.6's enum).
 inline constexpr uint8_t kDLPackBoolCode = 6;
+// kDLFloat8_e4m3fn and kDLFloat8_e5m2, DLPack's codes for the two 8-bit float
+// formats halfgrad has (dlpack.h 1.1 and later; absent from older enums).
+inline constexpr uint8_t kDLPackFloat8E4M3FnCode = 10;
+inline constexpr uint8_t kDLPackFloat8E5M2Code = 12;
 // The DLManagedTensorVersioned ABI this code reads and writes: 1.0 (1.x
 // changes no layout; a consumer refuses another major version).
 inline constexpr uint32_t kDLPackMajorVersion = 1;

@@ -115,13 +115,16 @@ TEMPLATE_TEST_CASE("to_dlpack then from_dlpack: same pointer, strides and offset
   }
 }
 
-TEST_CASE("DLPack dtype codes: bf16 is kDLBfloat, bool is kDLBool; others refused", "[dlpack]") {
+TEST_CASE("DLPack dtype codes: bf16 is kDLBfloat, bool is kDLBool, fp8 the 1.1 codes; others refused", "[dlpack]") {
   CHECK(to_dlpack_dtype(kBF16).code == kDLBfloat);
+  CHECK(to_dlpack_dtype(kF8E4M3).code == 10);  // kDLFloat8_e4m3fn
+  CHECK(to_dlpack_dtype(kF8E5M2).code == 12);  // kDLFloat8_e5m2
+  CHECK(to_dlpack_dtype(kF8E5M2).bits == 8);
   CHECK(to_dlpack_dtype(kF16).code == kDLFloat);
   CHECK(to_dlpack_dtype(kBool).code == kDLPackBoolCode);
   CHECK(to_dlpack_dtype(kBool).bits == 8);
   CHECK(to_dlpack_dtype(kU8).code == kDLUInt);
-  for (DType dtype : {kF32, kF64, kF16, kBF16, kI64, kI32, kU8, kBool}) {
+  for (DType dtype : {kF32, kF64, kF16, kBF16, kF8E4M3, kF8E5M2, kI64, kI32, kU8, kBool}) {
     CHECK(dtype_from_dlpack(to_dlpack_dtype(dtype)) == dtype);
   }
   CHECK_THROWS_WITH(dtype_from_dlpack({static_cast<uint8_t>(kDLInt), 8, 1}), Catch::Contains("no halfgrad dtype"));
@@ -133,6 +136,15 @@ TEST_CASE("DLPack dtype codes: bf16 is kDLBfloat, bool is kDLBool; others refuse
   CHECK(back.dtype() == kBool);
   CHECK(back.data_ptr() == b.data_ptr());
   CHECK(back.to_vector<bool>() == std::vector<bool>{true, false, true});
+
+  // fp8 (values exact in both formats): the same pointer and bytes back.
+  for (DType dtype : {kF8E4M3, kF8E5M2}) {
+    const Tensor f = from_vector(std::vector<double>{0.5, -2, 3, 448 / 16.0}).to(dtype);
+    const Tensor g = from_dlpack(to_dlpack(f));
+    CHECK(g.dtype() == dtype);
+    CHECK(g.data_ptr() == f.data_ptr());
+    CHECK(g.to(kF64).to_vector<double>() == std::vector<double>{0.5, -2, 3, 28});
+  }
 }
 
 TEMPLATE_TEST_CASE("DLPack lifetimes: the export outlives the tensor, and the import outlives the producer", "[dlpack]",
