@@ -20,7 +20,6 @@
 #include <vector>
 #include <nlohmann/json.hpp>
 #include <set>
-#include <unordered_set>
 #include <exception>
 #include <functional>
 
@@ -293,6 +292,50 @@ void read_exact(int fd, void* data, size_t nbytes, uint64_t file_offset, const s
 // then a non-object header, then a duplicated key, then the first entry that
 // breaks a rule (entries are validated as they arrive, the first failure is
 // held back until the whole text has parsed).
+// The header object's keys, for the duplicate check: open addressing over
+// the keys' hashes, the keys themselves back to back in one string, so a
+// million keys cost a few arrays instead of a million hash-set nodes.
+class KeySet {
+ public:
+  // False when `key` was inserted before.
+  bool insert(std::string_view key) {
+    if (2 * (hashes_.size() + 1) > slots_.size()) grow();
+    const uint64_t h = std::hash<std::string_view>{}(key);
+    const size_t mask = slots_.size() - 1;
+    for (size_t i = h & mask;; i = (i + 1) & mask) {
+      const uint32_t slot = slots_[i];
+      if (slot == 0) {
+        slots_[i] = static_cast<uint32_t>(hashes_.size() + 1);
+        hashes_.push_back(h);
+        starts_.push_back(arena_.size());
+        arena_.append(key);
+        return true;
+      }
+      if (hashes_[slot - 1] == h && stored(slot - 1) == key) return false;
+    }
+  }
+
+ private:
+  std::string_view stored(size_t index) const {
+    const size_t end = index + 1 < starts_.size() ? starts_[index + 1] : arena_.size();
+    return std::string_view(arena_).substr(starts_[index], end - starts_[index]);
+  }
+  void grow() {
+    slots_.assign(std::max<size_t>(1024, 2 * slots_.size()), 0);
+    const size_t mask = slots_.size() - 1;
+    for (size_t k = 0; k < hashes_.size(); ++k) {
+      size_t i = hashes_[k] & mask;
+      while (slots_[i] != 0) i = (i + 1) & mask;
+      slots_[i] = static_cast<uint32_t>(k + 1);
+    }
+  }
+
+  std::vector<uint32_t> slots_;  // 0: empty, else index + 1 (a header holds < 2^32 keys)
+  std::vector<uint64_t> hashes_;
+  std::vector<size_t> starts_;
+  std::string arena_;
+};
+
 class HeaderReader {
  public:
   using OnEntry = std::function<void(const std::string& name, const Json& value)>;
@@ -312,7 +355,7 @@ class HeaderReader {
   bool end_array() { return close(); }
   bool key(Json::string_t& k) {
     if (stack_.empty()) {  // a key of the header object
-      if (!top_keys_.insert(k).second && !duplicate_) duplicate_ = k;
+      if (!top_keys_.insert(k) && !duplicate_) duplicate_ = k;
       top_key_ = std::move(k);
     } else {
       if (stack_.back().contains(k) && !duplicate_) duplicate_ = k;
@@ -382,7 +425,7 @@ class HeaderReader {
   std::vector<Json> stack_;         // the open lists and objects below the header object
   std::vector<std::string> keys_;   // per entry of stack_: the key its next value goes to
   std::string top_key_;             // the header object's current key
-  std::unordered_set<std::string> top_keys_;
+  KeySet top_keys_;
   std::optional<std::string> duplicate_;
   std::exception_ptr first_error_;
 };
