@@ -26,8 +26,8 @@ std::string write_many_tensor_file(int64_t n) {
   }
   header += '}';
   header.append((8 - header.size() % 8) % 8, ' ');
-  const std::string path = "/tmp/hg_bench_header_" + std::to_string(::getpid()) + "_" + std::to_string(n) +
-                           ".safetensors";
+  const std::string path =
+      "/tmp/hg_bench_header_" + std::to_string(::getpid()) + "_" + std::to_string(n) + ".safetensors";
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   const uint64_t length = header.size();
   out.write(reinterpret_cast<const char*>(&length), sizeof(length));
@@ -44,28 +44,28 @@ void add_io(Bench& b, std::vector<Workload>& out) {
       b.quick() ? std::vector<int64_t>{10'000} : std::vector<int64_t>{10'000, 100'000, 1'000'000};
   for (const int64_t n : counts) {
     const std::string label = n >= 1'000'000 ? std::to_string(n / 1'000'000) + "M" : std::to_string(n / 1000) + "K";
-    out.push_back({"io",
-                   "io/safetensors_header/" + label + "-tensors",
-                   {{"kind", "safetensors_header"}, {"tensors", n}},
-                   [n](Bench& bb, const Workload& self) {
-                     const std::string path = write_many_tensor_file(n);
-                     uint64_t header_bytes = 0;
-                     {
-                       std::ifstream in(path, std::ios::binary);
-                       in.read(reinterpret_cast<char*>(&header_bytes), sizeof(header_bytes));
-                     }
-                     size_t loaded = 0;
-                     const Stats s = bb.time([&] { loaded = hg::nn::load_safetensors(path).tensors.size(); },
-                                             {.inner = 1, .before = {}, .runs = n >= 1'000'000 ? 3 : 0});
-                     ::unlink(path.c_str());
-                     HG_CHECK(loaded == static_cast<size_t>(n), "hg-bench: loaded ", loaded, " of ", n, " tensors");
-                     const double mb = static_cast<double>(header_bytes) / 1e6;
-                     char text[128];
-                     std::snprintf(text, sizeof(text), "%.1f MB header, %.2f M tensors/s", mb,
-                                   static_cast<double>(n) / s.median_s / 1e6);
-                     bb.emit(self, s,
-                             {{"header_mb", mb}, {"tensors_per_s", static_cast<double>(n) / s.median_s}}, text);
-                   }});
+    out.push_back(
+        {"io",
+         "io/safetensors_header/" + label + "-tensors",
+         {{"kind", "safetensors_header"}, {"tensors", n}},
+         [n](Bench& bb, const Workload& self) {
+           const std::string path = write_many_tensor_file(n);
+           uint64_t header_bytes = 0;
+           {
+             std::ifstream in(path, std::ios::binary);
+             in.read(reinterpret_cast<char*>(&header_bytes), sizeof(header_bytes));
+           }
+           size_t loaded = 0;
+           const Stats s = bb.time([&] { loaded = hg::nn::load_safetensors(path).tensors.size(); },
+                                   {.inner = 1, .before = {}, .runs = n >= 1'000'000 ? 3 : 0});
+           ::unlink(path.c_str());
+           HG_CHECK(loaded == static_cast<size_t>(n), "hg-bench: loaded ", loaded, " of ", n, " tensors");
+           const double mb = static_cast<double>(header_bytes) / 1e6;
+           char text[128];
+           std::snprintf(text, sizeof(text), "%.1f MB header, %.2f M tensors/s", mb,
+                         static_cast<double>(n) / s.median_s / 1e6);
+           bb.emit(self, s, {{"header_mb", mb}, {"tensors_per_s", static_cast<double>(n) / s.median_s}}, text);
+         }});
   }
 }
 

@@ -29,7 +29,7 @@
 namespace {
 
 const std::vector<std::string> kSuites = {"ceilings",  "gemm",      "bandwidth", "attention", "optimizer",
-                                          "train-mlp", "train-cnn", "train-gpt", "accuracy", "io"};
+                                          "train-mlp", "train-cnn", "train-gpt", "accuracy",  "io"};
 
 // Named sets of workloads (--set), as shell patterns over the workload names.
 // gpu-check: what one short GPU run must bring back (scripts/gpu-check): the
@@ -125,9 +125,10 @@ int main(int argc, char** argv) {
         want.insert(kSuites.begin(), kSuites.end());
         continue;
       }
-      HG_CHECK(std::find(kSuites.begin(), kSuites.end(), s) != kSuites.end(), "hg-bench: unknown suite '", s,
-               "'; the suites are ceilings gemm bandwidth attention optimizer train-mlp train-cnn train-gpt accuracy io "
-               "(or all)");
+      HG_CHECK(
+          std::find(kSuites.begin(), kSuites.end(), s) != kSuites.end(), "hg-bench: unknown suite '", s,
+          "'; the suites are ceilings gemm bandwidth attention optimizer train-mlp train-cnn train-gpt accuracy io "
+          "(or all)");
       want.insert(s);
     }
     if (want.empty()) want.insert(kSuites.begin(), kSuites.end());

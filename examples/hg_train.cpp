@@ -185,7 +185,8 @@ CLI::Validator learning_rate() {
         }
         if (v < static_cast<double>(std::numeric_limits<float>::min())) {
           return "must be at least 1.2e-38 (the smallest normal float; a smaller learning rate trains nothing), "
-                 "got '" + text + "'";
+                 "got '" +
+                 text + "'";
         }
         return std::string();
       },
@@ -197,9 +198,8 @@ CLI::Validator learning_rate() {
 CLI::Validator seed_value() {
   return CLI::Validator(
       [](std::string& text) -> std::string {
-        const bool digits = !text.empty() && std::all_of(text.begin(), text.end(), [](char c) {
-          return c >= '0' && c <= '9';
-        });
+        const bool digits =
+            !text.empty() && std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
         uint64_t v = 0;
         const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
         if (!digits || ec != std::errc() || ptr != text.data() + text.size()) {

@@ -175,8 +175,8 @@ void save_safetensors(const std::string& path,
     const Tensor& cpu = host[i];
     const uint64_t nbytes = cpu.nbytes();
     add_entry(name, "{\"dtype\":\"" + std::string(safetensors_dtype_name(cpu.dtype())) +
-                        "\",\"shape\":" + Json(cpu.sizes()).dump() + ",\"data_offsets\":[" +
-                        std::to_string(offset) + "," + std::to_string(offset + nbytes) + "]}");
+                        "\",\"shape\":" + Json(cpu.sizes()).dump() + ",\"data_offsets\":[" + std::to_string(offset) +
+                        "," + std::to_string(offset + nbytes) + "]}");
     offset += nbytes;
   }
   header_text += '}';
@@ -363,8 +363,7 @@ class HeaderReader {
     }
     return true;
   }
-  bool parse_error(std::size_t /*position*/, const std::string& /*last_token*/,
-                   const nlohmann::detail::exception& e) {
+  bool parse_error(std::size_t /*position*/, const std::string& /*last_token*/, const nlohmann::detail::exception& e) {
     HG_FAIL("safetensors file '", path_, "': the header is not valid JSON: ", clip(e.what()));
   }
 
@@ -461,8 +460,7 @@ SafetensorsFile load_safetensors(const std::string& path, const SafetensorsReadO
 
   // Rule: UTF-8, JSON, an object, no duplicate keys (Note [Linear-time header parse]).
   const std::optional<size_t> bad_byte = find_invalid_utf8(header_text);
-  HG_ST_CHECK(!bad_byte, "the header is not valid UTF-8 (bad byte at header offset ", *bad_byte,
-              ")");
+  HG_ST_CHECK(!bad_byte, "the header is not valid UTF-8 (bad byte at header offset ", *bad_byte, ")");
   SafetensorsFile result;
   std::vector<Entry> entries;
   const auto check_entry = [&](const std::string& name, const Json& value) {

@@ -170,23 +170,22 @@ void check_scaler_state_values(const NamedTensors& state, const StateSource& src
 
   // options
   const double* o = options->data<double>();
-  static const char* const kOptionNames[kAmpOptionCount] = {
-      "init_scale", "growth_factor", "backoff_factor", "growth_interval", "min_scale",
-      "max_scale",  "hysteresis",    "collapse_steps", "check_every"};
+  static const char* const kOptionNames[kAmpOptionCount] = {"init_scale",      "growth_factor",  "backoff_factor",
+                                                            "growth_interval", "min_scale",      "max_scale",
+                                                            "hysteresis",      "collapse_steps", "check_every"};
   for (int i = 0; i < kAmpOptionCount; ++i) {
     const std::string what = "holds " + std::string(kOptionNames[i]) + " = " + shown_value(o[i]);
     const bool may_be_inf = i == kAmpOptMaxScale;
     if (std::isnan(o[i]) || (!may_be_inf && std::isinf(o[i]))) {
       refuse(src, "options", what, "GradScaler options are numbers (only max_scale may be +inf)");
     }
-    const bool integer = i == kAmpOptGrowthInterval || i == kAmpOptHysteresis || i == kAmpOptCollapseSteps ||
-                         i == kAmpOptCheckEvery;
+    const bool integer =
+        i == kAmpOptGrowthInterval || i == kAmpOptHysteresis || i == kAmpOptCollapseSteps || i == kAmpOptCheckEvery;
     if (integer) {
       const double lowest = i == kAmpOptCheckEvery ? 0.0 : 1.0;
       if (std::floor(o[i]) != o[i] || o[i] < lowest || o[i] >= static_cast<double>(kCounterLimit)) {
         refuse(src, "options", what,
-               std::string(kOptionNames[i]) + " is an integer in [" + (i == kAmpOptCheckEvery ? "0" : "1") +
-                   ", 2^62)");
+               std::string(kOptionNames[i]) + " is an integer in [" + (i == kAmpOptCheckEvery ? "0" : "1") + ", 2^62)");
       }
     }
   }
@@ -194,13 +193,11 @@ void check_scaler_state_values(const NamedTensors& state, const StateSource& src
     refuse(src, "options", "holds growth_factor = " + shown_value(o[kAmpOptGrowthFactor]), "growth_factor > 1");
   }
   if (!(o[kAmpOptBackoffFactor] > 0.0 && o[kAmpOptBackoffFactor] < 1.0)) {
-    refuse(src, "options", "holds backoff_factor = " + shown_value(o[kAmpOptBackoffFactor]),
-           "0 < backoff_factor < 1");
+    refuse(src, "options", "holds backoff_factor = " + shown_value(o[kAmpOptBackoffFactor]), "0 < backoff_factor < 1");
   }
   const double min_scale = o[kAmpOptMinScale], max_scale = o[kAmpOptMaxScale];
   if (!(min_scale > 0.0 && min_scale <= max_scale)) {
-    refuse(src, "options",
-           "holds min_scale = " + shown_value(min_scale) + ", max_scale = " + shown_value(max_scale),
+    refuse(src, "options", "holds min_scale = " + shown_value(min_scale) + ", max_scale = " + shown_value(max_scale),
            "0 < min_scale <= max_scale");
   }
   const double init_scale = o[kAmpOptInitScale];
@@ -243,13 +240,12 @@ void check_scaler_state_values(const NamedTensors& state, const StateSource& src
        "the growth tracker is in [0, growth_interval)");
   slot(kAmpOverflowsInRow, "overflows_in_row", 0, static_cast<int64_t>(o[kAmpOptHysteresis]),
        "overflows in a row are in [0, hysteresis)");
-  slot(kAmpMinScaleOverflows, "min_scale_overflows", 0, iteration + 1,
-       "overflows at min_scale are in [0, iteration]");
+  slot(kAmpMinScaleOverflows, "min_scale_overflows", 0, iteration + 1, "overflows at min_scale are in [0, iteration]");
   slot(kAmpLastOverflow, "last_overflow", 0, iteration + 1, "the last overflow's stamp is in [0, iteration]");
   slot(kAmpCollapsed, "collapsed", 0, 2, "the collapsed flag is 0 or 1");
   if (s[kAmpScaleBits] != amp_float_bits(scale)) {
-    refuse(src, "state", "holds scale bits " + std::to_string(s[kAmpScaleBits]) + " for a scale of " +
-                             shown_value(scale),
+    refuse(src, "state",
+           "holds scale bits " + std::to_string(s[kAmpScaleBits]) + " for a scale of " + shown_value(scale),
            "the stored scale bits are those of 'scale'");
   }
 }

@@ -133,8 +133,7 @@ TEST_CASE("state rules: a valid checkpoint with a scaler round-trips", "[amp][st
   CHECK(b.scaler.get_scale() == a.scaler.get_scale());
 }
 
-TEST_CASE("state rules: impossible values in a checkpoint are refused with file, key and rule",
-          "[amp][state_rules]") {
+TEST_CASE("state rules: impossible values in a checkpoint are refused with file, key and rule", "[amp][state_rules]") {
   test::TempDir dir;
   const std::string good = (dir.path / "good.safetensors").string();
   {
@@ -151,45 +150,73 @@ TEST_CASE("state rules: impossible values in a checkpoint are refused with file,
   const std::string scale_rule = "the loss scale is finite, > 0 and in [min_scale, max_scale]";
   // The scale (default max_scale 2^24, min_scale 1).
   for (double v : {kInf, -kInf, kNaN, -1.0, 0.0, 0.5, 33554432.0}) {
-    bad("scaler.scale", [v](const Tensor& t) { return set_f64(t, 0, v); }, scale_rule);
+    bad(
+        "scaler.scale", [v](const Tensor& t) { return set_f64(t, 0, v); }, scale_rule);
   }
   // The state counters.
-  bad("scaler.state", [](const Tensor& t) { return set_i64(t, kAmpGrowthTracker, -1); }, "growth tracker");
-  bad("scaler.state", [](const Tensor& t) { return set_i64(t, kAmpGrowthTracker, kI64Min); }, "growth tracker");
-  bad("scaler.state", [](const Tensor& t) { return set_i64(t, kAmpGrowthTracker, 3); }, "growth_interval");
-  bad("scaler.state", [](const Tensor& t) { return set_i64(t, kAmpIteration, -1); }, "iteration count");
-  bad("scaler.state", [](const Tensor& t) { return set_i64(t, kAmpIteration, kI64Min); }, "iteration count");
-  bad("scaler.state", [](const Tensor& t) { return set_i64(t, kAmpIteration, kCounterLimit); }, "2^62");
-  bad("scaler.state", [](const Tensor& t) { return set_i64(t, kAmpSkipped, kI64Max - 1); }, "skipped steps");
-  bad("scaler.state", [](const Tensor& t) { return set_i64(t, kAmpSkipped, -5); }, "skipped steps");
-  bad("scaler.state", [](const Tensor& t) { return set_i64(t, kAmpApplied, 4); }, "applied or skipped");
-  bad("scaler.state", [](const Tensor& t) { return set_i64(t, kAmpOverflowsInRow, 1); }, "hysteresis");
-  bad("scaler.state", [](const Tensor& t) { return set_i64(t, kAmpCollapsed, 2); }, "collapsed flag");
-  bad("scaler.state", [](const Tensor& t) { return set_i64(t, kAmpLastOverflow, 99); }, "last overflow");
-  bad("scaler.state", [](const Tensor& t) { return set_i64(t, kAmpScaleBits, 0); }, "scale bits");
+  bad(
+      "scaler.state", [](const Tensor& t) { return set_i64(t, kAmpGrowthTracker, -1); }, "growth tracker");
+  bad(
+      "scaler.state", [](const Tensor& t) { return set_i64(t, kAmpGrowthTracker, kI64Min); }, "growth tracker");
+  bad(
+      "scaler.state", [](const Tensor& t) { return set_i64(t, kAmpGrowthTracker, 3); }, "growth_interval");
+  bad(
+      "scaler.state", [](const Tensor& t) { return set_i64(t, kAmpIteration, -1); }, "iteration count");
+  bad(
+      "scaler.state", [](const Tensor& t) { return set_i64(t, kAmpIteration, kI64Min); }, "iteration count");
+  bad(
+      "scaler.state", [](const Tensor& t) { return set_i64(t, kAmpIteration, kCounterLimit); }, "2^62");
+  bad(
+      "scaler.state", [](const Tensor& t) { return set_i64(t, kAmpSkipped, kI64Max - 1); }, "skipped steps");
+  bad(
+      "scaler.state", [](const Tensor& t) { return set_i64(t, kAmpSkipped, -5); }, "skipped steps");
+  bad(
+      "scaler.state", [](const Tensor& t) { return set_i64(t, kAmpApplied, 4); }, "applied or skipped");
+  bad(
+      "scaler.state", [](const Tensor& t) { return set_i64(t, kAmpOverflowsInRow, 1); }, "hysteresis");
+  bad(
+      "scaler.state", [](const Tensor& t) { return set_i64(t, kAmpCollapsed, 2); }, "collapsed flag");
+  bad(
+      "scaler.state", [](const Tensor& t) { return set_i64(t, kAmpLastOverflow, 99); }, "last overflow");
+  bad(
+      "scaler.state", [](const Tensor& t) { return set_i64(t, kAmpScaleBits, 0); }, "scale bits");
   // The options (NaN is named as NaN, not as a converted integer).
-  bad("scaler.options", [](const Tensor& t) { return set_f64(t, kAmpOptGrowthInterval, kNaN); }, "numbers");
-  bad("scaler.options", [](const Tensor& t) { return set_f64(t, kAmpOptHysteresis, 2.5); }, "hysteresis is an");
-  bad("scaler.options", [](const Tensor& t) { return set_f64(t, kAmpOptMinScale, kInf); }, "numbers");
-  bad("scaler.options", [](const Tensor& t) { return set_f64(t, kAmpOptGrowthFactor, 1.0); }, "growth_factor > 1");
-  bad("scaler.options", [](const Tensor& t) { return set_f64(t, kAmpOptBackoffFactor, 1.0); }, "backoff_factor");
-  bad("scaler.options", [](const Tensor& t) { return set_f64(t, kAmpOptMinScale, -1.0); }, "min_scale <=");
+  bad(
+      "scaler.options", [](const Tensor& t) { return set_f64(t, kAmpOptGrowthInterval, kNaN); }, "numbers");
+  bad(
+      "scaler.options", [](const Tensor& t) { return set_f64(t, kAmpOptHysteresis, 2.5); }, "hysteresis is an");
+  bad(
+      "scaler.options", [](const Tensor& t) { return set_f64(t, kAmpOptMinScale, kInf); }, "numbers");
+  bad(
+      "scaler.options", [](const Tensor& t) { return set_f64(t, kAmpOptGrowthFactor, 1.0); }, "growth_factor > 1");
+  bad(
+      "scaler.options", [](const Tensor& t) { return set_f64(t, kAmpOptBackoffFactor, 1.0); }, "backoff_factor");
+  bad(
+      "scaler.options", [](const Tensor& t) { return set_f64(t, kAmpOptMinScale, -1.0); }, "min_scale <=");
   // The optimizer.
   const std::string step_rule = "an optimizer step counter is an integer in [0, 2^62)";
   for (int64_t v : {int64_t{-1}, int64_t{-3}, kI64Min, kCounterLimit, kI64Max}) {
-    bad("optim.step.0", [v](const Tensor& t) { return set_i64(t, 0, v); }, step_rule);
+    bad(
+        "optim.step.0", [v](const Tensor& t) { return set_i64(t, 0, v); }, step_rule);
   }
   for (double v : {2.5, kNaN, -3.0, 1e30, kInf}) {
-    bad("optim.step.0", [v](const Tensor&) { return from_vector(std::vector<float>{static_cast<float>(v)}); },
+    bad(
+        "optim.step.0", [v](const Tensor&) { return from_vector(std::vector<float>{static_cast<float>(v)}); },
         step_rule);
   }
-  bad("optim.step.0", [](const Tensor& t) { return set_i64(t, 0, 0); }, "before the first applied step");
-  bad("optim.state2.0.0", [](const Tensor& t) { return set_f64(t, 1, -1e-3); }, "second moment");
-  bad("optim.state2.0.0", [](const Tensor& t) { return set_f64(t, 0, kInf); }, "finite");
-  bad("optim.state1.0.1", [](const Tensor& t) { return set_f64(t, 0, kNaN); }, "finite");
+  bad(
+      "optim.step.0", [](const Tensor& t) { return set_i64(t, 0, 0); }, "before the first applied step");
+  bad(
+      "optim.state2.0.0", [](const Tensor& t) { return set_f64(t, 1, -1e-3); }, "second moment");
+  bad(
+      "optim.state2.0.0", [](const Tensor& t) { return set_f64(t, 0, kInf); }, "finite");
+  bad(
+      "optim.state1.0.1", [](const Tensor& t) { return set_f64(t, 0, kNaN); }, "finite");
   // The model.
-  bad("model.0.weight", [](const Tensor& t) { return set_f64(t, 3, kNaN); }, "model weights and buffers are finite");
-  bad("model.2.bias", [](const Tensor& t) { return set_f64(t, 1, -kInf); }, "model weights and buffers are finite");
+  bad(
+      "model.0.weight", [](const Tensor& t) { return set_f64(t, 3, kNaN); }, "model weights and buffers are finite");
+  bad(
+      "model.2.bias", [](const Tensor& t) { return set_f64(t, 1, -kInf); }, "model weights and buffers are finite");
 }
 
 TEST_CASE("state rules: an f32 step counter from an older file loads when it is an exact integer",
@@ -204,13 +231,12 @@ TEST_CASE("state rules: an f32 step counter from an older file loads when it is 
   for (auto& [name, t] : state) {
     if (name == "step.0") t = from_vector(std::vector<float>{2.5f});
   }
-  CHECK_THROWS_WITH(b.opt->load_state_dict(state), Catch::Contains("'step.0' holds 2.5") &&
-                                                       Catch::Contains("corrupt or foreign checkpoint"));
+  CHECK_THROWS_WITH(b.opt->load_state_dict(state),
+                    Catch::Contains("'step.0' holds 2.5") && Catch::Contains("corrupt or foreign checkpoint"));
   CHECK(b.opt->steps_applied(0) == 3);  // unchanged
 }
 
-TEST_CASE("state rules: a checkpoint from before the first step replaces the optimizer's state",
-          "[amp][state_rules]") {
+TEST_CASE("state rules: a checkpoint from before the first step replaces the optimizer's state", "[amp][state_rules]") {
   test::TempDir dir;
   const std::string path = (dir.path / "fresh.safetensors").string();
   Trained fresh(0);
@@ -242,8 +268,7 @@ TEST_CASE("state rules: in-memory loaders refuse the same states", "[amp][state_
   // Module::load_state_dict: a key given twice.
   optim::NamedTensors model_state = a.model->state_dict();
   model_state.push_back(model_state.front());
-  CHECK_THROWS_WITH(a.model->load_state_dict(model_state),
-                    Catch::Contains("the key '0.weight' appears twice"));
+  CHECK_THROWS_WITH(a.model->load_state_dict(model_state), Catch::Contains("the key '0.weight' appears twice"));
   // Optimizer::load_state_dict: a key given twice.
   optim::NamedTensors opt_state = a.opt->state_dict();
   opt_state.push_back(opt_state.back());

@@ -104,15 +104,25 @@ const nn::SafetensorsFile& base() {
 
 double special_double(uint8_t k, uint64_t payload) {
   constexpr double kInf = std::numeric_limits<double>::infinity();
-  const double table[] = {kInf, -kInf, std::nan(""), 0.0, -0.0, -1.0, 1e-45, 1e-300, 3.5e38, 1e30,
-                          0.5,  2.0,  65536.0,     16777216.0, 33554432.0, -1e-3};
+  const double table[] = {kInf,   -kInf, std::nan(""), 0.0, -0.0,    -1.0,       1e-45,      1e-300,
+                          3.5e38, 1e30,  0.5,          2.0, 65536.0, 16777216.0, 33554432.0, -1e-3};
   if (k < std::size(table)) return table[k];
   return std::bit_cast<double>(payload);
 }
 
 int64_t special_int(uint8_t k, uint64_t payload) {
-  const int64_t table[] = {std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(), -1, 0, 1, 2,
-                           kCounterLimit, kCounterLimit - 1, 1 << 24, 2000, 4, 5};
+  const int64_t table[] = {std::numeric_limits<int64_t>::min(),
+                           std::numeric_limits<int64_t>::max(),
+                           -1,
+                           0,
+                           1,
+                           2,
+                           kCounterLimit,
+                           kCounterLimit - 1,
+                           1 << 24,
+                           2000,
+                           4,
+                           5};
   if (k < std::size(table)) return table[k];
   return static_cast<int64_t>(payload % 64) - 8;  // small values near the real ones
 }
