@@ -135,11 +135,15 @@ void check_optimizer_state_values(const NamedTensors& state, const StateSource& 
     check_finite(src, key, t, "optimizer masters and moments are finite");
     if (kind == "state1" || kind == "state2") {
       if (kind == "state2") {
-        const Tensor h = host(t).to(kF64).contiguous();
-        const double* p = h.data<double>();
+        // f32 as optimizers keep it, scanned in place; another dtype (refused
+        // later by the structure check) through an f64 copy.
+        const Tensor h = t.dtype() == kF32 ? host(t) : host(t).to(kF64).contiguous();
+        const float* f32 = h.dtype() == kF32 ? h.data<float>() : nullptr;
+        const double* f64 = h.dtype() == kF32 ? nullptr : h.data<double>();
         for (int64_t i = 0; i < h.numel(); ++i) {
-          if (p[i] < 0.0) {
-            refuse(src, key, "holds " + shown_value(p[i]) + " at element " + std::to_string(i),
+          const double v = f32 != nullptr ? static_cast<double>(f32[i]) : f64[i];
+          if (v < 0.0) {
+            refuse(src, key, "holds " + shown_value(v) + " at element " + std::to_string(i),
                    "a second moment (a running mean of squares) is >= 0");
           }
         }
