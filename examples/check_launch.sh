@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # ctest script: hg-train's launch and its messages. Every option is checked
-# before a worker starts: a huge --nproc and --nproc 40 with a bad batch are
+# before a worker starts: a huge --nproc, --nproc 40 with a bad batch, a bad
+# --device and --resume without a checkpoint are
 # refused at once, with one message, without starting a process (run under a
 # `ulimit -u` guard: a launcher that did start workers fails to fork instead
 # of exhausting the machine's process IDs). Then each message names its cause
@@ -51,6 +52,9 @@ $out"
 }
 quick_refusal "--nproc: must be a whole number of processes from 1 to 256" "${A[@]}" --out "$W/x" --nproc 100000
 quick_refusal "not divisible by the 40 processes" --limit 256 --epochs 1 --batch-size 130 --device cpu --out "$W/x" --nproc 40
+mkdir -p "$W/none"
+quick_refusal "no checkpoint in .*--overwrite" "${A[@]}" --out "$W/none" --nproc 2 --resume
+quick_refusal "cannot parse device .nosuch." --limit 256 --epochs 1 --out "$W/x" --nproc 2 --device nosuch
 [ ! -e "$W/x" ] || fail "a refused launch created --out"
 
 # --nproc 0 in words, not a range with a 310-digit bound.

@@ -494,6 +494,21 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (o.nproc > 1 && !launch.launched()) {
+    // The device and --resume's checkpoint are checked here too, so that a
+    // bad value gets one message, not one per worker.
+    try {
+      (void)pick_device(o.device);
+    } catch (const hg::Error& e) {
+      std::fprintf(stderr, "hg-train: %s\n", hg::train::without_program_prefix(e.message()).c_str());
+      return 1;
+    }
+    if (o.resume && !fs::exists(fs::path(o.out) / "checkpoint.safetensors")) {
+      std::fprintf(stderr,
+                   "hg-train: --resume: no checkpoint in '%s': no run there got as far as its first checkpoint (it "
+                   "stopped early, or never ran); start it afresh with --overwrite instead of --resume\n",
+                   o.out.c_str());
+      return 1;
+    }
     // Not launched yet: become hg-run, which starts N copies of this command.
     std::error_code ec;
     const fs::path self = fs::read_symlink("/proc/self/exe", ec);
