@@ -12,12 +12,13 @@
 #include "autograd/grad_mode.h"
 #include "core/error.h"
 #include "core/profiler.h"
+#include "optim/state_check.h"
 
 namespace hg::amp {
 
 namespace {
 
-constexpr int64_t kNumOptionValues = 9;
+constexpr int64_t kNumOptionValues = kAmpOptionCount;
 
 std::vector<double> option_values(const GradScalerOptions& o) {
   return {o.init_scale,     o.growth_factor,  o.backoff_factor,
@@ -326,6 +327,7 @@ void GradScaler::load_state_dict(const std::vector<std::pair<std::string, Tensor
   const Tensor opts = get("options", kF64, kNumOptionValues);
   HG_CHECK(given.size() == 3, "GradScaler::load_state_dict: expected 'scale', 'state' and 'options', got ",
            given.size(), " entries");
+  optim::check_scaler_state_values(state, {});  // Note [Training-state rules]; before any value is used
   GradScalerOptions loaded = options_from(opts.to_vector<double>(), options_.enabled);
   validate(loaded);
   options_ = loaded;

@@ -29,7 +29,7 @@
 namespace {
 
 const std::vector<std::string> kSuites = {"ceilings",  "gemm",      "bandwidth", "attention", "optimizer",
-                                          "train-mlp", "train-cnn", "train-gpt", "accuracy"};
+                                          "train-mlp", "train-cnn", "train-gpt", "accuracy",  "io"};
 
 // Named sets of workloads (--set), as shell patterns over the workload names.
 // gpu-check: what one short GPU run must bring back (scripts/gpu-check): the
@@ -125,9 +125,10 @@ int main(int argc, char** argv) {
         want.insert(kSuites.begin(), kSuites.end());
         continue;
       }
-      HG_CHECK(std::find(kSuites.begin(), kSuites.end(), s) != kSuites.end(), "hg-bench: unknown suite '", s,
-               "'; the suites are ceilings gemm bandwidth attention optimizer train-mlp train-cnn train-gpt accuracy "
-               "(or all)");
+      HG_CHECK(
+          std::find(kSuites.begin(), kSuites.end(), s) != kSuites.end(), "hg-bench: unknown suite '", s,
+          "'; the suites are ceilings gemm bandwidth attention optimizer train-mlp train-cnn train-gpt accuracy io "
+          "(or all)");
       want.insert(s);
     }
     if (want.empty()) want.insert(kSuites.begin(), kSuites.end());
@@ -156,6 +157,7 @@ int main(int argc, char** argv) {
     if (want.count("train-cnn")) hgb::add_train_cnn(bench, all);
     if (want.count("train-gpt")) hgb::add_train_gpt(bench, all);
     if (want.count("accuracy")) hgb::add_accuracy(bench, all);
+    if (want.count("io")) hgb::add_io(bench, all);
     const NamedSet* set = nullptr;
     if (!set_name.empty()) {
       for (const auto& s : kSets) {

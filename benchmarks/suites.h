@@ -25,6 +25,8 @@ void add_train_mlp(Bench& b, std::vector<Workload>& out);
 // train-cnn: full training steps of hg-train's CNN.
 void add_train_cnn(Bench& b, std::vector<Workload>& out);
 void add_train_gpt(Bench& b, std::vector<Workload>& out);
+// io: checkpoint reading (the safetensors header parse at 10K-1M tensors).
+void add_io(Bench& b, std::vector<Workload>& out);
 // accuracy: ulp error against f64 per kernel family (no timing).
 void add_accuracy(Bench& b, std::vector<Workload>& out);
 

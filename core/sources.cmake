@@ -16,6 +16,7 @@ list(APPEND HG_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/generator.cpp
   ${CMAKE_CURRENT_LIST_DIR}/version.cpp
   ${CMAKE_CURRENT_LIST_DIR}/profiler.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/hash.cpp
 )
 # core/version.h: generated from project(halfgrad VERSION ...) into
 # <build>/generated (CMakeLists.txt puts that folder on the include path).

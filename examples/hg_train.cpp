@@ -37,6 +37,7 @@
 #include <functional>
 #include <initializer_list>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -169,6 +170,68 @@ CLI::Validator at_least(double min, const std::string& what = "") {
         return std::string();
       },
       "");  // the range is in the option's help text
+}
+
+// --lr: the optimizer keeps it as an f32, so it must be a normal f32 > 0
+// (a larger value would become inf, a denormal one 0 or imprecise).
+CLI::Validator learning_rate() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        char* end = nullptr;
+        errno = 0;
+        const double v = std::strtod(text.c_str(), &end);
+        if (text.empty() || *end != '\0' || std::isnan(v)) return "must be a number, got '" + text + "'";
+        if (v <= 0) return "must be > 0, got '" + text + "'";
+        if (v > static_cast<double>(std::numeric_limits<float>::max())) {
+          return "must be at most 3.4e38 (the largest float the optimizer holds), got '" + text + "'";
+        }
+        if (v < static_cast<double>(std::numeric_limits<float>::min())) {
+          return "must be at least 1.2e-38 (the smallest normal float; a smaller learning rate trains nothing), "
+                 "got '" +
+                 text + "'";
+        }
+        return std::string();
+      },
+      "");
+}
+
+// --seed: a whole number that fits 64 bits (larger ones are refused, not
+// saturated to 2^64 - 1).
+CLI::Validator seed_value() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        const bool digits =
+            !text.empty() && std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+        uint64_t v = 0;
+        const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+        if (!digits || ec != std::errc() || ptr != text.data() + text.size()) {
+          return "must be a whole number in [0, 18446744073709551615] (2^64 - 1), got '" + text + "'";
+        }
+        return std::string();
+      },
+      "");
+}
+
+// --nproc: each process is a full hg-train, so the count is bounded: a typo
+// must not exhaust the machine's process IDs.
+constexpr int kMaxProcesses = 256;
+CLI::Validator process_count() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        int v = 0;
+        const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+        const bool whole = !text.empty() && ec == std::errc() && ptr == text.data() + text.size();
+        if (whole && v == 0) {
+          return "0 processes cannot train; give the number of data-parallel processes (2 or more), or leave "
+                 "--nproc out to train in one process";
+        }
+        if (!whole || v < 1 || v > kMaxProcesses) {
+          return "must be a whole number of processes from 1 to " + std::to_string(kMaxProcesses) +
+                 " (each is a full hg-train on this machine), got '" + text.substr(0, 40) + "'";
+        }
+        return std::string();
+      },
+      "");
 }
 
 CLI::Validator positive_finite() {
@@ -317,7 +380,7 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"fp32", "fp16-master", "bf16-master", "amp-fp16", "amp-bf16", "auto"}));
   app.add_option("--epochs", o.epochs, "passes over the training set (>= 1)")->check(at_least(1, "an integer"));
   app.add_option("--batch-size", o.batch_size, "samples per step (>= 1)")->check(at_least(1, "an integer"));
-  app.add_option("--lr", o.lr, "AdamW peak learning rate (> 0)")->check(positive_finite());
+  app.add_option("--lr", o.lr, "AdamW peak learning rate (a normal float > 0)")->check(learning_rate());
   app.add_option("--optimizer", o.optimizer,
                  "adamw | lion (lr / 3) | muon (hidden matrices at 20 x lr, the rest AdamW); "
                  "hg::optim::make_optimizer, docs/optim.md")
@@ -330,7 +393,7 @@ int main(int argc, char** argv) {
   app.add_option("--clip-grad", o.clip_grad, "clip the global gradient norm to this value (>= 0; 0 = off)")
       ->check(at_least(0));
   // "-1" would wrap to 18446744073709551615 in the unsigned seed.
-  app.add_option("--seed", o.seed, "seed for init and shuffling (>= 0)")->check(at_least(0, "an integer"));
+  app.add_option("--seed", o.seed, "seed for init and shuffling (>= 0)")->check(seed_value());
   app.add_option("--limit", o.limit, "use only the first N training samples (0 = all)")
       ->check(at_least(0, "an integer"));
   app.add_option("--test-limit", o.test_limit, "evaluate on only the first N test samples (0 = all)")
@@ -356,8 +419,9 @@ int main(int argc, char** argv) {
       ->check(at_least(0, "an integer"));
   app.add_option("--nproc", o.nproc,
                  "data-parallel over N local processes started through hg-run (gloo on cpu, nccl on cuda); "
-                 "--batch-size is the global batch and must be divisible by N")
-      ->check(CLI::PositiveNumber);
+                 "--batch-size is the global batch and must be divisible by N (1 to 256; leave it out for one "
+                 "process)")
+      ->check(process_count());
   // The GPT job's own options (--model gpt; docs/gpt.md).
   hg::train::GptJobOptions g;
   const std::vector<CLI::Option*> gpt_only{
@@ -430,7 +494,28 @@ int main(int argc, char** argv) {
   }
   if (o.precision == "auto") o.precision = "amp-fp16";  // the Fashion-MNIST job's default
   const hg::distributed::LaunchEnv launch = hg::distributed::launch_env();
+  // Every check of the options runs before a worker starts: one refusal, here.
+  if (o.nproc > 1 && o.batch_size % o.nproc != 0) {
+    std::fprintf(stderr, "hg-train: --batch-size %lld is not divisible by the %d processes; use a multiple of %d\n",
+                 static_cast<long long>(o.batch_size), o.nproc, o.nproc);
+    return 1;
+  }
   if (o.nproc > 1 && !launch.launched()) {
+    // The device and --resume's checkpoint are checked here too, so that a
+    // bad value gets one message, not one per worker.
+    try {
+      (void)pick_device(o.device);
+    } catch (const hg::Error& e) {
+      std::fprintf(stderr, "hg-train: %s\n", hg::train::without_program_prefix(e.message()).c_str());
+      return 1;
+    }
+    if (o.resume && !fs::exists(fs::path(o.out) / "checkpoint.safetensors")) {
+      std::fprintf(stderr,
+                   "hg-train: --resume: no checkpoint in '%s': no run there got as far as its first checkpoint (it "
+                   "stopped early, or never ran); start it afresh with --overwrite instead of --resume\n",
+                   o.out.c_str());
+      return 1;
+    }
     // Not launched yet: become hg-run, which starts N copies of this command.
     std::error_code ec;
     const fs::path self = fs::read_symlink("/proc/self/exe", ec);
@@ -588,8 +673,9 @@ int main(int argc, char** argv) {
     std::vector<PendingPoint> pending;
 
     if (o.resume) {
-      HG_CHECK(fs::exists(ckpt_path), "--resume: no checkpoint at '", ckpt_path,
-               "'; run once without --resume (same --out) first");
+      HG_CHECK(fs::exists(ckpt_path), "--resume: no checkpoint at '", ckpt_path, "': no run in '", o.out,
+               "' got as far as its first checkpoint (it stopped early, or never ran); start it afresh with "
+               "--overwrite (replaces hg-train's files there) instead of --resume");
       hg::optim::NamedTensors scaler_state;
       // Every check runs before the model or optimizer changes (an atomic load).
       const hg::optim::TrainingProgress p = hg::optim::load_training_checkpoint(
@@ -637,8 +723,10 @@ int main(int argc, char** argv) {
     // A diverged run stops here, before anything non-finite reaches a
     // checkpoint or metrics.jsonl (the files keep the last finite state).
     auto require_finite_loss = [&](double sum) {
+      // The epoch of the last step taken (the loader may already be at the next).
+      const int64_t epoch_of_step = global_step > 0 ? (global_step - 1) / num_batches + 1 : 1;
       HG_CHECK(std::isfinite(sum), "the training loss became ", sum, " by step ", global_step, " (epoch ",
-               train.epoch() + 1, "): the run diverged, so it stops here without saving; ",
+               epoch_of_step, "): the run diverged, so it stops here without saving; ",
                "lower --lr or use --clip-grad, then start again (or --resume from the last checkpoint)");
     };
     // Reads the pending sub-epoch points (one copy each; the device is in
@@ -879,7 +967,7 @@ int main(int argc, char** argv) {
     term.end_progress();
     // The message says what went wrong and what to do; the source location
     // (e.file():e.line()) is for a developer: HG_LOG_LEVEL=debug shows it.
-    std::fprintf(stderr, "hg-train: %s\n", e.message().c_str());
+    std::fprintf(stderr, "hg-train: %s\n", hg::train::without_program_prefix(e.message()).c_str());
     HG_LOG_DEBUG("hg-train: the error was raised at {}:{}", e.file(), e.line());
     return 1;
   } catch (const std::exception& e) {  // a bug, but reported, not an abort

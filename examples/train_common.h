@@ -84,13 +84,28 @@ inline int64_t extra_int(const optim::TrainingProgress& p, const std::string& ke
   return value;
 }
 
-// A finite loss sum stored in the checkpoint's extras, or an hg::Error.
+// A finite loss sum stored in the checkpoint's extras, or an hg::Error
+// naming the key (load_training_checkpoint adds the file).
 inline double extra_sum(const optim::TrainingProgress& p, const std::string& key) {
   auto it = p.extra.find(key);
   HG_CHECK(it != p.extra.end(), "--resume: the checkpoint lacks '", key, "'; it was not written by this hg-train job");
-  const double v = optim::parse_exact_double(it->second);
-  HG_CHECK(std::isfinite(v), "--resume: the checkpoint's '", key, "' is not finite; the file is corrupt");
+  double v = 0.0;
+  try {
+    v = optim::parse_exact_double(it->second);
+  } catch (const Error&) {
+    HG_FAIL("--resume: the checkpoint's metadata entry 'extra.", key, "' = '", it->second.substr(0, 40),
+            "' is not a number (hg-train writes the \"%a\" form); the file is corrupt or from another program");
+  }
+  HG_CHECK(std::isfinite(v), "--resume: the checkpoint's metadata entry 'extra.", key, "' is ", v,
+           ", not a finite loss sum; the file is corrupt or from another program");
   return v;
+}
+
+// An error message without a leading "hg-train: " (the programs add their
+// own prefix; messages of hg-train's own writers carry it already).
+inline std::string without_program_prefix(const std::string& message) {
+  const std::string prefix = "hg-train: ";
+  return message.rfind(prefix, 0) == 0 ? message.substr(prefix.size()) : message;
 }
 
 // hg-train --profile N: the N-th step of this process (1-based; 0: none) runs

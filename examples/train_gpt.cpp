@@ -499,7 +499,7 @@ int run(const GptJobOptions& options) {
     std::printf("sample (%lld tokens, %s):\n%s\n", static_cast<long long>(o.sample_tokens), how.c_str(), text.c_str());
   } catch (const Error& e) {
     term.end_progress();
-    std::fprintf(stderr, "hg-train: %s\n", e.message().c_str());
+    std::fprintf(stderr, "hg-train: %s\n", hg::train::without_program_prefix(e.message()).c_str());
     HG_LOG_DEBUG("hg-train: the error was raised at {}:{}", e.file(), e.line());
     return 1;
   } catch (const std::exception& e) {

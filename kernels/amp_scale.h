@@ -41,6 +41,8 @@
 //             tracker += 1; when tracker == growth_interval: tracker = 0 and
 //             S = S * growth if that is finite and <= max_scale, else
 //             max_scale if S < max_scale, else S (never inf).
+//   Every += 1 saturates at kCounterLimit (Note [Counter limit] in
+//   core/counters.h), so no state makes the update overflow.
 //   always:   iteration += 1, inv_scale = round_f32(1 / (double)S),
 //             found_any = 0.
 #pragma once
@@ -49,6 +51,7 @@
 #include <cstring>
 #include <vector>
 
+#include "core/counters.h"
 #include "core/macros.h"
 #include "core/tensor.h"
 
@@ -66,6 +69,21 @@ enum AmpState : int {
   kAmpCollapsed,           // 1 once min_scale_overflows reached collapse_steps
   kAmpScaleBits,           // the f32 bits of the scale (for one host read)
   kAmpStateSize
+};
+
+// Slots of the f64 "options" tensor of GradScaler::state_dict (GradScalerOptions
+// in this order; integer options are stored as exact doubles).
+enum AmpOptionSlot : int {
+  kAmpOptInitScale = 0,
+  kAmpOptGrowthFactor,
+  kAmpOptBackoffFactor,
+  kAmpOptGrowthInterval,
+  kAmpOptMinScale,
+  kAmpOptMaxScale,
+  kAmpOptHysteresis,
+  kAmpOptCollapseSteps,
+  kAmpOptCheckEvery,
+  kAmpOptionCount
 };
 
 // The update rule's parameters (validated by amp::GradScaler).
@@ -93,24 +111,24 @@ HG_HOST_DEVICE inline void amp_update_state(float* scale, float* inv_scale, int6
                                             const AmpScaleOptions& o) {
   float s = *scale;
   if (*found_any != 0.0f) {
-    state[kAmpSkipped] += 1;
+    state[kAmpSkipped] = saturating_increment(state[kAmpSkipped]);
     state[kAmpGrowthTracker] = 0;
     if (s <= o.min_scale) {
-      state[kAmpMinScaleOverflows] += 1;
+      state[kAmpMinScaleOverflows] = saturating_increment(state[kAmpMinScaleOverflows]);
       if (state[kAmpMinScaleOverflows] >= o.collapse_steps) state[kAmpCollapsed] = 1;
     }
-    state[kAmpOverflowsInRow] += 1;
+    state[kAmpOverflowsInRow] = saturating_increment(state[kAmpOverflowsInRow]);
     if (state[kAmpOverflowsInRow] >= o.hysteresis) {
       const float backed = s * o.backoff_factor;
       s = backed > o.min_scale ? backed : o.min_scale;
       state[kAmpOverflowsInRow] = 0;
     }
-    state[kAmpLastOverflow] = state[kAmpIteration] + 1;
+    state[kAmpLastOverflow] = saturating_increment(state[kAmpIteration]);
   } else {
-    state[kAmpApplied] += 1;
+    state[kAmpApplied] = saturating_increment(state[kAmpApplied]);
     state[kAmpOverflowsInRow] = 0;
     state[kAmpMinScaleOverflows] = 0;
-    state[kAmpGrowthTracker] += 1;
+    state[kAmpGrowthTracker] = saturating_increment(state[kAmpGrowthTracker]);
     if (state[kAmpGrowthTracker] >= o.growth_interval) {
       state[kAmpGrowthTracker] = 0;
       const float grown = s * o.growth_factor;
@@ -121,7 +139,7 @@ HG_HOST_DEVICE inline void amp_update_state(float* scale, float* inv_scale, int6
       }
     }
   }
-  state[kAmpIteration] += 1;
+  state[kAmpIteration] = saturating_increment(state[kAmpIteration]);
   *scale = s;
   *inv_scale = static_cast<float>(1.0 / static_cast<double>(s));
   state[kAmpScaleBits] = amp_float_bits(s);

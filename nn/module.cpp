@@ -143,7 +143,11 @@ NamedTensors Module::state_dict() const {
 
 void Module::load_state_dict(const NamedTensors& state, bool strict) {
   std::map<std::string, Tensor> given;
-  for (const auto& [name, t] : state) given[name] = t;
+  for (const auto& [name, t] : state) {
+    // Two entries for one name would make the result depend on their order.
+    HG_CHECK(given.emplace(name, t).second, "load_state_dict: the key '", name,
+             "' appears twice in the state; each parameter or buffer may be given once");
+  }
   std::vector<std::string> missing, unexpected, mismatched;
   const NamedTensors own = state_dict();
   std::map<std::string, bool> own_names;

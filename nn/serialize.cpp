@@ -20,8 +20,11 @@
 #include <vector>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <exception>
+#include <functional>
 
 #include "core/atomic_file.h"
+#include "core/hash.h"
 #include "nn/module.h"
 
 namespace hg::nn {
@@ -32,7 +35,9 @@ static_assert(std::endian::native == std::endian::little,
 
 namespace {
 
-using Json = nlohmann::ordered_json;  // keeps the writer's tensor order in the header
+// Header values are parsed entry by entry (HeaderReader below); the writer
+// writes the header text itself, in the tensors' order.
+using Json = nlohmann::json;
 
 constexpr std::string_view kMetadataKey = "__metadata__";
 
@@ -145,23 +150,36 @@ void save_safetensors(const std::string& path,
   // Contiguous CPU copies (a no-op for tensors that already are), laid out back to back.
   std::vector<Tensor> host;
   host.reserve(tensors.size());
-  Json header = Json::object();
-  if (!metadata.empty()) {
-    Json meta = Json::object();
-    for (const auto& [key, value] : metadata) meta[key] = value;
-    header[std::string(kMetadataKey)] = std::move(meta);
+  // The header text is assembled entry by entry (linear in the number of
+  // tensors; the names are unique, checked above):
+  // {"__metadata__":{...},"<name>":{"dtype":..,"shape":[..],"data_offsets":[b,e]},...}
+  std::string header_text = "{";
+  auto add_entry = [&](std::string_view key, const std::string& value_json) {
+    if (header_text.size() > 1) header_text += ',';
+    header_text += Json(std::string(key)).dump();
+    header_text += ':';
+    header_text += value_json;
+  };
+  for (const auto& [name, tensor] : tensors) host.push_back(tensor.cpu().contiguous());
+  Xxh64 hash;  // Note [Integrity hash]: the data section, in file order
+  for (const Tensor& t : host) {
+    if (t.nbytes() > 0) hash.update(t.data_ptr(), t.nbytes());
   }
+  Json meta = Json::object();
+  for (const auto& [key, value] : metadata) meta[key] = value;
+  meta[kIntegrityKey] = hex64(hash.digest());
+  add_entry(kMetadataKey, meta.dump());
   uint64_t offset = 0;
-  for (const auto& [name, tensor] : tensors) {
-    Tensor cpu = tensor.cpu().contiguous();
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const std::string& name = tensors[i].first;
+    const Tensor& cpu = host[i];
     const uint64_t nbytes = cpu.nbytes();
-    header[name] = Json{{"dtype", std::string(safetensors_dtype_name(cpu.dtype()))},
-                        {"shape", cpu.sizes()},
-                        {"data_offsets", {offset, offset + nbytes}}};
+    add_entry(name, "{\"dtype\":\"" + std::string(safetensors_dtype_name(cpu.dtype())) +
+                        "\",\"shape\":" + Json(cpu.sizes()).dump() + ",\"data_offsets\":[" + std::to_string(offset) +
+                        "," + std::to_string(offset + nbytes) + "]}");
     offset += nbytes;
-    host.push_back(std::move(cpu));
   }
-  std::string header_text = header.dump();
+  header_text += '}';
   // Pad with spaces (valid JSON whitespace) so the buffer starts 8-byte aligned,
   // as the reference writer does; readers can then map tensors in place.
   header_text.append((8 - header_text.size() % 8) % 8, ' ');
@@ -261,12 +279,162 @@ void read_exact(int fd, void* data, size_t nbytes, uint64_t file_offset, const s
   }
 }
 
+// Note [Linear-time header parse]
+// A SAX handler walks the header text once. Each top-level entry (a tensor's
+// object, or __metadata__) is built as its own small value and handed to
+// `on_entry` as soon as it is complete, so the header is never one big DOM:
+// nlohmann's DOM parser with a parser callback rescans the parent object at
+// every object end, which made a header with n tensors cost O(n^2). Nested
+// values are map-based (duplicate keys looked up in O(log n)), so the parse
+// is O(n log n) in the header size with small constants; a 1M-tensor header
+// is timed by hg-bench's safetensors_header rows.
+// The errors keep their priority: JSON syntax first (thrown by the parser),
+// then a non-object header, then a duplicated key, then the first entry that
+// breaks a rule (entries are validated as they arrive, the first failure is
+// held back until the whole text has parsed).
+// The header object's keys, for the duplicate check: open addressing over
+// the keys' hashes, the keys themselves back to back in one string, so a
+// million keys cost a few arrays instead of a million hash-set nodes.
+class KeySet {
+ public:
+  // False when `key` was inserted before.
+  bool insert(std::string_view key) {
+    if (2 * (hashes_.size() + 1) > slots_.size()) grow();
+    const uint64_t h = std::hash<std::string_view>{}(key);
+    const size_t mask = slots_.size() - 1;
+    for (size_t i = h & mask;; i = (i + 1) & mask) {
+      const uint32_t slot = slots_[i];
+      if (slot == 0) {
+        slots_[i] = static_cast<uint32_t>(hashes_.size() + 1);
+        hashes_.push_back(h);
+        starts_.push_back(arena_.size());
+        arena_.append(key);
+        return true;
+      }
+      if (hashes_[slot - 1] == h && stored(slot - 1) == key) return false;
+    }
+  }
+
+ private:
+  std::string_view stored(size_t index) const {
+    const size_t end = index + 1 < starts_.size() ? starts_[index + 1] : arena_.size();
+    return std::string_view(arena_).substr(starts_[index], end - starts_[index]);
+  }
+  void grow() {
+    slots_.assign(std::max<size_t>(1024, 2 * slots_.size()), 0);
+    const size_t mask = slots_.size() - 1;
+    for (size_t k = 0; k < hashes_.size(); ++k) {
+      size_t i = hashes_[k] & mask;
+      while (slots_[i] != 0) i = (i + 1) & mask;
+      slots_[i] = static_cast<uint32_t>(k + 1);
+    }
+  }
+
+  std::vector<uint32_t> slots_;  // 0: empty, else index + 1 (a header holds < 2^32 keys)
+  std::vector<uint64_t> hashes_;
+  std::vector<size_t> starts_;
+  std::string arena_;
+};
+
+class HeaderReader {
+ public:
+  using OnEntry = std::function<void(const std::string& name, const Json& value)>;
+  HeaderReader(const std::string& path, OnEntry on_entry) : path_(path), on_entry_(std::move(on_entry)) {}
+
+  // nlohmann's SAX interface.
+  bool null() { return put(Json(nullptr)); }
+  bool boolean(bool v) { return put(Json(v)); }
+  bool number_integer(Json::number_integer_t v) { return put(Json(v)); }
+  bool number_unsigned(Json::number_unsigned_t v) { return put(Json(v)); }
+  bool number_float(Json::number_float_t v, const Json::string_t& /*text*/) { return put(Json(v)); }
+  bool string(Json::string_t& v) { return put(Json(std::move(v))); }
+  bool binary(Json::binary_t& v) { return put(Json::binary(std::move(v))); }  // never in JSON text
+  bool start_object(std::size_t /*size*/) { return open(Json::object()); }
+  bool start_array(std::size_t /*size*/) { return open(Json::array()); }
+  bool end_object() { return close(); }
+  bool end_array() { return close(); }
+  bool key(Json::string_t& k) {
+    if (stack_.empty()) {  // a key of the header object
+      if (!top_keys_.insert(k) && !duplicate_) duplicate_ = k;
+      top_key_ = std::move(k);
+    } else {
+      if (stack_.back().contains(k) && !duplicate_) duplicate_ = k;
+      keys_.back() = std::move(k);
+    }
+    return true;
+  }
+  bool parse_error(std::size_t /*position*/, const std::string& /*last_token*/, const nlohmann::detail::exception& e) {
+    HG_FAIL("safetensors file '", path_, "': the header is not valid JSON: ", clip(e.what()));
+  }
+
+  // After the parse: the held-back errors, in priority order.
+  void finish() const {
+    HG_CHECK(root_type_ == "object", "safetensors file '", path_, "': the header must be a JSON object, but it is a ",
+             root_type_);
+    HG_CHECK(!duplicate_, "safetensors file '", path_, "': the key '", clip(*duplicate_),
+             "' appears twice in the header; tensor and metadata names must be unique");
+    if (first_error_) std::rethrow_exception(first_error_);
+  }
+
+ private:
+  bool open(Json container) {
+    if (depth_ == 0) {
+      root_type_ = container.type_name();
+    } else {
+      HG_CHECK(depth_ < kMaxJsonDepth, "safetensors file '", path_, "': the header nests lists or objects more than ",
+               kMaxJsonDepth, " levels deep; a safetensors header nests at most 3 (header, entry, shape)");
+      stack_.push_back(std::move(container));
+      keys_.emplace_back();
+    }
+    ++depth_;
+    return true;
+  }
+  bool close() {
+    --depth_;
+    if (depth_ == 0) return true;  // the header object itself
+    Json done = std::move(stack_.back());
+    stack_.pop_back();
+    keys_.pop_back();
+    return put(std::move(done));
+  }
+  bool put(Json value) {
+    if (depth_ == 0) {
+      root_type_ = value.type_name();  // a header that is a bare scalar
+    } else if (stack_.empty()) {
+      // A complete top-level value: a tensor entry or the metadata.
+      if (root_type_ == "object" && !first_error_) {
+        try {
+          on_entry_(top_key_, value);
+        } catch (const Error&) {
+          first_error_ = std::current_exception();
+        }
+      }
+    } else if (stack_.back().is_object()) {
+      stack_.back()[keys_.back()] = std::move(value);
+    } else {
+      stack_.back().push_back(std::move(value));
+    }
+    return true;
+  }
+
+  const std::string& path_;
+  OnEntry on_entry_;
+  int depth_ = 0;                   // open lists and objects, the header object included
+  std::string root_type_ = "null";  // the header value's JSON type
+  std::vector<Json> stack_;         // the open lists and objects below the header object
+  std::vector<std::string> keys_;   // per entry of stack_: the key its next value goes to
+  std::string top_key_;             // the header object's current key
+  KeySet top_keys_;
+  std::optional<std::string> duplicate_;
+  std::exception_ptr first_error_;
+};
+
 }  // namespace
 
 // Every failure message starts with the file name and names the broken rule.
 #define HG_ST_CHECK(cond, ...) HG_CHECK(cond, "safetensors file '", path, "': ", __VA_ARGS__)
 
-SafetensorsFile load_safetensors(const std::string& path) {
+SafetensorsFile load_safetensors(const std::string& path, const SafetensorsReadOptions& options) {
   FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   HG_ST_CHECK(fd.valid(), "cannot open it: ", errno_text());
   struct stat info {};
@@ -290,40 +458,12 @@ SafetensorsFile load_safetensors(const std::string& path) {
   std::string header_text(header_length, '\0');
   read_exact(fd.get(), header_text.data(), header_text.size(), 8, path);
 
-  // Rule: UTF-8, JSON, an object, no duplicate keys.
+  // Rule: UTF-8, JSON, an object, no duplicate keys (Note [Linear-time header parse]).
   const std::optional<size_t> bad_byte = find_invalid_utf8(header_text);
-  HG_ST_CHECK(!bad_byte, "the header is not valid UTF-8 (bad byte at header offset ", *bad_byte,
-              ")");
-  // nlohmann keeps one value for a repeated key, so a parser callback watches
-  // the keys of every object being parsed.
-  std::vector<std::set<std::string>> open_objects;
-  std::optional<std::string> duplicate;
-  const Json::parser_callback_t track_keys = [&](int depth, Json::parse_event_t event, Json& parsed) {
-    using Event = Json::parse_event_t;
-    HG_ST_CHECK(depth <= kMaxJsonDepth, "the header nests lists or objects more than ", kMaxJsonDepth,
-                " levels deep; a safetensors header nests at most 3 (header, entry, shape)");
-    if (event == Event::object_start) open_objects.emplace_back();
-    if (event == Event::object_end && !open_objects.empty()) open_objects.pop_back();
-    if (event == Event::key && !open_objects.empty() && !duplicate &&
-        !open_objects.back().insert(parsed.get<std::string>()).second) {
-      duplicate = parsed.get<std::string>();
-    }
-    return true;
-  };
-  Json header;
-  try {
-    header = Json::parse(header_text, track_keys);
-  } catch (const nlohmann::json::exception& e) {
-    HG_FAIL("safetensors file '", path, "': the header is not valid JSON: ", clip(e.what()));
-  }
-  HG_ST_CHECK(header.is_object(), "the header must be a JSON object, but it is a ",
-              header.type_name());
-  HG_ST_CHECK(!duplicate, "the key '", clip(*duplicate),
-              "' appears twice in the header; tensor and metadata names must be unique");
-
+  HG_ST_CHECK(!bad_byte, "the header is not valid UTF-8 (bad byte at header offset ", *bad_byte, ")");
   SafetensorsFile result;
   std::vector<Entry> entries;
-  for (const auto& [name, value] : header.items()) {
+  const auto check_entry = [&](const std::string& name, const Json& value) {
     if (name == kMetadataKey) {
       // Rule: __metadata__ is an object of strings.
       HG_ST_CHECK(value.is_object(), "'", kMetadataKey,
@@ -333,7 +473,7 @@ SafetensorsFile load_safetensors(const std::string& path) {
                     clip(key), "' is a ", text.type_name());
         result.metadata.emplace(key, text.get<std::string>());
       }
-      continue;
+      return;
     }
     const std::string shown = clip(name);  // names in messages are clipped too
     // Rule: an entry is an object with exactly dtype, shape and data_offsets.
@@ -403,7 +543,14 @@ SafetensorsFile load_safetensors(const std::string& path) {
     HG_ST_CHECK(entry.end <= buffer_size, "entry '", shown, "': data_offsets [", entry.begin, ", ",
                 entry.end, "] run past the data buffer, which is ", buffer_size, " bytes");
     entries.push_back(std::move(entry));
+  };
+  HeaderReader reader(path, check_entry);
+  try {
+    Json::sax_parse(header_text, &reader);
+  } catch (const nlohmann::json::exception& e) {
+    HG_FAIL("safetensors file '", path, "': the header is not valid JSON: ", clip(e.what()));
   }
+  reader.finish();
 
   // Rules: no two tensors overlap, and together they cover the buffer exactly.
   std::vector<const Entry*> by_offset;
@@ -427,19 +574,43 @@ SafetensorsFile load_safetensors(const std::string& path) {
 
   // Only now, with every size checked against the file, allocate and read.
   const uint64_t buffer_start = 8 + header_length;
-  for (const Entry& e : entries) {
-    Tensor t = empty(e.shape, {.dtype = e.dtype});
-    if (t.nbytes() > 0)
-      read_exact(fd.get(), t.data_ptr(), t.nbytes(), buffer_start + e.begin, path);
+  std::vector<Tensor> read(entries.size());
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const Entry& e = entries[i];
+    read[i] = empty(e.shape, {.dtype = e.dtype});
+    if (read[i].nbytes() > 0) read_exact(fd.get(), read[i].data_ptr(), read[i].nbytes(), buffer_start + e.begin, path);
+  }
+
+  // Rule: the data matches the integrity hash the writer recorded, if any
+  // (Note [Integrity hash] in nn/serialize.h).
+  auto recorded = result.metadata.find(kIntegrityKey);
+  if (recorded != result.metadata.end()) {
+    if (options.verify_integrity) {
+      Xxh64 hash;
+      for (const Entry* e : by_offset) {
+        const Tensor& t = read[static_cast<size_t>(e - entries.data())];
+        if (t.nbytes() > 0) hash.update(t.data_ptr(), t.nbytes());
+      }
+      const std::string computed = hex64(hash.digest());
+      HG_ST_CHECK(recorded->second == computed, "the data does not match the integrity hash the writer recorded ",
+                  "(metadata '", kIntegrityKey, "' = '", clip(recorded->second), "', the data hashes to '", computed,
+                  "'): the file is corrupt (a changed, lost or swapped byte); restore it from a copy, or read it ",
+                  "with SafetensorsReadOptions{.verify_integrity = false} if another program changed it on purpose");
+    }
+    result.metadata.erase(recorded);
+  }
+
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const Entry& e = entries[i];
     if (e.dtype == kBool) {
       // Rule: a bool byte is 0 or 1; any other value is undefined behaviour in C++.
-      const auto* bytes = static_cast<const uint8_t*>(t.data_ptr());
-      for (size_t i = 0; i < t.nbytes(); ++i) {
-        HG_ST_CHECK(bytes[i] <= 1, "entry '", clip(e.name), "' of dtype BOOL holds the byte ",
-                    static_cast<int>(bytes[i]), " at element ", i, "; only 0 and 1 are valid");
+      const auto* bytes = static_cast<const uint8_t*>(read[i].data_ptr());
+      for (size_t j = 0; j < read[i].nbytes(); ++j) {
+        HG_ST_CHECK(bytes[j] <= 1, "entry '", clip(e.name), "' of dtype BOOL holds the byte ",
+                    static_cast<int>(bytes[j]), " at element ", j, "; only 0 and 1 are valid");
       }
     }
-    result.tensors.emplace_back(e.name, std::move(t));
+    result.tensors.emplace_back(e.name, std::move(read[i]));
   }
   return result;
 }

@@ -61,9 +61,24 @@ struct SafetensorsFile {
   const Tensor& at(std::string_view name) const;
 };
 
+// Note [Integrity hash]
+// save_safetensors records the XXH64 (core/hash.h) of the whole data section
+// as the metadata entry "halfgrad.data_xxh64" (16 hex digits). The reader
+// recomputes it over the bytes it read and refuses a mismatch, so a flipped
+// byte in a tensor (which every structural rule lets through) is caught; it
+// then drops the entry from SafetensorsFile::metadata (it describes the file,
+// not the model). Files without the entry (PyTorch's, other programs') load
+// as before; verify_integrity = false skips the check, e.g. for a foreign
+// file that copied the entry but changed the data.
+inline constexpr const char* kIntegrityKey = "halfgrad.data_xxh64";
+
+struct SafetensorsReadOptions {
+  bool verify_integrity = true;
+};
+
 // Reads and validates a whole file. Throws hg::Error naming the file and the
 // rule the file breaks.
-SafetensorsFile load_safetensors(const std::string& path);
+SafetensorsFile load_safetensors(const std::string& path, const SafetensorsReadOptions& options = {});
 
 class Module;
 

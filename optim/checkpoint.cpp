@@ -16,6 +16,7 @@
 #include "autograd/grad_mode.h"
 #include "core/error.h"
 #include "nn/serialize.h"
+#include "optim/state_check.h"
 
 namespace hg::optim {
 namespace {
@@ -141,7 +142,18 @@ TrainingProgress load_training_checkpoint(const std::string& path, nn::Module& m
     if (starts_with(key, kExtraPrefix)) p.extra.emplace(key.substr(kExtraPrefix.size()), value);
   }
 
-  if (check_progress) check_progress(p);
+  if (check_progress) {
+    try {
+      check_progress(p);
+    } catch (const Error& e) {
+      HG_FAIL("training checkpoint '", path, "': ", e.message());
+    }
+  }
+
+  // The values, before anything changes (Note [Training-state rules]).
+  check_finite_values(model_state, {path, std::string(kModelPrefix)});
+  check_optimizer_state_values(optim_state, {path, std::string(kOptimPrefix)});
+  check_scaler_state_values(scaler_entries, {path, std::string(kScalerPrefix)});
 
   // Everything is checked before anything changes: the optimizer's entries
   // (check_state_dict changes nothing), then the model's (load_state_dict

@@ -12,6 +12,7 @@
 #include "autograd/functions.h"
 #include "autograd/grad_mode.h"
 #include "core/profiler.h"
+#include "optim/state_check.h"
 
 namespace hg::optim {
 
@@ -315,6 +316,7 @@ NamedTensors Optimizer::state_dict() const {
 void Optimizer::check_state_dict(const NamedTensors& state) {
   std::map<std::string, Tensor> given(state.begin(), state.end());
   HG_CHECK(given.size() == state.size(), "optimizer load_state_dict: an entry name appears twice");
+  check_optimizer_state_values(state, {});  // Note [Training-state rules]
   // The targets of groups without state yet are made here (as a first step
   // would) and dropped again below, so the check sees the real shapes and
   // dtypes but leaves the optimizer as it was.
@@ -373,7 +375,13 @@ void Optimizer::load_state_dict(const NamedTensors& state) {
   std::map<std::string, Tensor> given(state.begin(), state.end());
   NoGradGuard no_grad;
   for (size_t g = 0; g < groups_.size(); ++g) {
-    if (!given.count("step." + std::to_string(g))) continue;
+    if (!given.count("step." + std::to_string(g))) {
+      // The state replaces the whole optimizer state: a group it has nothing
+      // for (a checkpoint from before the first step) starts afresh.
+      steps_[g] = Tensor();
+      state_[g].clear();
+      continue;
+    }
     ensure_state(g);
     auto load = [&](const std::string& name, Tensor& target) {
       if (target.defined()) target.copy_(given.at(name));

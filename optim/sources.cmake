@@ -8,4 +8,5 @@ list(APPEND HG_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/lion.cpp
   ${CMAKE_CURRENT_LIST_DIR}/make_optimizer.cpp
   ${CMAKE_CURRENT_LIST_DIR}/muon.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/state_check.cpp
 )

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/convert.h"
+#include "core/counters.h"
 #include "kernels/cpu/convert_simd.h"
 #include "kernels/optimizer.h"
 
@@ -151,7 +152,7 @@ void fused_optimizer_step(const std::vector<OptimizerSlot>& slots, const Optimiz
                           const Tensor& step, const Tensor& inv_scale, const Tensor& found_inf) {
   if (found_inf.defined() && found_inf.data<float>()[0] != 0.0f) return;  // skipped step
   int64_t& counter = step.data<int64_t>()[0];
-  counter += 1;
+  counter = saturating_increment(counter);  // Note [Counter limit] in core/counters.h
   const StepScalars scalars =
       step_scalars(hyper, inv_scale.defined() ? inv_scale.data<float>()[0] : 1.0f, counter);
   for (const OptimizerSlot& s : slots) {

@@ -1,7 +1,7 @@
 // CUDA fused optimizer step (Note [Fused optimizer step] in kernels/optimizer.h).
 //
 // advance_step_kernel
-//   formula    step += 1 unless *found_inf != 0
+//   formula    step += 1 unless *found_inf != 0 (saturating at kCounterLimit)
 //   launch     1 thread (ordered before the update on the same stream)
 // optimizer_step_kernel<P, G>
 //   formula    per element: optimizer_update (SGD / Adam / AdamW) on the fp32
@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "core/convert.h"
+#include "core/counters.h"
 #include "runtime/cuda/device_limits.h"
 #include "kernels/cuda/device_table.h"
 #include "kernels/cuda/launch.cuh"
@@ -51,7 +52,7 @@ struct SlotChunk {
 
 __global__ void advance_step_kernel(int64_t* step, const float* found_inf) {
   if (found_inf != nullptr && *found_inf != 0.0f) return;
-  *step += 1;
+  *step = saturating_increment(*step);  // Note [Counter limit] in core/counters.h
 }
 
 template <typename P, typename G>

@@ -21,6 +21,8 @@ int fuzz_safetensors(const uint8_t* data, size_t size);
 int fuzz_checkpoint(const uint8_t* data, size_t size);
 int fuzz_idx(const uint8_t* data, size_t size);
 int fuzz_npy(const uint8_t* data, size_t size);
+// Value mutations of a valid training checkpoint (fuzz_state.cpp).
+int fuzz_state(const uint8_t* data, size_t size);
 
 // The path of an in-memory file (memfd) now holding exactly `size` bytes of
 // `data`; one file per process, rewritten by every call.

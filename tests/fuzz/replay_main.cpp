@@ -22,6 +22,7 @@ Harness find_harness(const std::string& name) {
   if (name == "checkpoint") return hg::fuzz::fuzz_checkpoint;
   if (name == "idx") return hg::fuzz::fuzz_idx;
   if (name == "npy") return hg::fuzz::fuzz_npy;
+  if (name == "state") return hg::fuzz::fuzz_state;
   return nullptr;
 }
 
@@ -31,7 +32,7 @@ int main(int argc, char** argv) {
   namespace fs = std::filesystem;
   const Harness harness = argc >= 2 ? find_harness(argv[1]) : nullptr;
   if (harness == nullptr) {
-    std::fprintf(stderr, "usage: fuzz_replay safetensors|checkpoint|idx|npy <file or folder>...\n");
+    std::fprintf(stderr, "usage: fuzz_replay safetensors|checkpoint|idx|npy|state <file or folder>...\n");
     return 2;
   }
   std::vector<fs::path> files;

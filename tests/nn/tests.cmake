@@ -1,5 +1,6 @@
 hg_add_test(test_nn LABEL nn SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/test_serialize.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/test_header_scale.cpp
   ${CMAKE_CURRENT_LIST_DIR}/test_modules.cpp
   ${CMAKE_CURRENT_LIST_DIR}/test_api.cpp
   ${CMAKE_CURRENT_LIST_DIR}/test_gpt.cpp

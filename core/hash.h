@@ -1,0 +1,35 @@
+// XXH64 (xxHash, 64-bit), streaming: the integrity hash of the data that
+// halfgrad's safetensors writer records and its reader verifies
+// (docs/checkpoints.md, "Integrity hash"). Not cryptographic: it detects
+// corruption (flipped, lost or swapped bytes), not deliberate tampering.
+//
+//   hg::Xxh64 h;  h.update(p, n);  h.update(q, m);  uint64_t d = h.digest();
+//
+// Equal to the reference implementation (seed 0) for any split of the input
+// into update() calls; tests/core checks the published test vectors.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace hg {
+
+class Xxh64 {
+ public:
+  explicit Xxh64(uint64_t seed = 0);
+  void update(const void* data, size_t size);
+  uint64_t digest() const;
+
+ private:
+  uint64_t v_[4];
+  uint64_t total_ = 0;
+  unsigned char buffer_[32];
+  size_t buffered_ = 0;
+  uint64_t seed_;
+};
+
+// 16 lowercase hex digits.
+std::string hex64(uint64_t value);
+
+}  // namespace hg
