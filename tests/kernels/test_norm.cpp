@@ -7,6 +7,7 @@
 // tests/kernels/tolerance.h.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
