@@ -55,6 +55,7 @@ quick_refusal "not divisible by the 40 processes" --limit 256 --epochs 1 --batch
 mkdir -p "$W/none"
 quick_refusal "no checkpoint in .*--overwrite" "${A[@]}" --out "$W/none" --nproc 2 --resume
 quick_refusal "cannot parse device .nosuch." --limit 256 --epochs 1 --out "$W/x" --nproc 2 --device nosuch
+quick_refusal "Fashion-MNIST folder .*nodata" "${A[@]}" --out "$W/x" --nproc 2 --data "$W/nodata"
 [ ! -e "$W/x" ] || fail "a refused launch created --out"
 
 # --nproc 0 in words, not a range with a 310-digit bound.
