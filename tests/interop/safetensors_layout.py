@@ -12,7 +12,9 @@ safetensors package, no torch: this check runs everywhere):
 
   - each file keeps the format's rules: u64 little-endian header length, a
     JSON header, data_offsets that tile the buffer in order, sizes that match
-    dtype x shape, "__metadata__" {"format": "pt"} as transformers requires;
+    dtype x shape, "__metadata__" {"format": "pt"} as transformers requires,
+    plus halfgrad's integrity hash "halfgrad.data_xxh64" (XXH64, seed 0, of
+    the data section), recomputed here;
   - hf_fixture/model.safetensors has exactly the names, dtypes, shapes and
     bytes of the file transformers' save_pretrained wrote (Conv1D weights
     [in, out], wte unpadded, no lm_head.weight);
@@ -39,6 +41,59 @@ def check(cond, what):
         print("FAIL:", what)
 
 
+def xxh64(data, seed=0):
+    """XXH64 of bytes, from the algorithm's specification (xxHash's doc/xxhash_spec.md)."""
+    p1, p2, p3, p4, p5 = (0x9E3779B185EBCA87, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9, 0x85EBCA77C2B2AE63,
+                          0x27D4EB2F165667C5)
+    m = (1 << 64) - 1
+    rotl = lambda x, r: ((x << r) | (x >> (64 - r))) & m
+    def rnd(acc, lane):
+        return (rotl((acc + lane * p2) & m, 31) * p1) & m
+    def merge(acc, v):
+        return ((acc ^ rnd(0, v)) * p1 + p4) & m
+    n, i = len(data), 0
+    if n >= 32:
+        v = [(seed + p1 + p2) & m, (seed + p2) & m, seed, (seed - p1) & m]
+        while i + 32 <= n:
+            for k in range(4):
+                v[k] = rnd(v[k], struct.unpack_from("<Q", data, i + 8 * k)[0])
+            i += 32
+        acc = (rotl(v[0], 1) + rotl(v[1], 7) + rotl(v[2], 12) + rotl(v[3], 18)) & m
+        for x in v:
+            acc = merge(acc, x)
+    else:
+        acc = (seed + p5) & m
+    acc = (acc + n) & m
+    while i + 8 <= n:
+        acc = (rotl(acc ^ rnd(0, struct.unpack_from("<Q", data, i)[0]), 27) * p1 + p4) & m
+        i += 8
+    if i + 4 <= n:
+        acc = (rotl(acc ^ ((struct.unpack_from("<I", data, i)[0] * p1) & m), 23) * p2 + p3) & m
+        i += 4
+    while i < n:
+        acc = (rotl(acc ^ ((data[i] * p5) & m), 11) * p1) & m
+        i += 1
+    acc ^= acc >> 33
+    acc = (acc * p2) & m
+    acc ^= acc >> 29
+    acc = (acc * p3) & m
+    return acc ^ (acc >> 32)
+
+
+# Published XXH64 values (seed 0), so that a wrong port fails here, not below.
+assert xxh64(b"") == 0xEF46DB3751D8E999
+assert xxh64(b"a") == 0xD24EC4F1A98C6E5B
+assert xxh64(b"abc") == 0x44BC2CF5AD770999
+
+
+def halfgrad_metadata(path, metadata, buffer_hash):
+    """halfgrad's files: {"format": "pt"} plus the integrity hash of the data section."""
+    check(metadata.get("format") == "pt", f"{path}: metadata format is {metadata.get('format')!r}, not 'pt'")
+    check(metadata.get("halfgrad.data_xxh64") == f"{buffer_hash:016x}",
+          f"{path}: halfgrad.data_xxh64 {metadata.get('halfgrad.data_xxh64')!r} != the data's {buffer_hash:016x}")
+    check(set(metadata) <= {"format", "halfgrad.data_xxh64"}, f"{path}: unexpected metadata {sorted(metadata)}")
+
+
 def read(path):
     """{name: (dtype, shape, bytes)} and the metadata of a safetensors file."""
     with open(path, "rb") as f:
@@ -58,6 +113,7 @@ def read(path):
         tensors[name] = (entry["dtype"], entry["shape"], buffer[begin:stop])
         end = stop
     check(end == len(buffer), f"{path}: {len(buffer) - end} bytes after the last tensor")
+    metadata["_data_hash"] = xxh64(buffer)
     return tensors, metadata
 
 
@@ -66,7 +122,7 @@ subprocess.run([test_interop, "[torch-export]", "--warn", "NoTests"], env=env, c
 
 hf_ref, _ = read(os.path.join(fixture, "model.safetensors"))
 again, meta = read(os.path.join(work, "hf_fixture", "model.safetensors"))
-check(meta == {"format": "pt"}, f"hf_fixture metadata {meta}")
+halfgrad_metadata("hf_fixture", meta, meta.pop("_data_hash"))
 check(sorted(again) == sorted(hf_ref), f"names differ: {sorted(set(again) ^ set(hf_ref))}")
 for name, (dtype, shape, data) in hf_ref.items():
     if name in again:
@@ -76,7 +132,7 @@ check("lm_head.weight" not in again, "lm_head.weight written (transformers ties 
 check(hf_ref["transformer.h.0.attn.c_attn.weight"][1] == [32, 96], "the fixture's c_attn is not Conv1D [in, out]")
 
 own, meta = read(os.path.join(work, "hf", "model.safetensors"))
-check(meta == {"format": "pt"}, f"hf metadata {meta}")
+halfgrad_metadata("hf", meta, meta.pop("_data_hash"))
 check({k: v[:2] for k, v in own.items()} == {k: v[:2] for k, v in hf_ref.items()},
       "halfgrad's own GPT is not laid out as transformers' GPT-2")
 with open(os.path.join(work, "hf", "config.json")) as f:
