@@ -248,7 +248,8 @@ DType dtype_from_dlpack(DLDataType t) {
       break;
   }
   HG_FAIL("from_dlpack: DLPack dtype ", dtype_str(t),
-          " has no halfgrad dtype (f32, f64, f16, bf16, f8e4m3, f8e5m2, i64, i32, u8, bool); convert it on the producer's side");
+          " has no halfgrad dtype (f32, f64, f16, bf16, f8e4m3, f8e5m2, i64, i32, u8, bool); convert it on the "
+          "producer's side");
 }
 
 DLDevice to_dlpack_device(Device device) {
