@@ -107,7 +107,7 @@ Input ref_decode_ieee(uint32_t bits, int exp_bits, int mant_bits) {
   if (shift < 0) {
     // |x| < 2^(mant_bits+1) * 2^(shift-kScale) <= 2^-19 here: far below half of
     // the smallest fp8 subnormal (2^-17 for E5M2); any positive stand-in works.
-    in.mag = std::max<int64_t>(1, significand >> -shift);
+    in.mag = -shift >= 62 ? 1 : std::max<int64_t>(1, significand >> -shift);  // no shift past the width
     return in;
   }
   if (shift + mant_bits + 1 >= 62) {
