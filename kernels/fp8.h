@@ -53,7 +53,9 @@
 #include <cstdint>
 #include <utility>
 
+#include "core/error.h"
 #include "core/float8.h"
+#include "core/half.h"
 #include "core/macros.h"
 #include "core/tensor.h"
 
@@ -164,6 +166,34 @@ struct Fp8UpdateArgs {
   float margin_factor;  // 2^margin
   Fp8AmaxCompute compute;
 };
+// The dtype dispatch of the fp8 kernels on both backends (host code): the
+// 16/32-bit source of a cast, and the fp8 format.
+template <typename Fn>
+void dispatch_fp8_source(DType t, Fn&& fn) {
+  switch (t) {
+    case DType::F32:
+      return fn(float{});
+    case DType::F16:
+      return fn(half{});
+    case DType::BF16:
+      return fn(bfloat16{});
+    default:
+      HG_FAIL("fp8: no cast from ", t);
+  }
+}
+
+template <typename Fn>
+void dispatch_fp8(DType t, Fn&& fn) {
+  switch (t) {
+    case DType::F8E4M3:
+      return fn(float8_e4m3{});
+    case DType::F8E5M2:
+      return fn(float8_e5m2{});
+    default:
+      HG_FAIL("fp8: ", t, " is not an fp8 dtype");
+  }
+}
+
 namespace cpu {
 void fp8_update_scales_(const Fp8UpdateArgs& args);
 void fp8_cast(const Tensor& q, const Tensor& x, const Tensor& scale, const Tensor& amax);

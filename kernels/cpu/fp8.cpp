@@ -12,32 +12,6 @@ namespace hg::cpu {
 
 namespace {
 
-template <typename Fn>
-void with_source(DType t, Fn&& fn) {
-  switch (t) {
-    case DType::F32:
-      return fn(float{});
-    case DType::F16:
-      return fn(half{});
-    case DType::BF16:
-      return fn(bfloat16{});
-    default:
-      HG_FAIL("fp8: no cast from ", t);
-  }
-}
-
-template <typename Fn>
-void with_fp8(DType t, Fn&& fn) {
-  switch (t) {
-    case DType::F8E4M3:
-      return fn(float8_e4m3{});
-    case DType::F8E5M2:
-      return fn(float8_e5m2{});
-    default:
-      HG_FAIL("fp8: ", t, " is not an fp8 dtype");
-  }
-}
-
 template <typename S>
 uint32_t amax_bits(const S* x, int64_t n) {
   uint32_t best = 0;
@@ -55,7 +29,7 @@ void fp8_update_scales_(const Fp8UpdateArgs& a) {
 }
 
 void fp8_amax(const Tensor& x, const Tensor& amax) {
-  with_source(x.dtype(), [&](auto s_tag) {
+  dispatch_fp8_source(x.dtype(), [&](auto s_tag) {
     using S = decltype(s_tag);
     *amax.data<float>() = detail::bits_float(amax_bits(x.data<S>(), x.numel()));
   });
@@ -64,9 +38,9 @@ void fp8_amax(const Tensor& x, const Tensor& amax) {
 void fp8_cast(const Tensor& q, const Tensor& x, const Tensor& scale, const Tensor& amax) {
   const float s = *scale.data<float>();
   const int64_t n = x.numel();
-  with_source(x.dtype(), [&](auto s_tag) {
+  dispatch_fp8_source(x.dtype(), [&](auto s_tag) {
     using S = decltype(s_tag);
-    with_fp8(q.dtype(), [&](auto q_tag) {
+    dispatch_fp8(q.dtype(), [&](auto q_tag) {
       using Q = decltype(q_tag);
       const S* in = x.data<S>();
       Q* out = static_cast<Q*>(q.data_ptr());
@@ -83,9 +57,9 @@ void fp8_cast(const Tensor& q, const Tensor& x, const Tensor& scale, const Tenso
 
 void fp8_cast_blockwise(const Tensor& q, const Tensor& scale_inv, const Tensor& x, const Fp8BlockArgs& g) {
   const float max_finite = fp8_max(q.dtype());
-  with_source(x.dtype(), [&](auto s_tag) {
+  dispatch_fp8_source(x.dtype(), [&](auto s_tag) {
     using S = decltype(s_tag);
-    with_fp8(q.dtype(), [&](auto q_tag) {
+    dispatch_fp8(q.dtype(), [&](auto q_tag) {
       using Q = decltype(q_tag);
       const S* in = x.data<S>();
       Q* out = static_cast<Q*>(q.data_ptr());
@@ -110,7 +84,7 @@ void fp8_cast_blockwise(const Tensor& q, const Tensor& scale_inv, const Tensor& 
 
 void fp8_dequantize(const Tensor& out, const Tensor& q, const Tensor& scale_inv, const Fp8BlockArgs* g) {
   const float* inv = scale_inv.data<float>();
-  with_fp8(q.dtype(), [&](auto q_tag) {
+  dispatch_fp8(q.dtype(), [&](auto q_tag) {
     using Q = decltype(q_tag);
     dispatch_floating(out.dtype(), "fp8_dequantize", [&](auto o_tag) {
       using O = decltype(o_tag);
@@ -137,12 +111,12 @@ void fp8_linear(const Tensor& out, const Tensor& a, const Tensor& b, const Tenso
   const float scale = *a_scale_inv.data<float>() * *b_scale_inv.data<float>();
   // Widen each operand once (exact), then f32 dot products in k order.
   std::vector<float> wa(static_cast<size_t>(m * k)), wb(static_cast<size_t>(n * k));
-  with_fp8(a.dtype(), [&](auto tag) {
+  dispatch_fp8(a.dtype(), [&](auto tag) {
     using Q = decltype(tag);
     const Q* p = static_cast<const Q*>(a.data_ptr());
     for (int64_t i = 0; i < m * k; ++i) wa[static_cast<size_t>(i)] = static_cast<float>(p[i]);
   });
-  with_fp8(b.dtype(), [&](auto tag) {
+  dispatch_fp8(b.dtype(), [&](auto tag) {
     using Q = decltype(tag);
     const Q* p = static_cast<const Q*>(b.data_ptr());
     for (int64_t i = 0; i < n * k; ++i) wb[static_cast<size_t>(i)] = static_cast<float>(p[i]);

@@ -146,32 +146,6 @@ __global__ void fp8_dequantize_kernel(const Q* q, O* out, int64_t n, const float
   }
 }
 
-template <typename Fn>
-void with_source(DType t, Fn&& fn) {
-  switch (t) {
-    case DType::F32:
-      return fn(float{});
-    case DType::F16:
-      return fn(half{});
-    case DType::BF16:
-      return fn(bfloat16{});
-    default:
-      HG_FAIL("fp8: no cast from ", t);
-  }
-}
-
-template <typename Fn>
-void with_fp8(DType t, Fn&& fn) {
-  switch (t) {
-    case DType::F8E4M3:
-      return fn(float8_e4m3{});
-    case DType::F8E5M2:
-      return fn(float8_e5m2{});
-    default:
-      HG_FAIL("fp8: ", t, " is not an fp8 dtype");
-  }
-}
-
 unsigned grid_for(int64_t n) {
   return static_cast<unsigned>(std::clamp<int64_t>((n + kThreads - 1) / kThreads, 1, kMaxBlocks));
 }
@@ -184,7 +158,7 @@ void run_cast(const Tensor& q, const Tensor& x, const Tensor& scale, const Tenso
   HG_CUDA_CHECK(cudaMemsetAsync(amax.data_ptr(), 0, sizeof(float), stream));
   const int64_t n = x.numel();
   if (n == 0) return;
-  with_source(x.dtype(), [&](auto s_tag) {
+  dispatch_fp8_source(x.dtype(), [&](auto s_tag) {
     using S = decltype(s_tag);
     HG_LAUNCH((fp8_cast_kernel<S, Q, kWrite>), dim3(grid_for(n)), dim3(kThreads), 0, stream,
               static_cast<const S*>(x.data_ptr()), kWrite ? static_cast<Q*>(q.data_ptr()) : nullptr, n,
@@ -201,7 +175,7 @@ void fp8_update_scales_(const Fp8UpdateArgs& args, Device device) {
 }
 
 void fp8_cast(const Tensor& q, const Tensor& x, const Tensor& scale, const Tensor& amax) {
-  with_fp8(q.dtype(), [&](auto q_tag) { run_cast<decltype(q_tag), true>(q, x, scale, amax); });
+  dispatch_fp8(q.dtype(), [&](auto q_tag) { run_cast<decltype(q_tag), true>(q, x, scale, amax); });
 }
 
 void fp8_amax(const Tensor& x, const Tensor& amax) { run_cast<float8_e4m3, false>(Tensor(), x, Tensor(), amax); }
@@ -210,9 +184,9 @@ void fp8_cast_blockwise(const Tensor& q, const Tensor& scale_inv, const Tensor& 
   DeviceGuard guard(x.device().index);
   const cudaStream_t stream = current_stream().handle();
   const float max_finite = fp8_max(q.dtype());
-  with_source(x.dtype(), [&](auto s_tag) {
+  dispatch_fp8_source(x.dtype(), [&](auto s_tag) {
     using S = decltype(s_tag);
-    with_fp8(q.dtype(), [&](auto q_tag) {
+    dispatch_fp8(q.dtype(), [&](auto q_tag) {
       using Q = decltype(q_tag);
       const auto* in = static_cast<const S*>(x.data_ptr());
       auto* out = static_cast<Q*>(q.data_ptr());
@@ -236,7 +210,7 @@ void fp8_dequantize(const Tensor& out, const Tensor& q, const Tensor& scale_inv,
   if (n == 0) return;
   DeviceGuard guard(q.device().index);
   const cudaStream_t stream = current_stream().handle();
-  with_fp8(q.dtype(), [&](auto q_tag) {
+  dispatch_fp8(q.dtype(), [&](auto q_tag) {
     using Q = decltype(q_tag);
     dispatch_floating(out.dtype(), "fp8_dequantize", [&](auto o_tag) {
       using O = decltype(o_tag);
