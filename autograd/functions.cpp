@@ -1,4 +1,4 @@
-// Differentiable elementwise, reduction, GEMM and softmax ops. Each forward is
+// Differentiable elementwise, reduction, GEMM, softmax and gated-unit ops. Each forward is
 // followed by its backward; closures capture only what they use.
 #include "autograd/functions.h"
 
@@ -12,6 +12,7 @@
 #include "autograd/autocast.h"
 #include "autograd/node.h"
 #include "kernels/gemm.h"
+#include "kernels/glu.h"
 #include "kernels/ops.h"
 #include "kernels/reduce.h"
 #include "kernels/softmax.h"
@@ -447,5 +448,25 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
          });
   return out.loss;
 }
+
+// ---- gated linear units -------------------------------------------------------------------
+
+namespace {
+Tensor glu_op(OpId op, const Tensor& x, int64_t dim) {
+  HG_AUTOCAST(
+      op, [&](const Tensor& in) { return glu_op(op, in, dim); }, x);  // Note [Autocast]
+  Tensor y = ops::glu_forward(op, x, dim);
+  if (any_requires_grad({&x})) {
+    record(op == OpId::swiglu ? "swiglu" : "glu", y, {&x}, {SavedTensor(x)},
+           [op, dim](const Tensor& g, const FunctionNode& self) -> Grads {
+             return {ops::glu_backward(op, g, self.saved(0), dim)};
+           });
+  }
+  return y;
+}
+}  // namespace
+
+Tensor glu(const Tensor& x, int64_t dim) { return glu_op(OpId::glu, x, dim); }
+Tensor swiglu(const Tensor& x, int64_t dim) { return glu_op(OpId::swiglu, x, dim); }
 
 }  // namespace hg

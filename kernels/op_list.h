@@ -133,6 +133,15 @@ namespace hg {
   _(layer_norm_backward,    floating, fp32, none)         \
   _(rms_norm_backward,      floating, fp32, none)
 
+// Gated linear units (kernels/glu.h): the input halved along a dim, one half
+// gating the other. Not on PyTorch's CUDA autocast lists: they run in the
+// input's dtype, computing in f32 inside the kernel.
+#define HG_FORALL_GLU_OPS(_)                              \
+  _(glu,                    floating, passthrough, rule)  \
+  _(swiglu,                 floating, passthrough, rule)  \
+  _(glu_backward,           floating, passthrough, none)  \
+  _(swiglu_backward,        floating, passthrough, none)
+
 // Gathers, scatters and shape ops (kernels/index.h). index_add is the
 // deterministic backward of embedding and index_select; cat/stack/scatter_add
 // promote like PyTorch's type promotion (scatter_add is on its promote list).
@@ -171,6 +180,7 @@ namespace hg {
   _(softmax,    HG_FORALL_SOFTMAX_OPS)    \
   _(conv,       HG_FORALL_CONV_OPS)       \
   _(norm,       HG_FORALL_NORM_OPS)       \
+  _(glu,        HG_FORALL_GLU_OPS)        \
   _(index,      HG_FORALL_INDEX_OPS)      \
   _(attention,  HG_FORALL_ATTENTION_OPS)
 

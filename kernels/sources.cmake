@@ -3,21 +3,20 @@
 #   HG_SOURCES           : the ops layer (here) and the CPU kernels (cpu/)
 #   HG_CUDA_SOURCES      : .cu kernel files (cuda/)
 # The CUDA runtime layer and the emulator are runtime/ (runtime/sources.cmake).
+#
+# An op family F is three files: F_ops.cpp (checks and dispatch), cpu/F.cpp
+# and cuda/F.cu; naming it in HG_KERNEL_FAMILIES adds all three. Files that
+# are not one family's triple are listed by hand below and in cpu/ and cuda/.
+set(HG_KERNEL_FAMILIES
+  reduce softmax conv gemm random optimizer foreach grad_norm norm index
+  flash_attention attention fp8 glu
+)
+foreach(family IN LISTS HG_KERNEL_FAMILIES)
+  list(APPEND HG_SOURCES ${CMAKE_CURRENT_LIST_DIR}/${family}_ops.cpp ${CMAKE_CURRENT_LIST_DIR}/cpu/${family}.cpp)
+  list(APPEND HG_CUDA_SOURCES ${CMAKE_CURRENT_LIST_DIR}/cuda/${family}.cu)
+endforeach()
 list(APPEND HG_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/ops.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/reduce_ops.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/softmax_ops.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/conv_ops.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/gemm_ops.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/random_ops.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/optimizer_ops.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/foreach_ops.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/grad_norm_ops.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/norm_ops.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/index_ops.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/flash_attention_ops.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/attention_ops.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/fp8_ops.cpp
 )
 include(${CMAKE_CURRENT_LIST_DIR}/cpu/sources.cmake)
 include(${CMAKE_CURRENT_LIST_DIR}/cuda/sources.cmake)

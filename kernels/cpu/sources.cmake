@@ -1,23 +1,10 @@
 # kernels/cpu — the CPU kernels (every configuration).
 list(APPEND HG_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/elementwise.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/reduce.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/softmax.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/conv.cpp
   ${CMAKE_CURRENT_LIST_DIR}/pool_norm.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cross_entropy.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/gemm.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/random.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/optimizer.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/foreach.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/grad_norm.cpp
   ${CMAKE_CURRENT_LIST_DIR}/threads.cpp
   ${CMAKE_CURRENT_LIST_DIR}/convert_simd.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/norm.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/index.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/flash_attention.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/attention.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/fp8.cpp
 )
 # The native bf16 GEMM (oneDNN), when the build has it (CMakeLists.txt, HG_WITH_ONEDNN).
 if(HG_WITH_ONEDNN)

@@ -11,20 +11,7 @@ list(APPEND HG_CUDA_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/elementwise.cu
   ${CMAKE_CURRENT_LIST_DIR}/elementwise_unary.cu
   ${CMAKE_CURRENT_LIST_DIR}/elementwise_binary.cu
-  ${CMAKE_CURRENT_LIST_DIR}/reduce.cu
-  ${CMAKE_CURRENT_LIST_DIR}/softmax.cu
   ${CMAKE_CURRENT_LIST_DIR}/cross_entropy.cu
   ${CMAKE_CURRENT_LIST_DIR}/device_error.cu
-  ${CMAKE_CURRENT_LIST_DIR}/gemm.cu
-  ${CMAKE_CURRENT_LIST_DIR}/random.cu
-  ${CMAKE_CURRENT_LIST_DIR}/optimizer.cu
-  ${CMAKE_CURRENT_LIST_DIR}/foreach.cu
-  ${CMAKE_CURRENT_LIST_DIR}/grad_norm.cu
   ${CMAKE_CURRENT_LIST_DIR}/pool_norm.cu
-  ${CMAKE_CURRENT_LIST_DIR}/conv.cu
-  ${CMAKE_CURRENT_LIST_DIR}/norm.cu
-  ${CMAKE_CURRENT_LIST_DIR}/index.cu
-  ${CMAKE_CURRENT_LIST_DIR}/flash_attention.cu
-  ${CMAKE_CURRENT_LIST_DIR}/attention.cu
-  ${CMAKE_CURRENT_LIST_DIR}/fp8.cu
 )

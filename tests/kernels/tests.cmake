@@ -14,6 +14,7 @@ hg_add_test(test_kernels LABEL kernels ARGS "~[cuda]~[gemm-native]~[gemm-onednn-
   ${CMAKE_CURRENT_LIST_DIR}/test_numerics.cpp
   ${CMAKE_CURRENT_LIST_DIR}/test_convert_simd.cpp
   ${CMAKE_CURRENT_LIST_DIR}/test_fp8.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/test_glu.cpp
 )
 # The CPU GEMM paths (docs/kernels.md, "CPU GEMM paths"): the native bf16 GEMM
 # (oneDNN) against the f64 reference, skipped on CPUs without AVX512_BF16 / AMX;
