@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 namespace hg {
 
@@ -31,5 +32,20 @@ class Xxh64 {
 
 // 16 lowercase hex digits.
 std::string hex64(uint64_t value);
+
+// The hasher of a plan cache's key (std::unordered_map<Key, Plan,
+// BytesHash<Key>>): FNV-1a over the key's bytes. For plain keys that are
+// value-initialised (so padding bytes are 0) before their fields are set and
+// compared with memcmp, like the GEMM plan keys of cuBLASLt and oneDNN.
+template <typename Key>
+struct BytesHash {
+  static_assert(std::is_trivially_copyable_v<Key>, "BytesHash hashes a key's bytes");
+  size_t operator()(const Key& key) const {
+    const auto* bytes = reinterpret_cast<const unsigned char*>(&key);
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < sizeof(Key); ++i) h = (h ^ bytes[i]) * 1099511628211ull;
+    return static_cast<size_t>(h);
+  }
+};
 
 }  // namespace hg

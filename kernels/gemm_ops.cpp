@@ -62,6 +62,27 @@ Operand layout(const Tensor& t, bool trans) {
   return op;
 }
 
+// The GemmArgs every call fills the same way: a's dtype and device, the two
+// operands' layouts, out = [m, n] row-major (ldc = n, one matrix m * n apart),
+// the process's TF32 setting. Batch, strides, beta and pointers are the
+// caller's.
+GemmArgs gemm_args(const Tensor& a, const Operand& A, const Operand& B, int64_t m, int64_t n, int64_t k) {
+  GemmArgs args;
+  args.dtype = a.dtype();
+  args.trans_a = A.trans;
+  args.trans_b = B.trans;
+  args.m = m;
+  args.n = n;
+  args.k = k;
+  args.lda = A.ld;
+  args.ldb = B.ld;
+  args.ldc = n;
+  args.stride_c = m * n;
+  args.allow_tf32 = allow_tf32();
+  args.device_index = a.device().index;
+  return args;
+}
+
 // Note [Batched GEMM strides]
 // The batch dims of a, b and out are broadcast against each other (torch.matmul
 // rules). Each operand's batch dims are read with their own strides (0 where
@@ -137,8 +158,6 @@ Shape matmul_batch_shape(const Tensor& a, const Tensor& b) {
   return out;
 }
 
-namespace {}  // namespace
-
 void set_allow_tf32(bool allow) { g_allow_tf32.store(allow); }
 bool allow_tf32() { return g_allow_tf32.load(); }
 
@@ -178,19 +197,7 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b, cons
       bias.numel() == n && (n == 1 || bias.stride(-1) == 1)) {
     const Operand A = layout(a, trans_a);
     const Operand B = layout(b, trans_b);
-    GemmArgs args;
-    args.dtype = a.dtype();
-    args.trans_a = A.trans;
-    args.trans_b = B.trans;
-    args.m = m;
-    args.n = n;
-    args.k = ka;
-    args.lda = A.ld;
-    args.ldb = B.ld;
-    args.ldc = n;
-    args.stride_c = m * n;
-    args.allow_tf32 = allow_tf32();
-    args.device_index = a.device().index;
+    GemmArgs args = gemm_args(a, A, B, m, n, ka);
     args.a = A.data;
     args.b = B.data;
     args.c = out.data_ptr();
@@ -247,23 +254,12 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b, cons
   for (int64_t i = 0; i < nbd; ++i) {
     (i >= plan.inner_begin ? inner_batch : outer_batch) *= plan.sizes[static_cast<size_t>(i)];
   }
-  GemmArgs args;
-  args.dtype = a.dtype();
-  args.trans_a = A.trans;
-  args.trans_b = B.trans;
-  args.m = m;
-  args.n = n;
-  args.k = ka;
+  GemmArgs args = gemm_args(a, A, B, m, n, ka);
   args.batch = inner_batch;
-  args.lda = A.ld;
   args.stride_a = nbd == 0 ? 0 : plan.sa.back();
-  args.ldb = B.ld;
   args.stride_b = nbd == 0 ? 0 : plan.sb.back();
-  args.ldc = n;
   args.stride_c = nbd == 0 ? m * n : plan.sc.back();
   args.beta = beta;
-  args.allow_tf32 = allow_tf32();
-  args.device_index = a.device().index;
   const auto esize = static_cast<int64_t>(a.element_size());
   for (int64_t o = 0; o < outer_batch; ++o) {
     // Element offsets of this outer batch index in a, b and out.

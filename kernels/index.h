@@ -42,6 +42,7 @@
 #include <optional>
 #include <vector>
 
+#include "core/macros.h"
 #include "core/tensor.h"
 #include "kernels/op_list.h"
 
@@ -83,6 +84,33 @@ struct IndexGeometry {
   int64_t sizes[kIndexMaxDims] = {};       // the iteration shape
   int64_t strides[3][kIndexMaxDims] = {};  // elements; per tensor (see each kernel)
 };
+
+// Coordinates of the linear index i over g.sizes (row-major).
+HG_HOST_DEVICE inline void coords_of(const IndexGeometry& g, int64_t i, int64_t (&c)[kIndexMaxDims]) {
+  for (int d = g.rank - 1; d >= 0; --d) {
+    c[d] = i % g.sizes[d];
+    i /= g.sizes[d];
+  }
+}
+
+// Where scatter_add's line l starts in out, src and index (strides[0], [1],
+// [2]): the lines run along g.dim, and l numbers the other dims' coordinates
+// in row-major order.
+struct ScatterLine {
+  int64_t out = 0, src = 0, index = 0;
+};
+HG_HOST_DEVICE inline ScatterLine scatter_line(const IndexGeometry& g, int64_t l) {
+  ScatterLine at;
+  for (int d = g.rank - 1; d >= 0; --d) {
+    if (d == g.dim) continue;  // the line starts at coordinate 0 of g.dim
+    const int64_t c = l % g.sizes[d];
+    l /= g.sizes[d];
+    at.out += c * g.strides[0][d];
+    at.src += c * g.strides[1][d];
+    at.index += c * g.strides[2][d];
+  }
+  return at;
+}
 
 // "No index is skipped" for index_add's skip_index.
 inline constexpr int64_t kNoSkipIndex = std::numeric_limits<int64_t>::min();

@@ -126,6 +126,27 @@ inline DType norm_param_dtype(std::initializer_list<const Tensor*> params, DType
   return fallback;
 }
 
+// Runs fn(T{}, W{}) for x's dtype T and the parameter dtype W in {T, f32}:
+// the dtype dispatch of both backends.
+template <typename Fn>
+void dispatch_norm(OpId op, DType x_dtype, DType w_dtype, Fn&& fn) {
+  dispatch_floating(x_dtype, op_name(op), [&](auto t_tag) {
+    using T = decltype(t_tag);
+    if (w_dtype == x_dtype) {
+      fn(t_tag, T{});
+    } else {
+      HG_CHECK(w_dtype == kF32, op_name(op), ": weight dtype ", w_dtype, " must be ", x_dtype, " or f32");
+      fn(t_tag, float{});
+    }
+  });
+}
+
+// t's data as P*, or nullptr for an undefined (absent) tensor.
+template <typename P>
+P* ptr_or_null(const Tensor& t) {
+  return t.defined() ? static_cast<P*>(t.data_ptr()) : nullptr;
+}
+
 // The buffer preconditions of the norm backends that guard memory, checked by
 // both backends with HG_CHECK (always on): a short weight or statistics
 // buffer would be read past its end.

@@ -33,6 +33,7 @@
 #include <unordered_map>
 
 #include "core/error.h"
+#include "core/hash.h"
 #include "core/log.h"
 
 namespace hg::cpu {
@@ -102,17 +103,6 @@ struct Key {
   bool operator==(const Key& o) const { return std::memcmp(this, &o, sizeof(Key)) == 0; }
 };
 
-struct KeyHash {
-  size_t operator()(const Key& key) const {
-    // FNV-1a over the bytes (Key has no padding holes left uninitialised: it
-    // is zero-filled before the fields are set).
-    const auto* p = reinterpret_cast<const unsigned char*>(&key);
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < sizeof(Key); ++i) h = (h ^ p[i]) * 1099511628211ull;
-    return static_cast<size_t>(h);
-  }
-};
-
 struct Entry {
   bool supported = false;
   memory::desc a, b, c;
@@ -145,7 +135,7 @@ class Cache {
  private:
   std::mutex mu_;
   std::list<std::pair<Key, std::shared_ptr<const Entry>>> lru_;
-  std::unordered_map<Key, decltype(lru_)::iterator, KeyHash> map_;
+  std::unordered_map<Key, decltype(lru_)::iterator, BytesHash<Key>> map_;
 };
 
 Cache& cache() {

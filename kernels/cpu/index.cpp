@@ -34,14 +34,6 @@ namespace {
           "); indices must be in [0, ", size, ")");
 }
 
-// Coordinates of the linear index `i` over g.sizes (row-major).
-void coords_of(const IndexGeometry& g, int64_t i, int64_t (&c)[kIndexMaxDims]) {
-  for (int d = g.rank - 1; d >= 0; --d) {
-    c[d] = i % g.sizes[d];
-    i /= g.sizes[d];
-  }
-}
-
 }  // namespace
 
 void index_select(OpId op, const Tensor& out, const Tensor& x, const Tensor& index) {
@@ -155,22 +147,13 @@ void scatter_add(const Tensor& out, const Tensor& index, const Tensor& src, cons
     } else {
       T* o = static_cast<T*>(out.data_ptr());
       const T* s = static_cast<const T*>(src.data_ptr());
-      IndexGeometry line_shape = g;
-      line_shape.sizes[g.dim] = 1;  // iterate the lines; k runs inside
 #pragma omp parallel for if (total >= kParallelGrain) schedule(static)
-      for (int64_t l = 0; l < lines; ++l) {
-        int64_t c[kIndexMaxDims];
-        coords_of(line_shape, l, c);
-        int64_t o_base = 0, s_base = 0, i_base = 0;
-        for (int d = 0; d < g.rank; ++d) {
-          o_base += c[d] * g.strides[0][d];
-          s_base += c[d] * g.strides[1][d];
-          i_base += c[d] * g.strides[2][d];
-        }
+      for (int64_t l = 0; l < lines; ++l) {  // k runs along the line inside
+        const ScatterLine at = scatter_line(g, l);
         for (int64_t k = 0; k < k_count; ++k) {
-          const int64_t j = idx[i_base + k * g.strides[2][g.dim]];
-          T& slot = o[o_base + j * g.strides[0][g.dim]];
-          slot = static_cast<T>(slot + s[s_base + k * g.strides[1][g.dim]]);
+          const int64_t j = idx[at.index + k * g.strides[2][g.dim]];
+          T& slot = o[at.out + j * g.strides[0][g.dim]];
+          slot = static_cast<T>(slot + s[at.src + k * g.strides[1][g.dim]]);
         }
       }
     }

@@ -23,6 +23,9 @@
 
 namespace hg::cpu {
 
+using ::hg::detail::dispatch_norm;
+using ::hg::detail::ptr_or_null;
+
 namespace {
 
 constexpr int64_t kSumBlock = 128;
@@ -125,25 +128,6 @@ void backward_params(bool rms, const T* d_y, const T* x, const acc_t<T>* mean, c
     if (d_w != nullptr) d_w[c] = static_cast<W>(sw);
     if (d_b != nullptr) d_b[c] = static_cast<W>(sb);
   }
-}
-
-// Runs fn(T{}, W{}) for x's dtype T and the parameter dtype W in {T, f32}.
-template <typename Fn>
-void dispatch_norm(OpId op, DType x_dtype, DType w_dtype, Fn&& fn) {
-  dispatch_floating(x_dtype, op_name(op), [&](auto t_tag) {
-    using T = decltype(t_tag);
-    if (w_dtype == x_dtype) {
-      fn(t_tag, T{});
-    } else {
-      HG_CHECK(w_dtype == kF32, op_name(op), ": weight dtype ", w_dtype, " must be ", x_dtype, " or f32");
-      fn(t_tag, float{});
-    }
-  });
-}
-
-template <typename P>
-P* ptr_or_null(const Tensor& t) {
-  return t.defined() ? static_cast<P*>(t.data_ptr()) : nullptr;
 }
 
 }  // namespace

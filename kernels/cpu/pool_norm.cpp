@@ -138,33 +138,39 @@ inline Window avg_window(int64_t o, int64_t in, int64_t k, int64_t s, int64_t pa
   return {lo, hi, padded};
 }
 
-template <typename T, bool Backward>
-void avg_pool2d_typed(const Tensor& out, const Tensor& in, const Pool2dParams& p) {
+// Average pooling of both kinds, forward (out = y, in = x) and backward
+// (out = dx, in = dy): window_at(i, j) gives output (i, j)'s window and its
+// divisor; the backward spreads g / divisor over the window into an f32
+// (acc_t) plane per (n, c), written out once.
+struct AvgWindow {
+  Window h, w;
+  int64_t divisor;
+};
+
+template <typename T, bool Backward, typename WindowAt>
+void avg_pool_planes(const Tensor& out, const Tensor& in, WindowAt&& window_at) {
   using S = acc_t<T>;
-  // Forward: out = y, in = x. Backward: out = dx, in = dy.
   const Tensor& x = Backward ? out : in;
   const Tensor& y = Backward ? in : out;
   const int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3), OH = y.size(2), OW = y.size(3);
   const View4<const T> iv(in);
   const View4<T> ov(out);
-#pragma omp parallel for collapse(2) schedule(static) if (N * C * OH * OW >= kParallelGrain)
+#pragma omp parallel for collapse(2) schedule(static) if (N * C * (OH * OW + H * W) >= kParallelGrain)
   for (int64_t n = 0; n < N; ++n) {
     for (int64_t c = 0; c < C; ++c) {
       std::vector<S> plane(Backward ? static_cast<size_t>(H * W) : 0, S(0));
       for (int64_t i = 0; i < OH; ++i) {
-        const Window wh = avg_window(i, H, p.kernel[0], p.stride[0], p.padding[0]);
         for (int64_t j = 0; j < OW; ++j) {
-          const Window ww = avg_window(j, W, p.kernel[1], p.stride[1], p.padding[1]);
-          const int64_t div = p.count_include_pad ? wh.padded * ww.padded : (wh.hi - wh.lo) * (ww.hi - ww.lo);
+          const AvgWindow a = window_at(i, j);
           if constexpr (Backward) {
-            const S g = static_cast<S>(iv.at(n, c, i, j)) / static_cast<S>(div);
-            for (int64_t h = wh.lo; h < wh.hi; ++h)
-              for (int64_t w = ww.lo; w < ww.hi; ++w) plane[static_cast<size_t>(h * W + w)] += g;
+            const S g = static_cast<S>(iv.at(n, c, i, j)) / static_cast<S>(a.divisor);
+            for (int64_t h = a.h.lo; h < a.h.hi; ++h)
+              for (int64_t w = a.w.lo; w < a.w.hi; ++w) plane[static_cast<size_t>(h * W + w)] += g;
           } else {
             S s = 0;
-            for (int64_t h = wh.lo; h < wh.hi; ++h)
-              for (int64_t w = ww.lo; w < ww.hi; ++w) s += static_cast<S>(iv.at(n, c, h, w));
-            ov.at(n, c, i, j) = static_cast<T>(div > 0 ? s / static_cast<S>(div) : S(0));
+            for (int64_t h = a.h.lo; h < a.h.hi; ++h)
+              for (int64_t w = a.w.lo; w < a.w.hi; ++w) s += static_cast<S>(iv.at(n, c, h, w));
+            ov.at(n, c, i, j) = static_cast<T>(a.divisor > 0 ? s / static_cast<S>(a.divisor) : S(0));
           }
         }
       }
@@ -177,40 +183,28 @@ void avg_pool2d_typed(const Tensor& out, const Tensor& in, const Pool2dParams& p
 }
 
 template <typename T, bool Backward>
+void avg_pool2d_typed(const Tensor& out, const Tensor& in, const Pool2dParams& p) {
+  const Tensor& x = Backward ? out : in;
+  const int64_t H = x.size(2), W = x.size(3);
+  avg_pool_planes<T, Backward>(out, in, [&](int64_t i, int64_t j) {
+    const Window wh = avg_window(i, H, p.kernel[0], p.stride[0], p.padding[0]);
+    const Window ww = avg_window(j, W, p.kernel[1], p.stride[1], p.padding[1]);
+    return AvgWindow{wh, ww, p.count_include_pad ? wh.padded * ww.padded : (wh.hi - wh.lo) * (ww.hi - ww.lo)};
+  });
+}
+
+// Output (i, j) of an OH x OW adaptive pool averages rows
+// [floor(i H / OH), ceil((i + 1) H / OH)) and likewise for columns.
+template <typename T, bool Backward>
 void adaptive_avg_pool2d_typed(const Tensor& out, const Tensor& in) {
-  using S = acc_t<T>;
   const Tensor& x = Backward ? out : in;
   const Tensor& y = Backward ? in : out;
-  const int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3), OH = y.size(2), OW = y.size(3);
-  const View4<const T> iv(in);
-  const View4<T> ov(out);
-#pragma omp parallel for collapse(2) schedule(static) if (N * C * H * W >= kParallelGrain)
-  for (int64_t n = 0; n < N; ++n) {
-    for (int64_t c = 0; c < C; ++c) {
-      std::vector<S> plane(Backward ? static_cast<size_t>(H * W) : 0, S(0));
-      for (int64_t i = 0; i < OH; ++i) {
-        const int64_t h0 = i * H / OH, h1 = ((i + 1) * H + OH - 1) / OH;
-        for (int64_t j = 0; j < OW; ++j) {
-          const int64_t w0 = j * W / OW, w1 = ((j + 1) * W + OW - 1) / OW;
-          const S cnt = static_cast<S>((h1 - h0) * (w1 - w0));
-          if constexpr (Backward) {
-            const S g = static_cast<S>(iv.at(n, c, i, j)) / cnt;
-            for (int64_t h = h0; h < h1; ++h)
-              for (int64_t w = w0; w < w1; ++w) plane[static_cast<size_t>(h * W + w)] += g;
-          } else {
-            S s = 0;
-            for (int64_t h = h0; h < h1; ++h)
-              for (int64_t w = w0; w < w1; ++w) s += static_cast<S>(iv.at(n, c, h, w));
-            ov.at(n, c, i, j) = static_cast<T>(s / cnt);
-          }
-        }
-      }
-      if constexpr (Backward) {
-        for (int64_t h = 0; h < H; ++h)
-          for (int64_t w = 0; w < W; ++w) ov.at(n, c, h, w) = static_cast<T>(plane[static_cast<size_t>(h * W + w)]);
-      }
-    }
-  }
+  const int64_t H = x.size(2), W = x.size(3), OH = y.size(2), OW = y.size(3);
+  avg_pool_planes<T, Backward>(out, in, [&](int64_t i, int64_t j) {
+    const int64_t h0 = i * H / OH, h1 = ((i + 1) * H + OH - 1) / OH;
+    const int64_t w0 = j * W / OW, w1 = ((j + 1) * W + OW - 1) / OW;
+    return AvgWindow{{h0, h1, h1 - h0}, {w0, w1, w1 - w0}, (h1 - h0) * (w1 - w0)};
+  });
 }
 
 // ---- batch norm -----------------------------------------------------------------------------

@@ -302,9 +302,8 @@ void cross_entropy(const Tensor& loss, const Tensor& row_stats, const Tensor& lo
         "cross_entropy_rows_kernel", __FILE__, __LINE__,
         [](auto block_per_row) { return cross_entropy_rows_kernel<T, decltype(block_per_row)::value>; }, rows, classes,
         stream, x, t, per_row, static_cast<A*>(stats.data_ptr()), rows, cols, classes, vec, ignore_index, eps, error);
-    launch_kernel("cross_entropy_mean_kernel", __FILE__, __LINE__, cross_entropy_mean_kernel<A>, dim3(1),
-                  dim3(kSumThreads), 0, stream, static_cast<const A*>(per_row), t, rows, ignore_index,
-                  static_cast<A*>(loss.data_ptr()));
+    HG_LAUNCH(cross_entropy_mean_kernel<A>, dim3(1), dim3(kSumThreads), 0, stream, static_cast<const A*>(per_row), t,
+              rows, ignore_index, static_cast<A*>(loss.data_ptr()));
   });
 }
 
@@ -323,9 +322,8 @@ void cross_entropy_backward(const Tensor& d_logits, const Tensor& d_loss, const 
     const Tensor scale = empty({}, {.dtype = dtype_of<A>(), .device = logits.device()});
     const int64_t* t = static_cast<const int64_t*>(targets.data_ptr());
     A* scale_ptr = static_cast<A*>(scale.data_ptr());
-    launch_kernel("cross_entropy_scale_kernel", __FILE__, __LINE__, cross_entropy_scale_kernel<A>, dim3(1),
-                  dim3(kSumThreads), 0, stream, static_cast<const A*>(d_loss.data_ptr()), t, rows,
-                  ignore_index, scale_ptr);
+    HG_LAUNCH(cross_entropy_scale_kernel<A>, dim3(1), dim3(kSumThreads), 0, stream,
+              static_cast<const A*>(d_loss.data_ptr()), t, rows, ignore_index, scale_ptr);
     const T* x = static_cast<const T*>(logits.data_ptr());
     T* d_x = static_cast<T*>(d_logits.data_ptr());
     const A eps = static_cast<A>(label_smoothing);

@@ -126,6 +126,38 @@ __device__ __forceinline__ void load_tile_async(T* tile, const T* head, int64_t 
   }
 }
 
+// The double-buffered stream of tile pairs (K and V in the forward and dq
+// kernels, Q and dO in dk/dv): stage s of `stages` holds the pair's first tile
+// at stages + 2 s kRows kPitch<D> and its second tile right after it. Rows
+// [row0, row0 + kRows) of heads xh and yh into stage `stage`; returns it.
+template <int kRows, int D, int kThreads, typename T>
+__device__ __forceinline__ T* load_pair_async(T* stages, int stage, const T* xh, int64_t x_sr, const T* yh,
+                                              int64_t y_sr, int row0, int n) {
+  T* at = stages + stage * 2 * kRows * kPitch<D>;
+  load_tile_async<kRows, D, kThreads>(at, xh, x_sr, row0, n);
+  load_tile_async<kRows, D, kThreads>(at + kRows * kPitch<D>, yh, y_sr, row0, n);
+  return at;
+}
+
+// Step j of that stream (pair j starts at row0): starts pair j + 1 into the
+// other stage, `also()` adding whatever else that stage holds, then waits for
+// pair j (cp.async groups: one in flight while pair j is used) and the block's
+// barrier; returns pair j's stage.
+template <int kRows, int D, int kThreads, typename T, typename Also>
+__device__ __forceinline__ const T* next_pair_stage(T* stages, int j, int n_tiles, const T* xh, int64_t x_sr,
+                                                    const T* yh, int64_t y_sr, int row0, int n, Also&& also) {
+  if (j + 1 < n_tiles) {
+    load_pair_async<kRows, D, kThreads>(stages, (j + 1) % 2, xh, x_sr, yh, y_sr, row0 + kRows, n);
+    also();
+    cp_async_commit();
+    cp_async_wait<1>();
+  } else {
+    cp_async_wait<0>();
+  }
+  __syncthreads();
+  return stages + (j % 2) * 2 * kRows * kPitch<D>;
+}
+
 // The 16 x 16 A operand at (row0, col0) of a row-major tile (pitch ld).
 template <typename T>
 __device__ __forceinline__ void load_a(uint32_t (&a)[4], const T* tile, int ld, int row0, int col0) {
@@ -239,8 +271,7 @@ __global__ void __launch_bounds__(32 * kFwdWarps)
   const int n_tiles = (kv_end + kKeys - 1) / kKeys;
 
   load_tile_async<kFwdRows, D, kThreads>(sQ, qh, q.sr, q0, L);
-  load_tile_async<kKeys, D, kThreads>(sKV, kh, k.sr, 0, S);
-  load_tile_async<kKeys, D, kThreads>(sKV + kKeys * kLd, vh, v.sr, 0, S);
+  load_pair_async<kKeys, D, kThreads>(sKV, 0, kh, k.sr, vh, v.sr, 0, S);
   cp_async_commit();
 
   float o[D / 8][4];
@@ -249,17 +280,7 @@ __global__ void __launch_bounds__(32 * kFwdWarps)
   float l[2] = {0.0f, 0.0f};            // this thread's part of the running row sums
   for (int j = 0; j < n_tiles; ++j) {
     const int j0 = j * kKeys;
-    if (j + 1 < n_tiles) {  // prefetch the next K/V tile into the other stage
-      T* next = sKV + ((j + 1) % 2) * 2 * kKeys * kLd;
-      load_tile_async<kKeys, D, kThreads>(next, kh, k.sr, j0 + kKeys, S);
-      load_tile_async<kKeys, D, kThreads>(next + kKeys * kLd, vh, v.sr, j0 + kKeys, S);
-      cp_async_commit();
-      cp_async_wait<1>();
-    } else {
-      cp_async_wait<0>();
-    }
-    __syncthreads();
-    const T* sK = sKV + (j % 2) * 2 * kKeys * kLd;
+    const T* sK = next_pair_stage<kKeys, D, kThreads>(sKV, j, n_tiles, kh, k.sr, vh, v.sr, j0, S, [] {});
     const T* sV = sK + kKeys * kLd;
     if (!(causal && j0 > wrow0 + 15)) {  // some key of the tile is visible to some row of this warp
       float s[kKeys / 8][4];
@@ -380,8 +401,7 @@ __global__ void __launch_bounds__(32 * kBwdWarps)
   load_tile_async<kKeys, D, kThreads>(sK, k.head(b, h), k.sr, k0, S);
   load_tile_async<kKeys, D, kThreads>(sV, v.head(b, h), v.sr, k0, S);
   if (n_tiles > 0) {
-    load_tile_async<kQRows, D, kThreads>(sQdO, qh, q.sr, i_begin, L);
-    load_tile_async<kQRows, D, kThreads>(sQdO + kQRows * kLd, doh, d_out.sr, i_begin, L);
+    load_pair_async<kQRows, D, kThreads>(sQdO, 0, qh, q.sr, doh, d_out.sr, i_begin, L);
     load_stats(i_begin, 0);
   }
   cp_async_commit();
@@ -391,18 +411,8 @@ __global__ void __launch_bounds__(32 * kBwdWarps)
   zero(dv_acc);
   for (int j = 0; j < n_tiles; ++j) {
     const int i0 = i_begin + j * kQRows;
-    if (j + 1 < n_tiles) {
-      T* next = sQdO + ((j + 1) % 2) * 2 * kQRows * kLd;
-      load_tile_async<kQRows, D, kThreads>(next, qh, q.sr, i0 + kQRows, L);
-      load_tile_async<kQRows, D, kThreads>(next + kQRows * kLd, doh, d_out.sr, i0 + kQRows, L);
-      load_stats(i0 + kQRows, (j + 1) % 2);
-      cp_async_commit();
-      cp_async_wait<1>();
-    } else {
-      cp_async_wait<0>();
-    }
-    __syncthreads();
-    const T* sQ = sQdO + (j % 2) * 2 * kQRows * kLd;
+    const T* sQ = next_pair_stage<kQRows, D, kThreads>(sQdO, j, n_tiles, qh, q.sr, doh, d_out.sr, i0, L,
+                                                       [&] { load_stats(i0 + kQRows, (j + 1) % 2); });
     const T* sdO = sQ + kQRows * kLd;
     const float* sLse = sStats + (j % 2) * 2 * kQRows;
     const float* sDelta = sLse + kQRows;
@@ -465,25 +475,14 @@ __global__ void __launch_bounds__(32 * kBwdWarps)
 
   load_tile_async<kBwdRows, D, kThreads>(sQ, q.head(b, h), q.sr, q0, L);
   load_tile_async<kBwdRows, D, kThreads>(sdO, d_out.head(b, h), d_out.sr, q0, L);
-  load_tile_async<kKeys, D, kThreads>(sKV, kh, k.sr, 0, S);
-  load_tile_async<kKeys, D, kThreads>(sKV + kKeys * kLd, vh, v.sr, 0, S);
+  load_pair_async<kKeys, D, kThreads>(sKV, 0, kh, k.sr, vh, v.sr, 0, S);
   cp_async_commit();
 
   float dq_acc[D / 8][4];
   zero(dq_acc);
   for (int j = 0; j < n_tiles; ++j) {
     const int j0 = j * kKeys;
-    if (j + 1 < n_tiles) {
-      T* next = sKV + ((j + 1) % 2) * 2 * kKeys * kLd;
-      load_tile_async<kKeys, D, kThreads>(next, kh, k.sr, j0 + kKeys, S);
-      load_tile_async<kKeys, D, kThreads>(next + kKeys * kLd, vh, v.sr, j0 + kKeys, S);
-      cp_async_commit();
-      cp_async_wait<1>();
-    } else {
-      cp_async_wait<0>();
-    }
-    __syncthreads();
-    const T* sK = sKV + (j % 2) * 2 * kKeys * kLd;
+    const T* sK = next_pair_stage<kKeys, D, kThreads>(sKV, j, n_tiles, kh, k.sr, vh, v.sr, j0, S, [] {});
     const T* sV = sK + kKeys * kLd;
     if (!(causal && j0 > wrow0 + 15)) {
       const bool edge = j0 + kKeys > S || (causal && j0 + kKeys - 1 > wrow0);

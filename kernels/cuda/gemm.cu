@@ -20,6 +20,7 @@
 #include <optional>
 #include <unordered_map>
 
+#include "core/hash.h"
 #include "runtime/cuda/cuda_check.h"
 #include "runtime/cuda/runtime.h"
 #include "kernels/gemm.h"
@@ -185,16 +186,6 @@ struct PlanKey {
   bool operator==(const PlanKey& o) const { return std::memcmp(this, &o, sizeof(PlanKey)) == 0; }
 };
 
-struct PlanKeyHash {
-  size_t operator()(const PlanKey& key) const {
-    // FNV-1a over the key's bytes (the key is zero-initialised, so padding is 0).
-    const auto* bytes = reinterpret_cast<const unsigned char*>(&key);
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < sizeof(PlanKey); ++i) h = (h ^ bytes[i]) * 1099511628211ull;
-    return static_cast<size_t>(h);
-  }
-};
-
 struct Plan {
   bool found = false;
   cublasLtMatmulAlgo_t algo{};
@@ -203,7 +194,7 @@ struct Plan {
 
 struct PlanCache {
   std::mutex mutex;
-  std::unordered_map<PlanKey, Plan, PlanKeyHash> plans;
+  std::unordered_map<PlanKey, Plan, BytesHash<PlanKey>> plans;
   int64_t matmuls = 0, queries = 0;
 };
 

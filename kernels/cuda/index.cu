@@ -198,13 +198,6 @@ __global__ void index_add_runs_kernel(T* __restrict__ out, const T* __restrict__
   }
 }
 
-__device__ __forceinline__ void coords_of(const IndexGeometry& g, int64_t i, int64_t (&c)[kIndexMaxDims]) {
-  for (int d = g.rank - 1; d >= 0; --d) {
-    c[d] = i % g.sizes[d];
-    i /= g.sizes[d];
-  }
-}
-
 // gather_kernel<T>
 //   formula    out[p] = x[p with p[dim] = index[p]]
 //   shapes     out, index contiguous of one shape (rank <= 8); x contiguous
@@ -244,19 +237,11 @@ __global__ void gather_kernel(T* __restrict__ out, const T* __restrict__ x, cons
 template <typename T>
 __global__ void scatter_add_kernel(T* __restrict__ out, const T* __restrict__ src, const int64_t* __restrict__ index,
                                    int64_t lines, IndexGeometry g, int64_t n, DeviceError* error) {
-  IndexGeometry line_shape = g;
-  line_shape.sizes[g.dim] = 1;
   const int64_t k_count = g.sizes[g.dim];
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t l = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; l < lines; l += stride) {
-    int64_t c[kIndexMaxDims];
-    coords_of(line_shape, l, c);
-    int64_t o_base = 0, s_base = 0, i_base = 0;
-    for (int d = 0; d < g.rank; ++d) {
-      o_base += c[d] * g.strides[0][d];
-      s_base += c[d] * g.strides[1][d];
-      i_base += c[d] * g.strides[2][d];
-    }
+    const ScatterLine at = scatter_line(g, l);
+    const int64_t o_base = at.out, s_base = at.src, i_base = at.index;
     for (int64_t k = 0; k < k_count; ++k) {
       const int64_t j = index[i_base + k * g.strides[2][g.dim]];
       if (j < 0 || j >= n) {

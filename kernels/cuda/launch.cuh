@@ -10,6 +10,10 @@
 // launch throws hg::Error naming the kernel, the error and the call site.
 // Kernel files never write `<<<>>>`, so every .cu file compiles with both nvcc
 // and g++.
+// launch_kernel(name, __FILE__, __LINE__, kernel, ...) is the same call with
+// the name given: for launchers whose name is not the kernel expression
+// (reduce.cu names each launch after its op; launch_row_kernel passes its
+// caller's).
 //
 // An empty grid (a zero in grid.x/y/z) is a no-op here instead of the
 // cudaErrorInvalidConfiguration a real launch returns: launchers compute the
@@ -27,6 +31,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 #include <utility>
 
 #include "core/error.h"
@@ -48,6 +53,15 @@ inline T* dynamic_shared() {
   extern __shared__ __align__(16) unsigned char hg_dynamic_shared_memory[];
   return reinterpret_cast<T*>(hg_dynamic_shared_memory);
 #endif
+}
+
+// fn(std::true_type{}) or fn(std::false_type{}): a run-time flag as a
+// template argument of the kernel a launcher picks, so the launch is written
+// once instead of in both arms of an if:
+//   with_bool(rms, [&](auto rms_c) { launch_forward<T, W, decltype(rms_c)::value>(...); });
+template <typename Fn>
+decltype(auto) with_bool(bool flag, Fn&& fn) {
+  return flag ? fn(std::true_type{}) : fn(std::false_type{});
 }
 
 namespace detail {

@@ -26,6 +26,9 @@
 
 namespace hg::cuda {
 
+using ::hg::detail::dispatch_norm;
+using ::hg::detail::ptr_or_null;
+
 namespace {
 
 // norm_forward_kernel<T, W, kRms, kBlockPerRow>
@@ -181,24 +184,6 @@ __global__ void norm_params_final_kernel(const A* __restrict__ part_w, const A* 
   if (d_b != nullptr) d_b[col] = static_cast<W>(sb);
 }
 
-template <typename Fn>
-void dispatch_norm(OpId op, DType x_dtype, DType w_dtype, Fn&& fn) {
-  dispatch_floating(x_dtype, op_name(op), [&](auto t_tag) {
-    using T = decltype(t_tag);
-    if (w_dtype == x_dtype) {
-      fn(t_tag, T{});
-    } else {
-      HG_CHECK(w_dtype == kF32, op_name(op), ": weight dtype ", w_dtype, " must be ", x_dtype, " or f32");
-      fn(t_tag, float{});
-    }
-  });
-}
-
-template <typename P>
-P* ptr_or_null(const Tensor& t) {
-  return t.defined() ? static_cast<P*>(t.data_ptr()) : nullptr;
-}
-
 template <typename T, typename W, bool kRms>
 void launch_forward(const Tensor& y, const Tensor& mean, const Tensor& rstd, const Tensor& x, const Tensor& weight,
                     const Tensor& bias, double eps, cudaStream_t stream) {
@@ -264,11 +249,9 @@ void norm_forward(OpId op, const Tensor& y, const Tensor& mean, const Tensor& rs
                 [&](auto t_tag, auto w_tag) {
                   using T = decltype(t_tag);
                   using W = decltype(w_tag);
-                  if (rms) {
-                    launch_forward<T, W, true>(y, mean, rstd, x, weight, bias, eps, stream);
-                  } else {
-                    launch_forward<T, W, false>(y, mean, rstd, x, weight, bias, eps, stream);
-                  }
+                  with_bool(rms, [&](auto rms_c) {
+                    launch_forward<T, W, decltype(rms_c)::value>(y, mean, rstd, x, weight, bias, eps, stream);
+                  });
                 });
 }
 
@@ -287,11 +270,9 @@ void norm_backward(OpId op, const Tensor& d_x, const Tensor& d_weight, const Ten
   dispatch_norm(op, x.dtype(), w_dtype, [&](auto t_tag, auto w_tag) {
     using T = decltype(t_tag);
     using W = decltype(w_tag);
-    if (rms) {
-      launch_backward<T, W, true>(d_x, d_weight, d_bias, d_y, x, mean, rstd, weight, stream);
-    } else {
-      launch_backward<T, W, false>(d_x, d_weight, d_bias, d_y, x, mean, rstd, weight, stream);
-    }
+    with_bool(rms, [&](auto rms_c) {
+      launch_backward<T, W, decltype(rms_c)::value>(d_x, d_weight, d_bias, d_y, x, mean, rstd, weight, stream);
+    });
   });
 }
 

@@ -80,13 +80,9 @@ template <typename Pick, typename... Args>
 void launch_row_kernel(const char* name, const char* file, int line, Pick pick, int64_t rows, int64_t cols,
                        cudaStream_t stream, Args&&... args) {
   const RowLaunch l = row_launch(rows, cols);
-  if (l.block_per_row) {
-    launch_kernel(name, file, line, pick(std::true_type{}), l.grid, l.block, 0, stream,
-                  std::forward<Args>(args)...);
-  } else {
-    launch_kernel(name, file, line, pick(std::false_type{}), l.grid, l.block, 0, stream,
-                  std::forward<Args>(args)...);
-  }
+  with_bool(l.block_per_row, [&](auto block_per_row) {
+    launch_kernel(name, file, line, pick(block_per_row), l.grid, l.block, 0, stream, std::forward<Args>(args)...);
+  });
 }
 
 }  // namespace hg::cuda

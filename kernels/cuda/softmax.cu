@@ -127,11 +127,8 @@ void softmax(OpId op, const Tensor& y, const Tensor& x) {
     using T = decltype(tag);
     const T* in = static_cast<const T*>(x.data_ptr());
     T* out = static_cast<T*>(y.data_ptr());
-    if (op == OpId::log_softmax) {
-      launch_forward<T, true>(in, out, rows, cols, stream);
-    } else {
-      launch_forward<T, false>(in, out, rows, cols, stream);
-    }
+    with_bool(op == OpId::log_softmax,
+              [&](auto log) { launch_forward<T, decltype(log)::value>(in, out, rows, cols, stream); });
   });
 }
 
@@ -153,11 +150,8 @@ void softmax_backward(OpId op, const Tensor& d_x, const Tensor& d_y, const Tenso
     const T* dy = static_cast<const T*>(d_y.data_ptr());
     const T* yy = static_cast<const T*>(y.data_ptr());
     T* dx = static_cast<T*>(d_x.data_ptr());
-    if (op == OpId::log_softmax_backward) {
-      launch_backward<T, true>(dy, yy, dx, rows, cols, stream);
-    } else {
-      launch_backward<T, false>(dy, yy, dx, rows, cols, stream);
-    }
+    with_bool(op == OpId::log_softmax_backward,
+              [&](auto log) { launch_backward<T, decltype(log)::value>(dy, yy, dx, rows, cols, stream); });
   });
 }
 
