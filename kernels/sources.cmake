@@ -16,6 +16,7 @@ list(APPEND HG_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/norm_ops.cpp
   ${CMAKE_CURRENT_LIST_DIR}/index_ops.cpp
   ${CMAKE_CURRENT_LIST_DIR}/flash_attention_ops.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/attention_cudnn_ops.cpp
   ${CMAKE_CURRENT_LIST_DIR}/attention_ops.cpp
   ${CMAKE_CURRENT_LIST_DIR}/fp8_ops.cpp
 )
