@@ -48,8 +48,9 @@ std::string attention_path_unsupported_reason(AttentionPath path, const Tensor& 
       if (ops::flash_attention_supported(q, k, v, mask, options.dropout_p)) return {};
       return "the flash kernels need 4-D q [B, H, L, D] and k, v [B, H, S, D] with D 64 or 128, f16/bf16 on CUDA "
              "(f32, f64, f16, bf16 on the CPU), no mask and no dropout; got q " +
-             q.shape_str() + ", k " + k.shape_str() + ", v " + v.shape_str() + ", " + std::string(dtype_name(q.dtype())) +
-             (mask ? ", a mask" : "") + (options.dropout_p > 0.0 ? ", dropout" : "");
+             q.shape_str() + ", k " + k.shape_str() + ", v " + v.shape_str() + ", " +
+             std::string(dtype_name(q.dtype())) + (mask ? ", a mask" : "") +
+             (options.dropout_p > 0.0 ? ", dropout" : "");
     case AttentionPath::cudnn:
       return ops::cudnn_attention_unsupported_reason(q, k, v, mask, options.dropout_p);
   }

@@ -77,8 +77,7 @@ void add_one(std::vector<Workload>& out, DType dt, const AttnShape& s, bool back
                    Tensor d_out = hg::randn({s.b, s.h, s.t, s.d}, f32).to(dt);
                    const std::string why =
                        cudnn ? hg::ops::cudnn_attention_unsupported_reason(q, k, v, false, 0.0) : std::string();
-                   HG_CHECK(why.empty(), "hg-bench attention: the cudnn path does not apply to ", self.name, ": ",
-                            why);
+                   HG_CHECK(why.empty(), "hg-bench attention: the cudnn path does not apply to ", self.name, ": ", why);
                    HG_CHECK(hg::ops::flash_attention_supported(q, k, v, false, 0.0),
                             "hg-bench attention: the flash path ", "does not apply to ", self.name);
                    const double scale = 1.0 / std::sqrt(static_cast<double>(s.d));

@@ -83,9 +83,7 @@ class BackendDesc {
     HG_CUDNN_CHECK(cudnnBackendSetAttribute(d_, name, type, count, values));
   }
   void set_int(cudnnBackendAttributeName_t name, int64_t value) { set(name, CUDNN_TYPE_INT64, 1, &value); }
-  void set_type(cudnnBackendAttributeName_t name, cudnnDataType_t value) {
-    set(name, CUDNN_TYPE_DATA_TYPE, 1, &value);
-  }
+  void set_type(cudnnBackendAttributeName_t name, cudnnDataType_t value) { set(name, CUDNN_TYPE_DATA_TYPE, 1, &value); }
   void set_desc(cudnnBackendAttributeName_t name, const BackendDesc& value) {
     cudnnBackendDescriptor_t p = value.get();
     set(name, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &p);
@@ -198,9 +196,8 @@ class GraphBuilder {
     heur.set(CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode);
     if (const cudnnStatus_t s = cudnnBackendFinalize(heur.get()); s != CUDNN_STATUS_SUCCESS) return s;
     int64_t count = 0;
-    if (const cudnnStatus_t s =
-            cudnnBackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0,
-                                     &count, nullptr);
+    if (const cudnnStatus_t s = cudnnBackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                                                         CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count, nullptr);
         s != CUDNN_STATUS_SUCCESS)
       return s;
     count = std::min<int64_t>(count, 8);
@@ -223,8 +220,8 @@ class GraphBuilder {
       last = cudnnBackendFinalize(p->get());
       if (last != CUDNN_STATUS_SUCCESS) continue;
       int64_t n = 0;
-      HG_CUDNN_CHECK(cudnnBackendGetAttribute(p->get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64,
-                                              1, &n, &plan.workspace));
+      HG_CUDNN_CHECK(cudnnBackendGetAttribute(p->get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1,
+                                              &n, &plan.workspace));
       plan.plan = std::move(p);
       keep(std::move(configs[static_cast<size_t>(i)]));
       keep(std::move(heur));
@@ -243,7 +240,8 @@ class GraphBuilder {
 };
 
 std::string problem_text(const Tensor& q, const Tensor& k, bool causal) {
-  return "q " + q.shape_str() + ", k " + k.shape_str() + ", " + std::string(dtype_name(q.dtype())) + (causal ? ", causal" : "");
+  return "q " + q.shape_str() + ", k " + k.shape_str() + ", " + std::string(dtype_name(q.dtype())) +
+         (causal ? ", causal" : "");
 }
 
 Plan build_plan(const Tensor& out, const Tensor& q, const Tensor& k, const Tensor& v, bool causal) {
@@ -266,9 +264,9 @@ Plan build_plan(const Tensor& out, const Tensor& q, const Tensor& k, const Tenso
   if (causal) {
     const BackendDesc& tfill = gb.tensor(kFill, {1, 1, 1, 1}, {1, 1, 1, 1}, CUDNN_DATA_FLOAT, false, true);
     const BackendDesc& row = gb.scratch({b, h, l, s}, CUDNN_DATA_INT32);
-    gb.pointwise(CUDNN_POINTWISE_GEN_INDEX, s1, nullptr, nullptr, row, CUDNN_DATA_INT32, 2);
+    gb.pointwise(CUDNN_POINTWISE_GEN_INDEX, s1, nullptr, nullptr, row, CUDNN_DATA_FLOAT, 2);
     const BackendDesc& col = gb.scratch({b, h, l, s}, CUDNN_DATA_INT32);
-    gb.pointwise(CUDNN_POINTWISE_GEN_INDEX, s1, nullptr, nullptr, col, CUDNN_DATA_INT32, 3);
+    gb.pointwise(CUDNN_POINTWISE_GEN_INDEX, s1, nullptr, nullptr, col, CUDNN_DATA_FLOAT, 3);
     const BackendDesc& keep_mask = gb.scratch({b, h, l, s}, CUDNN_DATA_BOOLEAN);
     gb.pointwise(CUDNN_POINTWISE_CMP_GE, row, &col, nullptr, keep_mask, CUDNN_DATA_BOOLEAN);
     const BackendDesc& masked = gb.scratch({b, h, l, s});
@@ -292,8 +290,8 @@ Plan build_plan(const Tensor& out, const Tensor& q, const Tensor& k, const Tenso
 
   const cudnnStatus_t status = gb.build(cudnn_handle());
   HG_CHECK(status == CUDNN_STATUS_SUCCESS, "scaled_dot_product_attention (cudnn path): cuDNN ", cudnnGetVersion(),
-           " builds no execution plan for the fused attention graph (", problem_text(q, k, causal), "): ",
-           cudnnGetErrorString(status), "; use the flash or math path (HG_ATTENTION=flash)");
+           " builds no execution plan for the fused attention graph (", problem_text(q, k, causal),
+           "): ", cudnnGetErrorString(status), "; use the flash or math path (HG_ATTENTION=flash)");
   return std::move(gb.plan);
 }
 
@@ -354,8 +352,8 @@ void cudnn_attention_forward(const Tensor& out, const Tensor& lse, const Tensor&
   const float scale_value = static_cast<float>(scale);
   const float fill = std::numeric_limits<float>::lowest();
   std::vector<int64_t> uids{kQ, kK, kV, kO, kStats, kScale};
-  std::vector<void*> ptrs{q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), lse.data_ptr(),
-                          const_cast<float*>(&scale_value)};
+  std::vector<void*> ptrs{q.data_ptr(),   k.data_ptr(),   v.data_ptr(),
+                          out.data_ptr(), lse.data_ptr(), const_cast<float*>(&scale_value)};
   if (causal) {
     uids.push_back(kFill);
     ptrs.push_back(const_cast<float*>(&fill));
@@ -363,8 +361,7 @@ void cudnn_attention_forward(const Tensor& out, const Tensor& lse, const Tensor&
   const Workspace ws(plan->workspace);
   BackendDesc pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
   pack.set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, static_cast<int64_t>(uids.size()), uids.data());
-  pack.set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, static_cast<int64_t>(ptrs.size()),
-           ptrs.data());
+  pack.set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, static_cast<int64_t>(ptrs.size()), ptrs.data());
   void* wptr = ws.ptr;
   pack.set(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &wptr);
   pack.finalize();

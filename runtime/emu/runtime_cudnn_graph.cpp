@@ -527,8 +527,7 @@ int64_t offset(const TensorInfo& t, int64_t a, int64_t b, int64_t c, int64_t d) 
   return a * t.strides[0] + b * t.strides[1] + c * t.strides[2] + d * t.strides[3];
 }
 
-void run_sdpa(const SdpaProblem& p, const std::map<int64_t, TensorInfo>& tensors,
-              const std::map<int64_t, void*>& ptr) {
+void run_sdpa(const SdpaProblem& p, const std::map<int64_t, TensorInfo>& tensors, const std::map<int64_t, void*>& ptr) {
   const TensorInfo &q = tensors.at(p.q), &kt = tensors.at(p.kt), &v = tensors.at(p.v), &o = tensors.at(p.o);
   const float scale = *static_cast<const float*>(ptr.at(p.scale));
   const float neg = p.neg >= 0 ? *static_cast<const float*>(ptr.at(p.neg)) : 0.0f;
@@ -553,7 +552,8 @@ void run_sdpa(const SdpaProblem& p, const std::map<int64_t, TensorInfo>& tensors
         std::fill(acc.begin(), acc.end(), 0.0f);
         for (int64_t j = 0; j < s; ++j) {
           const float pj = sc[static_cast<size_t>(j)] / z;
-          for (int64_t x = 0; x < dv; ++x) acc[static_cast<size_t>(x)] += pj * load16(ptr.at(p.v), t, offset(v, b, h, j, x));
+          for (int64_t x = 0; x < dv; ++x)
+            acc[static_cast<size_t>(x)] += pj * load16(ptr.at(p.v), t, offset(v, b, h, j, x));
         }
         for (int64_t x = 0; x < dv; ++x) store16(ptr.at(p.o), t, offset(o, b, h, i, x), acc[static_cast<size_t>(x)]);
         if (p.stats >= 0) {
@@ -625,7 +625,7 @@ cudnnStatus_t cudnnBackendFinalize(cudnnBackendDescriptor_t descriptor) {
     case CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR:
     case CUDNN_BACKEND_ENGINE_DESCRIPTOR: {
       const int graph_attr = d->kind == CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR ? CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH
-                                                                             : CUDNN_ATTR_ENGINE_OPERATION_GRAPH;
+                                                                            : CUDNN_ATTR_ENGINE_OPERATION_GRAPH;
       const Desc* graph = desc_attr(d, graph_attr);
       if (graph == nullptr || graph->kind != CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR || !graph->finalized)
         return CUDNN_STATUS_BAD_PARAM;

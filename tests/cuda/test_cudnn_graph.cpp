@@ -33,8 +33,7 @@ cudnnBackendDescriptor_t tensor(int64_t uid, std::vector<int64_t> dims, bool is_
           CUDNN_STATUS_SUCCESS);
   REQUIRE(cudnnBackendSetAttribute(t, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, n, strides.data()) ==
           CUDNN_STATUS_SUCCESS);
-  REQUIRE(cudnnBackendSetAttribute(t, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid) ==
-          CUDNN_STATUS_SUCCESS);
+  REQUIRE(cudnnBackendSetAttribute(t, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid) == CUDNN_STATUS_SUCCESS);
   REQUIRE(cudnnBackendSetAttribute(t, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align) ==
           CUDNN_STATUS_SUCCESS);
   REQUIRE(cudnnBackendSetAttribute(t, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &is_virtual) ==
@@ -71,8 +70,7 @@ TEST_CASE("cuDNN graph API: tensor attributes round-trip; bad sets are refused",
   CHECK(cudnnBackendGetAttribute(t, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_FLOAT, 1, &count, &uid) !=
         CUDNN_STATUS_SUCCESS);
   const int64_t other = 7;
-  CHECK(cudnnBackendSetAttribute(t, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &other) !=
-        CUDNN_STATUS_SUCCESS);
+  CHECK(cudnnBackendSetAttribute(t, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &other) != CUDNN_STATUS_SUCCESS);
   CHECK(cudnnBackendDestroyDescriptor(t) == CUDNN_STATUS_SUCCESS);
 
   // a tensor without strides does not finalize
@@ -107,8 +105,8 @@ TEST_CASE("cuDNN graph API: operations need their tensors; descriptor attributes
           CUDNN_STATUS_SUCCESS);
   CHECK(cudnnBackendFinalize(op) != CUDNN_STATUS_SUCCESS);  // no y yet
   cudnnBackendDescriptor_t op2 = make(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR);
-  REQUIRE(cudnnBackendSetAttribute(op2, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, CUDNN_TYPE_BACKEND_DESCRIPTOR,
-                                   1, &pw) == CUDNN_STATUS_SUCCESS);
+  REQUIRE(cudnnBackendSetAttribute(op2, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+                                   &pw) == CUDNN_STATUS_SUCCESS);
   REQUIRE(cudnnBackendSetAttribute(op2, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x) ==
           CUDNN_STATUS_SUCCESS);
   REQUIRE(cudnnBackendSetAttribute(op2, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y) ==
@@ -149,5 +147,6 @@ TEST_CASE("cuDNN graph API: operations need their tensors; descriptor attributes
   CHECK(cudnnBackendDestroyDescriptor(plan) == CUDNN_STATUS_BAD_PARAM);
   for (cudnnBackendDescriptor_t d : {cfg, heur, graph}) CHECK(cudnnBackendDestroyDescriptor(d) == CUDNN_STATUS_SUCCESS);
 #endif
-  for (cudnnBackendDescriptor_t d : {got, op2, op, pw, x, y}) CHECK(cudnnBackendDestroyDescriptor(d) == CUDNN_STATUS_SUCCESS);
+  for (cudnnBackendDescriptor_t d : {got, op2, op, pw, x, y})
+    CHECK(cudnnBackendDestroyDescriptor(d) == CUDNN_STATUS_SUCCESS);
 }

@@ -178,8 +178,8 @@ TEST_CASE("cudnn attention: head dims 64 and 128, causal or not, odd T, L != S, 
     return;
   }
   const std::vector<Case> cases{
-      {2, 2, 17, 17, 64, true},  {2, 2, 17, 17, 64, false}, {1, 2, 33, 33, 128, true}, {1, 2, 33, 33, 128, false},
-      {1, 1, 17, 40, 64, true},  {1, 1, 40, 17, 128, true}, {1, 1, 40, 17, 64, false}, {1, 1, 1, 1, 64, false},
+      {2, 2, 17, 17, 64, true}, {2, 2, 17, 17, 64, false}, {1, 2, 33, 33, 128, true}, {1, 2, 33, 33, 128, false},
+      {1, 1, 17, 40, 64, true}, {1, 1, 40, 17, 128, true}, {1, 1, 40, 17, 64, false}, {1, 1, 1, 1, 64, false},
   };
   for (const DType dt : {kF16, kBF16}) {
     for (const Case& c : cases) check_case(c, dt);
