@@ -34,7 +34,9 @@
 //
 // Plans: building one (heuristics, then the first engine config whose plan
 // finalizes) takes milliseconds to seconds on a GPU, so plans are cached by
-// (device, dtype, causal, B, H, L, S, D, the strides of q, k, v, out). The
+// (device, dtype, causal, B, H, L, S, D, the strides of q, k, v, out); a plan
+// is built with the calling thread's handle and executed with the handle of
+// whichever thread calls (cudnn_handle(): one per thread and device). The
 // workspace comes from the caching allocator on the current stream per call.
 //
 // Precision contract: 16-bit in and out; the matmuls' compute type and every
@@ -184,8 +186,11 @@ class GraphBuilder {
   // whose plan finalizes. Returns the cuDNN status of the last refusal (or
   // success).
   cudnnStatus_t build(cudnnHandle_t handle) {
-    (void)handle;  // cuDNN 9 takes the handle at execute (the graph/plan HANDLE attributes are deprecated)
+    // The graph and plan HANDLE attributes are deprecated in cuDNN 9 (execute
+    // takes the handle) but still read for the device; set, as every backend
+    // API user does.
     BackendDesc graph(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
+    graph.set(CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle);
     graph.set(CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, static_cast<int64_t>(ops_.size()),
               ops_.data());
     if (const cudnnStatus_t s = cudnnBackendFinalize(graph.get()); s != CUDNN_STATUS_SUCCESS) return s;
@@ -216,6 +221,7 @@ class GraphBuilder {
     cudnnStatus_t last = CUDNN_STATUS_NOT_SUPPORTED;
     for (int64_t i = 0; i < std::min(returned, count); ++i) {
       auto p = std::make_unique<BackendDesc>(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
+      p->set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle);
       p->set_desc(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, configs[static_cast<size_t>(i)]);
       last = cudnnBackendFinalize(p->get());
       if (last != CUDNN_STATUS_SUCCESS) continue;
