@@ -3,6 +3,9 @@
 // kernel and its rules are in kernels/attention.h.
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
+#include <optional>
+#include <string>
 
 #include "autograd/autocast.h"
 #include "autograd/functions.h"
@@ -10,6 +13,7 @@
 #include "core/generator.h"
 #include "core/log.h"
 #include "kernels/attention.h"
+#include "kernels/attention_cudnn.h"
 #include "kernels/flash_attention.h"
 #include "kernels/gemm.h"
 
@@ -27,17 +31,64 @@ const char* attention_path_name(AttentionPath path) {
       return "math";
     case AttentionPath::flash:
       return "flash";
+    case AttentionPath::cudnn:
+      return "cudnn";
   }
   return "?";
 }
 
 // ---- dispatch: the one place that picks the implementation ----------------------------------
+std::string attention_path_unsupported_reason(AttentionPath path, const Tensor& q, const Tensor& k, const Tensor& v,
+                                              const SdpaOptions& options) {
+  const bool mask = options.attn_mask.defined();
+  switch (path) {
+    case AttentionPath::math:
+      return {};
+    case AttentionPath::flash:
+      if (ops::flash_attention_supported(q, k, v, mask, options.dropout_p)) return {};
+      return "the flash kernels need 4-D q [B, H, L, D] and k, v [B, H, S, D] with D 64 or 128, f16/bf16 on CUDA "
+             "(f32, f64, f16, bf16 on the CPU), no mask and no dropout; got q " +
+             q.shape_str() + ", k " + k.shape_str() + ", v " + v.shape_str() + ", " +
+             std::string(dtype_name(q.dtype())) + (mask ? ", a mask" : "") +
+             (options.dropout_p > 0.0 ? ", dropout" : "");
+    case AttentionPath::cudnn:
+      return ops::cudnn_attention_unsupported_reason(q, k, v, mask, options.dropout_p);
+  }
+  return "unknown path";
+}
+
+namespace {
+
+// HG_ATTENTION=math|flash|cudnn (unset or empty: no forcing); read on every
+// call, so tests and benchmarks may switch it.
+std::optional<AttentionPath> forced_path_from_env() {
+  const char* env = std::getenv("HG_ATTENTION");
+  if (env == nullptr || *env == '\0') return std::nullopt;
+  const std::string value(env);
+  if (value == "math") return AttentionPath::math;
+  if (value == "flash") return AttentionPath::flash;
+  if (value == "cudnn") return AttentionPath::cudnn;
+  HG_FAIL("HG_ATTENTION=", value, " is not a path: use math, flash or cudnn (or leave it unset)");
+}
+
+}  // namespace
+
 AttentionPath choose_attention_path(const Tensor& q, const Tensor& k, const Tensor& v, const SdpaOptions& options) {
+  // A forced path (the option, else the environment) runs or fails loudly.
+  const std::optional<AttentionPath> forced = options.path ? options.path : forced_path_from_env();
+  if (forced) {
+    const std::string why = attention_path_unsupported_reason(*forced, q, k, v, options);
+    HG_CHECK(why.empty(), "scaled_dot_product_attention: the ", attention_path_name(*forced), " path was forced (",
+             options.path ? "SdpaOptions::path" : "HG_ATTENTION", ") but cannot run these inputs: ", why);
+    return *forced;
+  }
   // The fused kernel on CUDA wherever it applies (4-D [B, H, L, D] without
   // broadcast, f16/bf16, D 64 or 128, no mask, no dropout: the conditions of
   // ops::flash_attention_supported). On the CPU the math path stays the
   // default: its two GEMMs are OpenBLAS's, faster there than the tiled loop,
   // which the CPU keeps as the flash kernels' counterpart (kernels/cpu/).
+  // cuDNN's fused graph runs the same inputs on sm_80+ but is not the
+  // default: no GPU comparison of the two has been taken yet (docs/kernels.md).
   if (q.device().is_cuda() && ops::flash_attention_supported(q, k, v, options.attn_mask.defined(), options.dropout_p)) {
     return AttentionPath::flash;
   }
@@ -125,6 +176,26 @@ Tensor sdpa_flash(const Tensor& q, const Tensor& k, const Tensor& v, const SdpaO
   return f.out;
 }
 
+// cuDNN path: the forward through cuDNN's fused graph, the backward through
+// the flash kernels from its out and lse (kernels/attention_cudnn.h).
+Tensor sdpa_cudnn(const Tensor& q, const Tensor& k, const Tensor& v, const SdpaOptions& o) {
+  const double scale = o.scale.value_or(1.0 / std::sqrt(static_cast<double>(q.size(-1))));
+  const bool causal = o.is_causal;
+  ops::FlashForward f = ops::cudnn_attention_forward(q, k, v, scale, causal);
+  if (any_requires_grad({&q, &k, &v})) {
+    record("scaled_dot_product_attention", f.out, {&q, &k, &v},
+           {SavedTensor(q), SavedTensor(k), SavedTensor(v), SavedTensor(f.out), SavedTensor(f.lse)},
+           [scale, causal](const Tensor& g, const FunctionNode& self) -> Grads {
+             const Tensor qs = self.saved(0), ks = self.saved(1), vs = self.saved(2);
+             const Tensor gc = g.dtype() == qs.dtype() ? g : g.to(qs.dtype());
+             ops::FlashBackward b =
+                 ops::cudnn_attention_backward(gc, qs, ks, vs, self.saved(3), self.saved(4), scale, causal);
+             return {b.dq, b.dk, b.dv};
+           });
+  }
+  return f.out;
+}
+
 }  // namespace
 
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const SdpaOptions& options) {
@@ -142,6 +213,8 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
       return sdpa_math(q, k, v, options);
     case AttentionPath::flash:
       return sdpa_flash(q, k, v, options);
+    case AttentionPath::cudnn:
+      return sdpa_cudnn(q, k, v, options);
   }
   HG_FAIL("scaled_dot_product_attention: unknown path ", static_cast<int>(path));
 }

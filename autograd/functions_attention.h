@@ -10,12 +10,24 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 
 #include "core/tensor.h"
 
 namespace hg {
 
 class Generator;
+
+// The implementations behind scaled_dot_product_attention.
+//   math:  batched GEMM + fused scale-mask-softmax(-dropout) + batched GEMM,
+//          O(L * S) memory per head (every device, every floating dtype)
+//   flash: the fused FlashAttention-2-style kernels (kernels/flash_attention.h),
+//          O(L) memory; chosen on CUDA wherever they apply
+//   cudnn: cuDNN's fused flash-attention graph for the forward
+//          (kernels/attention_cudnn.h), the flash kernels for the backward;
+//          CUDA sm_80+, chosen only when forced (flash stays the default
+//          until a GPU comparison says otherwise: docs/kernels.md)
+enum class AttentionPath : uint8_t { math, flash, cudnn };
 
 struct SdpaOptions {
   // bool (true = attend) or floating (added to the scaled scores), broadcastable
@@ -29,21 +41,24 @@ struct SdpaOptions {
   bool is_causal = false;
   std::optional<double> scale{};  // default 1 / sqrt(E)
   Generator* generator = nullptr;
+  // Forces an implementation (else the environment variable
+  // HG_ATTENTION=math|flash|cudnn, else choose_attention_path's default); a
+  // forced path that cannot run these inputs throws hg::Error saying why.
+  std::optional<AttentionPath> path{};
 };
 
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const SdpaOptions& options = {});
 
-// The implementations behind scaled_dot_product_attention.
-//   math:  batched GEMM + fused scale-mask-softmax(-dropout) + batched GEMM,
-//          O(L * S) memory per head (every device, every floating dtype)
-//   flash: the fused FlashAttention-2-style kernels (kernels/flash_attention.h),
-//          O(L) memory; chosen on CUDA wherever they apply
-enum class AttentionPath : uint8_t { math, flash };
-// THE dispatch decision, in one function: flash on CUDA for 4-D f16/bf16
-// inputs with head dim 64 or 128, no mask and no dropout; math otherwise.
-// HG_LOG_LEVEL=debug logs the path of every call.
+// THE dispatch decision, in one function: options.path, else HG_ATTENTION,
+// when set (checked: a forced path that cannot run throws with the reason);
+// otherwise flash on CUDA for 4-D f16/bf16 inputs with head dim 64 or 128, no
+// mask and no dropout, and math elsewhere. HG_LOG_LEVEL=debug logs the path of
+// every call.
 AttentionPath choose_attention_path(const Tensor& q, const Tensor& k, const Tensor& v, const SdpaOptions& options);
 const char* attention_path_name(AttentionPath path);
+// Empty when `path` can run these inputs, else why not (a sentence).
+std::string attention_path_unsupported_reason(AttentionPath path, const Tensor& q, const Tensor& k, const Tensor& v,
+                                              const SdpaOptions& options);
 
 // torch.repeat_interleave(x, repeats, dim): each slice along dim repeated
 // `repeats` times in place ([a, b] -> [a, a, b, b]); for grouped-query

@@ -1,7 +1,10 @@
 // The attention suite of hg-bench: the flash path of
 // scaled_dot_product_attention (kernels/flash_attention.h), forward and
 // forward+backward, in TFLOP/s and as a fraction of the GEMM-peak ceiling of
-// the same dtype.
+// the same dtype; on a GPU the cuDNN path (kernels/attention_cudnn.h: cuDNN's
+// fused forward, the flash backward) beside each flash row, named
+// ".../cudnn", so one run compares the two (a shape cuDNN cannot run reports
+// the reason and is skipped).
 //
 // FLOPs, the FlashAttention-2 paper's convention (docs/benchmarks.md):
 //   forward           4 B H L S D        (Q K^T and P V, 2 FLOPs per multiply-add)
@@ -25,6 +28,7 @@
 #include "autograd/grad_mode.h"
 #include "benchmarks/suites.h"
 #include "core/tensor.h"
+#include "kernels/attention_cudnn.h"
 #include "kernels/flash_attention.h"
 
 namespace hgb {
@@ -50,9 +54,9 @@ double forward_flops(const AttnShape& s) {
   return s.causal ? f / 2 : f;
 }
 
-void add_one(std::vector<Workload>& out, DType dt, const AttnShape& s, bool backward) {
-  const std::string name =
-      "attention/" + dtype_str(dt) + "/" + shape_name(s) + "/" + (backward ? "forward+backward" : "forward");
+void add_one(std::vector<Workload>& out, DType dt, const AttnShape& s, bool backward, bool cudnn) {
+  const std::string name = "attention/" + dtype_str(dt) + "/" + shape_name(s) + "/" +
+                           (backward ? "forward+backward" : "forward") + (cudnn ? "/cudnn" : "");
   out.push_back({"attention",
                  name,
                  {{"kind", "attention"},
@@ -62,19 +66,24 @@ void add_one(std::vector<Workload>& out, DType dt, const AttnShape& s, bool back
                   {"t", s.t},
                   {"d", s.d},
                   {"causal", s.causal},
-                  {"backward", backward}},
-                 [dt, s, backward](Bench& bb, const Workload& self) {
+                  {"backward", backward},
+                  {"path", cudnn ? "cudnn" : "flash"}},
+                 [dt, s, backward, cudnn](Bench& bb, const Workload& self) {
                    hg::NoGradGuard no_grad;
                    const hg::TensorOptions f32{.dtype = hg::kF32, .device = bb.device()};
                    Tensor q = hg::randn({s.b, s.h, s.t, s.d}, f32).to(dt);
                    Tensor k = hg::randn({s.b, s.h, s.t, s.d}, f32).to(dt);
                    Tensor v = hg::randn({s.b, s.h, s.t, s.d}, f32).to(dt);
                    Tensor d_out = hg::randn({s.b, s.h, s.t, s.d}, f32).to(dt);
+                   const std::string why =
+                       cudnn ? hg::ops::cudnn_attention_unsupported_reason(q, k, v, false, 0.0) : std::string();
+                   HG_CHECK(why.empty(), "hg-bench attention: the cudnn path does not apply to ", self.name, ": ", why);
                    HG_CHECK(hg::ops::flash_attention_supported(q, k, v, false, 0.0),
                             "hg-bench attention: the flash path ", "does not apply to ", self.name);
                    const double scale = 1.0 / std::sqrt(static_cast<double>(s.d));
                    const Stats st = bb.time([&] {
-                     hg::ops::FlashForward f = hg::ops::flash_attention_forward(q, k, v, scale, s.causal);
+                     hg::ops::FlashForward f = cudnn ? hg::ops::cudnn_attention_forward(q, k, v, scale, s.causal)
+                                                     : hg::ops::flash_attention_forward(q, k, v, scale, s.causal);
                      if (backward)
                        (void)hg::ops::flash_attention_backward(d_out, q, k, v, f.out, f.lse, scale, s.causal);
                    });
@@ -117,7 +126,8 @@ void add_attention(Bench& b, std::vector<Workload>& out) {
       for (bool backward : {false, true}) {
         const bool in_quick = dt == dtypes.front() && (backward ? r.quick_backward : r.quick_forward);
         if (b.quick() && !in_quick) continue;
-        add_one(out, dt, r.shape, backward);
+        add_one(out, dt, r.shape, backward, false);
+        if (gpu) add_one(out, dt, r.shape, backward, true);  // cuDNN's forward beside flash's
       }
     }
   }

@@ -17,6 +17,7 @@ foreach(family IN LISTS HG_KERNEL_FAMILIES)
 endforeach()
 list(APPEND HG_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/ops.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/attention_cudnn_ops.cpp
 )
 include(${CMAKE_CURRENT_LIST_DIR}/cpu/sources.cmake)
 include(${CMAKE_CURRENT_LIST_DIR}/cuda/sources.cmake)

@@ -12,4 +12,5 @@ list(APPEND HG_EMU_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/runtime_stream.cpp
   ${CMAKE_CURRENT_LIST_DIR}/runtime_cublas.cpp
   ${CMAKE_CURRENT_LIST_DIR}/runtime_cudnn.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/runtime_cudnn_graph.cpp
 )

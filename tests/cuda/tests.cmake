@@ -10,6 +10,7 @@ if(NOT HG_CUDA_MODE STREQUAL "off")
     ${CMAKE_CURRENT_LIST_DIR}/test_caching_allocator.cpp
     ${CMAKE_CURRENT_LIST_DIR}/test_device_hooks.cpp
     ${CMAKE_CURRENT_LIST_DIR}/test_cudnn_conv.cpp
+    ${CMAKE_CURRENT_LIST_DIR}/test_cudnn_graph.cpp
   )
   add_test(NAME test_cuda_cudnn COMMAND test_cuda_runtime "[cudnn]")
   set_tests_properties(test_cuda_cudnn PROPERTIES LABELS cuda)

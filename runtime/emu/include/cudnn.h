@@ -2,12 +2,17 @@
 // lifecycle, stream binding, version and status strings, and the legacy
 // convolution API that kernels/cuda/conv.cu calls (tensor, filter and
 // convolution descriptors, the _v7 heuristics, workspace-size queries and the
-// forward / backward-data / backward-filter convolutions). The calculations
-// run on the CPU in runtime/emu/runtime_cudnn.cpp. Only what halfgrad calls
-// is declared; the declarations match cudnn_ops.h / cudnn_cnn.h of 9.19.
+// forward / backward-data / backward-filter convolutions), and the subset of
+// the graph (backend) API that kernels/cuda/attention_cudnn.cpp uses for fused
+// attention (cudnnBackend* descriptors, attributes, heuristics, plans,
+// execute). The calculations run on the CPU in runtime/emu/runtime_cudnn.cpp
+// and runtime/emu/runtime_cudnn_graph.cpp. Only what halfgrad calls is
+// declared; names and values match cudnn_graph.h / cudnn_ops.h / cudnn_cnn.h
+// of 9.19.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "cuda_runtime_api.h"
 #include "library_types.h"
@@ -54,6 +59,7 @@ typedef enum {
   CUDNN_DATA_INT8 = 3,
   CUDNN_DATA_INT32 = 4,
   CUDNN_DATA_BFLOAT16 = 9,
+  CUDNN_DATA_BOOLEAN = 11,
 } cudnnDataType_t;
 
 typedef enum {
@@ -205,3 +211,114 @@ cudnnStatus_t cudnnConvolutionBackwardFilter(cudnnHandle_t handle, const void* a
                                              cudnnConvolutionBwdFilterAlgo_t algo, void* workSpace,
                                              size_t workSpaceSizeInBytes, const void* beta,
                                              const cudnnFilterDescriptor_t dwDesc, void* dw);
+
+// ---- graph (backend) API: the subset kernels/cuda/attention_cudnn.cpp uses --------------------
+typedef void* cudnnBackendDescriptor_t;
+
+typedef enum {
+  CUDNN_BACKEND_POINTWISE_DESCRIPTOR = 0,
+  CUDNN_BACKEND_ENGINE_DESCRIPTOR = 2,
+  CUDNN_BACKEND_ENGINECFG_DESCRIPTOR = 3,
+  CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR = 4,
+  CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR = 5,
+  CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR = 13,
+  CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR = 15,
+  CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR = 16,
+  CUDNN_BACKEND_TENSOR_DESCRIPTOR = 17,
+  CUDNN_BACKEND_MATMUL_DESCRIPTOR = 18,
+  CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR = 19,
+  CUDNN_BACKEND_REDUCTION_DESCRIPTOR = 21,
+  CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR = 22,
+} cudnnBackendDescriptorType_t;
+
+typedef enum {
+  CUDNN_TYPE_HANDLE = 0,
+  CUDNN_TYPE_DATA_TYPE = 1,
+  CUDNN_TYPE_BOOLEAN = 2,
+  CUDNN_TYPE_INT64 = 3,
+  CUDNN_TYPE_FLOAT = 4,
+  CUDNN_TYPE_DOUBLE = 5,
+  CUDNN_TYPE_VOID_PTR = 6,
+  CUDNN_TYPE_HEUR_MODE = 8,
+  CUDNN_TYPE_POINTWISE_MODE = 14,
+  CUDNN_TYPE_BACKEND_DESCRIPTOR = 15,
+  CUDNN_TYPE_REDUCTION_OPERATOR_TYPE = 18,
+} cudnnBackendAttributeType_t;
+
+typedef enum {
+  CUDNN_ATTR_POINTWISE_MODE = 0,
+  CUDNN_ATTR_POINTWISE_MATH_PREC = 1,
+  CUDNN_ATTR_POINTWISE_AXIS = 9,
+  CUDNN_ATTR_ENGINEHEUR_MODE = 200,
+  CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH = 201,
+  CUDNN_ATTR_ENGINEHEUR_RESULTS = 202,
+  CUDNN_ATTR_ENGINECFG_ENGINE = 300,
+  CUDNN_ATTR_EXECUTION_PLAN_HANDLE = 400,
+  CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG = 401,
+  CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE = 402,
+  CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR = 750,
+  CUDNN_ATTR_OPERATION_POINTWISE_XDESC = 751,
+  CUDNN_ATTR_OPERATION_POINTWISE_BDESC = 752,
+  CUDNN_ATTR_OPERATION_POINTWISE_YDESC = 753,
+  CUDNN_ATTR_OPERATION_POINTWISE_TDESC = 758,
+  CUDNN_ATTR_OPERATIONGRAPH_HANDLE = 800,
+  CUDNN_ATTR_OPERATIONGRAPH_OPS = 801,
+  CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT = 900,
+  CUDNN_ATTR_TENSOR_DATA_TYPE = 901,
+  CUDNN_ATTR_TENSOR_DIMENSIONS = 902,
+  CUDNN_ATTR_TENSOR_STRIDES = 903,
+  CUDNN_ATTR_TENSOR_UNIQUE_ID = 906,
+  CUDNN_ATTR_TENSOR_IS_VIRTUAL = 907,
+  CUDNN_ATTR_TENSOR_IS_BY_VALUE = 908,
+  CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS = 1000,
+  CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS = 1001,
+  CUDNN_ATTR_VARIANT_PACK_WORKSPACE = 1003,
+  CUDNN_ATTR_ENGINE_OPERATION_GRAPH = 1300,
+  CUDNN_ATTR_ENGINE_GLOBAL_INDEX = 1301,
+  CUDNN_ATTR_MATMUL_COMP_TYPE = 1500,
+  CUDNN_ATTR_OPERATION_MATMUL_ADESC = 1520,
+  CUDNN_ATTR_OPERATION_MATMUL_BDESC = 1521,
+  CUDNN_ATTR_OPERATION_MATMUL_CDESC = 1522,
+  CUDNN_ATTR_OPERATION_MATMUL_DESC = 1523,
+  CUDNN_ATTR_REDUCTION_OPERATOR = 1600,
+  CUDNN_ATTR_REDUCTION_COMP_TYPE = 1601,
+  CUDNN_ATTR_OPERATION_REDUCTION_XDESC = 1610,
+  CUDNN_ATTR_OPERATION_REDUCTION_YDESC = 1611,
+  CUDNN_ATTR_OPERATION_REDUCTION_DESC = 1612,
+} cudnnBackendAttributeName_t;
+
+typedef enum {
+  CUDNN_POINTWISE_ADD = 0,
+  CUDNN_POINTWISE_MUL = 1,
+  CUDNN_POINTWISE_DIV = 6,
+  CUDNN_POINTWISE_SUB = 9,
+  CUDNN_POINTWISE_EXP = 13,
+  CUDNN_POINTWISE_LOG = 15,
+  CUDNN_POINTWISE_IDENTITY = 21,
+  CUDNN_POINTWISE_CMP_GE = 303,
+  CUDNN_POINTWISE_GEN_INDEX = 501,
+  CUDNN_POINTWISE_BINARY_SELECT = 601,
+} cudnnPointwiseMode_t;
+
+typedef enum { CUDNN_REDUCE_TENSOR_ADD = 0, CUDNN_REDUCE_TENSOR_MAX = 3 } cudnnReduceTensorOp_t;
+
+typedef enum {
+  CUDNN_HEUR_MODE_INSTANT = 0,
+  CUDNN_HEUR_MODE_B = 1,
+  CUDNN_HEUR_MODE_FALLBACK = 2,
+  CUDNN_HEUR_MODE_A = 3,
+} cudnnBackendHeurMode_t;
+
+cudnnStatus_t cudnnBackendCreateDescriptor(cudnnBackendDescriptorType_t descriptorType,
+                                           cudnnBackendDescriptor_t* descriptor);
+cudnnStatus_t cudnnBackendDestroyDescriptor(cudnnBackendDescriptor_t descriptor);
+cudnnStatus_t cudnnBackendFinalize(cudnnBackendDescriptor_t descriptor);
+cudnnStatus_t cudnnBackendSetAttribute(cudnnBackendDescriptor_t descriptor, cudnnBackendAttributeName_t attributeName,
+                                       cudnnBackendAttributeType_t attributeType, int64_t elementCount,
+                                       const void* arrayOfElements);
+cudnnStatus_t cudnnBackendGetAttribute(cudnnBackendDescriptor_t const descriptor,
+                                       cudnnBackendAttributeName_t attributeName,
+                                       cudnnBackendAttributeType_t attributeType, int64_t requestedElementCount,
+                                       int64_t* elementCount, void* arrayOfElements);
+cudnnStatus_t cudnnBackendExecute(cudnnHandle_t handle, cudnnBackendDescriptor_t executionPlan,
+                                  cudnnBackendDescriptor_t variantPack);

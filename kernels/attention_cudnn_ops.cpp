@@ -1,0 +1,74 @@
+// Support rules, output allocation and dispatch for the cuDNN attention path
+// (kernels/attention_cudnn.h). The forward calls cuDNN's fused graph
+// (kernels/cuda/attention_cudnn.cpp); the backward is the flash kernels'.
+#include <algorithm>
+#include <cstdint>
+#include <string>
+
+#include "core/error.h"
+#include "core/profiler.h"
+#include "kernels/attention_cudnn.h"
+#include "kernels/dispatch.h"
+#include "kernels/flash_attention.h"
+
+namespace hg::ops {
+
+std::string cudnn_attention_unsupported_reason(const Tensor& q, const Tensor& k, const Tensor& v, bool has_mask,
+                                               double dropout_p) {
+  if (has_mask) return "an attention mask is not supported by the cuDNN path";
+  if (dropout_p != 0.0) return "dropout is not supported by the cuDNN path";
+  if (!q.defined() || !k.defined() || !v.defined()) return "q, k and v must be defined";
+  if (!q.device().is_cuda()) return "the cuDNN path runs on CUDA devices, q is on " + q.device().str();
+#if !defined(HG_WITH_CUDA)
+  return "this build has no CUDA backend";
+#else
+  const std::string shapes = "q " + q.shape_str() + ", k " + k.shape_str() + ", v " + v.shape_str();
+  if (q.dim() != 4 || k.dim() != 4 || v.dim() != 4 || k.sizes() != v.sizes() || q.size(0) != k.size(0) ||
+      q.size(1) != k.size(1) || q.size(3) != k.size(3))
+    return "the cuDNN path needs q [B, H, L, D] and k, v [B, H, S, D], got " + shapes;
+  if (q.size(3) != 64 && q.size(3) != 128) return "the cuDNN path supports head dims 64 and 128, got " + shapes;
+  if (q.size(2) < 1 || k.size(2) < 1) return "the cuDNN path needs L, S >= 1, got " + shapes;
+  if (q.dtype() != k.dtype() || q.dtype() != v.dtype() || (q.dtype() != kF16 && q.dtype() != kBF16))
+    return "the cuDNN path needs one dtype, f16 or bf16, got " + std::string(dtype_name(q.dtype())) + ", " +
+           std::string(dtype_name(k.dtype())) + ", " + std::string(dtype_name(v.dtype()));
+  if (q.device() != k.device() || q.device() != v.device()) return "q, k and v are on different devices";
+  for (const Tensor* t : {&q, &k, &v}) {
+    if (!flash_attention_rows_ok(*t))
+      return "the cuDNN path reads q, k, v in place and needs the head dim contiguous and rows 16-byte aligned, got " +
+             shapes;
+  }
+  if (q.size(0) * q.size(1) == 0) return "the cuDNN path needs B * H >= 1, got " + shapes;
+  return cuda::cudnn_attention_device_reason();
+#endif
+}
+
+FlashForward cudnn_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, double scale, bool causal) {
+  const std::string why = cudnn_attention_unsupported_reason(q, k, v, false, 0.0);
+  HG_CHECK(why.empty(), "cudnn_attention_forward: ", why);
+#if defined(HG_WITH_CUDA)
+  const int64_t b = q.size(0), h = q.size(1), l = q.size(2), s = k.size(2), d = q.size(3);
+  const TensorOptions opts{.dtype = q.dtype(), .device = q.device()};
+  FlashForward f;
+  // heads last ([B, L, H, D] storage), as the flash path returns it: merging heads is a view
+  f.out = empty({b, l, h, d}, opts).transpose(1, 2);
+  f.lse = empty({b, h, l}, {.dtype = kF32, .device = q.device()});
+  double pairs = 0;
+  for (int64_t i = 0; i < l; ++i) pairs += static_cast<double>(causal ? std::min<int64_t>(i + 1, s) : s);
+  profiler::declare_call_flops(4.0 * pairs * static_cast<double>(b * h * d));
+  const profiler::BackendCallScope call(false, "cudnn_attention_forward",
+                                        [&] { return detail::operand_bytes(f.out, f.lse, q, k, v); });
+  cuda::cudnn_attention_forward(f.out, f.lse, q, k, v, scale, causal);
+  return f;
+#else
+  (void)scale;
+  (void)causal;
+  HG_FAIL("cudnn_attention_forward: unreachable without CUDA");
+#endif
+}
+
+FlashBackward cudnn_attention_backward(const Tensor& d_out, const Tensor& q, const Tensor& k, const Tensor& v,
+                                       const Tensor& out, const Tensor& lse, double scale, bool causal) {
+  return flash_attention_backward(d_out, q, k, v, out, lse, scale, causal);
+}
+
+}  // namespace hg::ops
