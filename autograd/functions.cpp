@@ -410,27 +410,32 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
 
 // ---- softmax family -------------------------------------------------------------------------
 
-Tensor softmax(const Tensor& x) {
-  HG_AUTOCAST(OpId::softmax, [&](const Tensor& in) { return softmax(in); }, x);  // Note [Autocast]
-  Tensor y = ops::softmax(x);
+Tensor softmax(const Tensor& x, int64_t dim) {
+  HG_AUTOCAST(
+      OpId::softmax, [&](const Tensor& in) { return softmax(in, dim); }, x);  // Note [Autocast]
+  Tensor y = ops::softmax(x, dim);
   if (any_requires_grad({&x})) {
-    record("softmax", y, {&x}, {SavedTensor(y)}, [](const Tensor& g, const FunctionNode& self) -> Grads {
-      return {ops::softmax_backward(g, self.saved(0))};
+    record("softmax", y, {&x}, {SavedTensor(y)}, [dim](const Tensor& g, const FunctionNode& self) -> Grads {
+      return {ops::softmax_backward(g, self.saved(0), dim)};
     });
   }
   return y;
 }
 
-Tensor log_softmax(const Tensor& x) {
-  HG_AUTOCAST(OpId::log_softmax, [&](const Tensor& in) { return log_softmax(in); }, x);  // Note [Autocast]
-  Tensor y = ops::log_softmax(x);
+Tensor log_softmax(const Tensor& x, int64_t dim) {
+  HG_AUTOCAST(
+      OpId::log_softmax, [&](const Tensor& in) { return log_softmax(in, dim); }, x);  // Note [Autocast]
+  Tensor y = ops::log_softmax(x, dim);
   if (any_requires_grad({&x})) {
-    record("log_softmax", y, {&x}, {SavedTensor(y)}, [](const Tensor& g, const FunctionNode& self) -> Grads {
-      return {ops::log_softmax_backward(g, self.saved(0))};
+    record("log_softmax", y, {&x}, {SavedTensor(y)}, [dim](const Tensor& g, const FunctionNode& self) -> Grads {
+      return {ops::log_softmax_backward(g, self.saved(0), dim)};
     });
   }
   return y;
 }
+
+Tensor softmax(const Tensor& x) { return softmax(x, -1); }
+Tensor log_softmax(const Tensor& x) { return log_softmax(x, -1); }
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index, double label_smoothing,
                      int64_t classes) {

@@ -94,7 +94,7 @@ Tensor to(const Tensor& x, Device device);
 // Sums `grad` over the dims that broadcasting expanded to reach it from `shape`.
 Tensor sum_to(const Tensor& grad, const Shape& shape);
 
-// ---- softmax over any dim, norms (autograd/functions_norm.cpp), embedding and indexing (functions_index.cpp) ----
+// ---- softmax over any dim, norms (functions_norm.cpp), embedding and indexing (functions_index.cpp) ----
 // softmax / log_softmax over any dim (the one-argument forms above use the last).
 Tensor softmax(const Tensor& x, int64_t dim);
 Tensor log_softmax(const Tensor& x, int64_t dim);

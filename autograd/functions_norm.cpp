@@ -1,6 +1,6 @@
-// Differentiable softmax and log-softmax over any dim, layer_norm and rms_norm.
+// Differentiable layer_norm and rms_norm.
 // Each forward is followed by its backward; closures capture only what they
-// use. Kernels: kernels/softmax.h, kernels/norm.h.
+// use. Kernels: kernels/norm.h.
 #include <cstdint>
 #include <optional>
 
@@ -10,7 +10,6 @@
 #include "core/copy.h"
 #include "kernels/norm.h"
 #include "kernels/ops.h"
-#include "kernels/softmax.h"
 
 namespace hg {
 
@@ -19,32 +18,6 @@ using autograd::FunctionNode;
 using autograd::Grads;
 using autograd::record;
 using autograd::SavedTensor;
-
-// ---- softmax over any dim ------------------------------------------------------------------
-
-Tensor softmax(const Tensor& x, int64_t dim) {
-  HG_AUTOCAST(
-      OpId::softmax, [&](const Tensor& in) { return softmax(in, dim); }, x);  // Note [Autocast]
-  Tensor y = ops::softmax(x, dim);
-  if (any_requires_grad({&x})) {
-    record("softmax", y, {&x}, {SavedTensor(y)}, [dim](const Tensor& g, const FunctionNode& self) -> Grads {
-      return {ops::softmax_backward(g, self.saved(0), dim)};
-    });
-  }
-  return y;
-}
-
-Tensor log_softmax(const Tensor& x, int64_t dim) {
-  HG_AUTOCAST(
-      OpId::log_softmax, [&](const Tensor& in) { return log_softmax(in, dim); }, x);  // Note [Autocast]
-  Tensor y = ops::log_softmax(x, dim);
-  if (any_requires_grad({&x})) {
-    record("log_softmax", y, {&x}, {SavedTensor(y)}, [dim](const Tensor& g, const FunctionNode& self) -> Grads {
-      return {ops::log_softmax_backward(g, self.saved(0), dim)};
-    });
-  }
-  return y;
-}
 
 // ---- normalisation ---------------------------------------------------------------------------
 
