@@ -1,4 +1,4 @@
-#include "examples/terminal.h"
+#include "train/terminal.h"
 
 #include <sys/ioctl.h>
 #include <unistd.h>

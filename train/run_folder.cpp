@@ -1,4 +1,4 @@
-#include "examples/run_folder.h"
+#include "train/run_folder.h"
 
 #include <fcntl.h>
 #include <signal.h>

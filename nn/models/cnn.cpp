@@ -1,4 +1,4 @@
-#include "examples/models.h"
+#include "nn/models/cnn.h"
 
 #include <initializer_list>
 #include <memory>
