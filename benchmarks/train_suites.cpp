@@ -285,7 +285,7 @@ void add_train_cnn(Bench& b, std::vector<Workload>& out) {
                      {{"kind", "cnn"}, {"dtype", d}, {"amp", amp}, {"batch", batch}},
                      [batch, dt, amp](Bench& bb, const Workload& self) {
                        hg::Generator gen(7);
-                       std::shared_ptr<hg::nn::Sequential> net = hg::train::make_cnn(&gen);
+                       std::shared_ptr<hg::nn::Sequential> net = hg::nn::make_cnn(&gen);
                        net->to(bb.device());
                        if (!amp) net->to(dt);
                        hg::optim::AdamW opt(net->parameters(), {.lr = 1e-4});
