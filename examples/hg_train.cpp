@@ -465,7 +465,8 @@ int main(int argc, char** argv) {
       if (device.is_cuda() && launch.local_rank >= 0) device = hg::Device::cuda(launch.local_rank);
       group = hg::distributed::init_process_group({.backend = device.is_cuda() ? "nccl" : "gloo"});
     }
-    hg::train::Trainer trainer({.out = o.out,
+    hg::train::Trainer trainer({.program = "hg-train",
+                                .out = o.out,
                                 .resume = o.resume,
                                 .overwrite = o.overwrite,
                                 .device = device,

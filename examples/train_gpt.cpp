@@ -115,7 +115,8 @@ int run(const GptJobOptions& options) {
   try {
     const Device device = pick_device(options.device);
     const GptJobOptions& o = options;
-    Trainer trainer({.out = o.out,
+    Trainer trainer({.program = "hg-train",
+                     .out = o.out,
                      .resume = o.resume,
                      .overwrite = o.overwrite,
                      .device = device,

@@ -16,7 +16,7 @@ namespace hg::train {
 
 int64_t extra_int(const optim::TrainingProgress& p, const std::string& key, int64_t max) {
   auto it = p.extra.find(key);
-  HG_CHECK(it != p.extra.end(), "--resume: the checkpoint lacks '", key, "'; it was not written by this hg-train job");
+  HG_CHECK(it != p.extra.end(), "--resume: the checkpoint lacks '", key, "'; it was not written by this training loop");
   const std::string& text = it->second;
   char* end = nullptr;
   errno = 0;
@@ -28,13 +28,13 @@ int64_t extra_int(const optim::TrainingProgress& p, const std::string& key, int6
 
 double extra_sum(const optim::TrainingProgress& p, const std::string& key) {
   auto it = p.extra.find(key);
-  HG_CHECK(it != p.extra.end(), "--resume: the checkpoint lacks '", key, "'; it was not written by this hg-train job");
+  HG_CHECK(it != p.extra.end(), "--resume: the checkpoint lacks '", key, "'; it was not written by this training loop");
   double v = 0.0;
   try {
     v = optim::parse_exact_double(it->second);
   } catch (const Error&) {
     HG_FAIL("--resume: the checkpoint's metadata entry 'extra.", key, "' = '", it->second.substr(0, 40),
-            "' is not a number (hg-train writes the \"%a\" form); the file is corrupt or from another program");
+            "' is not a number (the Trainer writes the \"%a\" form); the file is corrupt or from another program");
   }
   HG_CHECK(std::isfinite(v), "--resume: the checkpoint's metadata entry 'extra.", key, "' is ", v,
            ", not a finite loss sum; the file is corrupt or from another program");

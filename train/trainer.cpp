@@ -537,9 +537,11 @@ FitResult Trainer::fit(data::DataLoader& train, const Job& job) {
     // Fitted to the width like the progress line: a narrow terminal (or a
     // log, 80 columns) loses the throughput, then the time, then the scale,
     // then the test loss (metrics.jsonl keeps them all).
-    std::vector<Piece> summary{{epoch_text + ": " + fixed("train loss %.4f", train_loss)},
-                               {job.test_name + fixed(" loss %.4f", eval.loss), 3},
-                               {fixed("accuracy %.2f%%", 100.0 * eval.accuracy)}};
+    std::vector<Piece> summary{{epoch_text + ": " + fixed("train loss %.4f", train_loss)}};
+    if (job.evaluate) {
+      summary.push_back({job.test_name + fixed(" loss %.4f", eval.loss), 3});
+      summary.push_back({fixed("accuracy %.2f%%", 100.0 * eval.accuracy)});
+    }
     if (precision_.scaler) {
       summary.push_back({"scale " + scale_text(record.loss_scale), 4});
       if (skipped_in_epoch > 0) summary.push_back({std::to_string(skipped_in_epoch) + " skipped", 2});
@@ -666,9 +668,11 @@ FitResult Trainer::fit(const Job& job) {
       }
       metrics_.evals.push_back(r);
       std::vector<Piece> summary{{"step " + std::to_string(global_step_) + of_steps + ": " +
-                                  fixed("train loss %.4f", train_loss)},
-                                 {job.test_name + fixed(" loss %.4f", ev.loss)},
-                                 {job.test_name + fixed(" accuracy %.2f%%", 100.0 * ev.accuracy), 3}};
+                                  fixed("train loss %.4f", train_loss)}};
+      if (job.evaluate) {
+        summary.push_back({job.test_name + fixed(" loss %.4f", ev.loss)});
+        summary.push_back({job.test_name + fixed(" accuracy %.2f%%", 100.0 * ev.accuracy), 3});
+      }
       if (precision_.scaler) summary.push_back({"scale " + scale_text(r.loss_scale), 4});
       summary.push_back({fixed("%.1f s", interval_seconds), 5});
       summary.push_back({short_count(r.tokens_per_second) + " " + job.unit + "/s", 6});

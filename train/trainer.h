@@ -88,7 +88,7 @@ struct Evaluation {
 using EvalProgress = std::function<void(int64_t done, int64_t total)>;
 
 struct TrainerOptions {
-  std::string program = "hg-train";  // the prefix of its messages
+  std::string program = "train";  // the prefix of its messages (hg-train: "hg-train")
   std::string out = "runs/train";    // the run folder
   bool resume = false;               // continue from <out>/checkpoint.safetensors
   bool overwrite = false;            // a fresh run may replace an earlier run's files
