@@ -544,8 +544,8 @@ int main(int argc, char** argv) {
          .title = title,
          .header = "hg-train: " + o.model + " on " + device.str() + ", precision " + o.precision + ", " +
                    std::to_string(train.num_samples()) + " training samples, " + std::to_string(o.epochs) +
-                   " epoch(s), batch " + std::to_string(o.batch_size) + ", " + o.optimizer + " lr " +
-                   decimal(o.lr) + " (" + o.schedule + ")"});
+                   " epoch(s), batch " + std::to_string(o.batch_size) + ", " + o.optimizer + " lr " + decimal(o.lr) +
+                   " (" + o.schedule + ")"});
     if (result.finished) {
       term.paragraph(hg::train::fixed("done in %.1f s; ", result.seconds) + o.out +
                      " holds checkpoint.safetensors, metrics.jsonl and curves.svg");

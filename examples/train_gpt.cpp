@@ -174,16 +174,15 @@ int run(const GptJobOptions& options) {
          .generator = &gen,
          .config = run_config(o, precision, corpus),
          .config_hint = "use the same options and --data to continue the run",
-         .title = "hg-train: gpt (" + shape + "), " + precision + ", " + device.str() + ", " +
-                  std::to_string(o.iters) + " iters, batch " + std::to_string(o.batch_size) + ", lr " +
-                  decimal(o.lr) + " " + o.schedule + (o.seed != 0 ? ", seed " + std::to_string(o.seed) : ""),
+         .title = "hg-train: gpt (" + shape + "), " + precision + ", " + device.str() + ", " + std::to_string(o.iters) +
+                  " iters, batch " + std::to_string(o.batch_size) + ", lr " + decimal(o.lr) + " " + o.schedule +
+                  (o.seed != 0 ? ", seed " + std::to_string(o.seed) : ""),
          .header = "hg-train: gpt (" + shape + ", " + std::to_string(model->num_params(false)) + " parameters) on " +
                    device.str() + ", precision " + precision + "; " + std::to_string(corpus.size()) +
                    " bytes of text, vocabulary " + std::to_string(corpus.vocab_size()) + ", " +
                    std::to_string(train_tokens.numel()) + " train / " + std::to_string(val_tokens.numel()) +
                    " validation tokens; " + std::to_string(o.iters) + " iterations of batch " +
-                   std::to_string(o.batch_size) + ", " + o.optimizer + " lr " + decimal(o.lr) + " (" + o.schedule +
-                   ")",
+                   std::to_string(o.batch_size) + ", " + o.optimizer + " lr " + decimal(o.lr) + " (" + o.schedule + ")",
          .unit = "tokens",
          .items_per_epoch = static_cast<double>(train_tokens.numel()),
          .test_name = "val"});

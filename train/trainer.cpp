@@ -268,8 +268,7 @@ void Trainer::flush_points() {
 // and writes again; the other order could lose lines for good.
 // Data-parallel: every rank calls save at the same steps (global_sum is a
 // collective); rank 0 alone writes. Curve points are rank 0's shard.
-void Trainer::save(const Job& job, const std::map<std::string, std::string>& counters, uint64_t epoch,
-                   int64_t batch) {
+void Trainer::save(const Job& job, const std::map<std::string, std::string>& counters, uint64_t epoch, int64_t batch) {
   if (!lead()) return;
   write_metrics(file("metrics.jsonl"), metrics_);
   write_curves(file("curves.svg"), metrics_, job.title);
@@ -297,15 +296,14 @@ optim::TrainingProgress Trainer::load(const Job& job,
            "--overwrite (replaces ",
            options_.program, "'s files there) instead of --resume");
   optim::NamedTensors scaler_state;
-  const optim::TrainingProgress p = optim::load_training_checkpoint(
-      ckpt_path, *model_, *opt_, &scaler_state, [&](const optim::TrainingProgress& q) {
+  const optim::TrainingProgress p =
+      optim::load_training_checkpoint(ckpt_path, *model_, *opt_, &scaler_state, [&](const optim::TrainingProgress& q) {
         check_config(q, job.config, {"config.model", "config.precision"}, job.config_hint);
         check(q);
       });
   if (precision_.scaler) {
-    HG_CHECK(!scaler_state.empty(),
-             "--resume: the checkpoint holds no loss-scaler state: it was written by an ", options_.program,
-             " whose --precision ", options_.precision,
+    HG_CHECK(!scaler_state.empty(), "--resume: the checkpoint holds no loss-scaler state: it was written by an ",
+             options_.program, " whose --precision ", options_.precision,
              " had no GradScaler yet; finish that run with the program that started it, or start afresh "
              "(--overwrite)");
     scaler_.load_state_dict(scaler_state);
@@ -492,8 +490,7 @@ FitResult Trainer::fit(data::DataLoader& train, const Job& job) {
     const double secs = seconds_since(epoch_start);
     const double epoch_rate = rate();
     train_seconds += secs;
-    const double train_loss =
-        global_sum(period_sum_) / static_cast<double>(std::max<int64_t>(period_batches_, 1));
+    const double train_loss = global_sum(period_sum_) / static_cast<double>(std::max<int64_t>(period_batches_, 1));
     require_finite_loss(train_loss, epoch_of_step());
     // Rank 0 evaluates (the models are identical); the others go on.
     Evaluation eval;
@@ -547,9 +544,8 @@ FitResult Trainer::fit(data::DataLoader& train, const Job& job) {
       if (skipped_in_epoch > 0) summary.push_back({std::to_string(skipped_in_epoch) + " skipped", 2});
     }
     summary.push_back({fixed("%.1f s", secs), 5});
-    summary.push_back({short_count(epoch_rate) + " " + job.unit + "/s" +
-                           (batches_before > 0 ? " (resumed mid-epoch)" : ""),
-                       6});
+    summary.push_back(
+        {short_count(epoch_rate) + " " + job.unit + "/s" + (batches_before > 0 ? " (resumed mid-epoch)" : ""), 6});
     term_->line(fit_line(summary, term_->columns()));
     period_sum_.fill_(0.0);
     period_batches_ = samples = 0;
@@ -635,8 +631,7 @@ FitResult Trainer::fit(const Job& job) {
                     per_step * static_cast<double>(last_step - global_step_), rate_piece(rate, job.unit));
     }
     if (eval_now) {
-      const double train_loss =
-          global_sum(period_sum_) / static_cast<double>(std::max<int64_t>(period_batches_, 1));
+      const double train_loss = global_sum(period_sum_) / static_cast<double>(std::max<int64_t>(period_batches_, 1));
       require_finite_loss(train_loss);
       Evaluation ev;
       double ev_seconds = 0.0;
@@ -667,8 +662,8 @@ FitResult Trainer::fit(const Job& job) {
         r.steps_skipped = st.steps_skipped;
       }
       metrics_.evals.push_back(r);
-      std::vector<Piece> summary{{"step " + std::to_string(global_step_) + of_steps + ": " +
-                                  fixed("train loss %.4f", train_loss)}};
+      std::vector<Piece> summary{
+          {"step " + std::to_string(global_step_) + of_steps + ": " + fixed("train loss %.4f", train_loss)}};
       if (job.evaluate) {
         summary.push_back({job.test_name + fixed(" loss %.4f", ev.loss)});
         summary.push_back({job.test_name + fixed(" accuracy %.2f%%", 100.0 * ev.accuracy), 3});

@@ -65,7 +65,7 @@ class Module;
 namespace hg::optim {
 class Optimizer;
 struct TrainingProgress;
-}
+}  // namespace hg::optim
 namespace hg::data {
 class DataLoader;
 }
@@ -88,10 +88,10 @@ struct Evaluation {
 using EvalProgress = std::function<void(int64_t done, int64_t total)>;
 
 struct TrainerOptions {
-  std::string program = "train";  // the prefix of its messages (hg-train: "hg-train")
-  std::string out = "runs/train";    // the run folder
-  bool resume = false;               // continue from <out>/checkpoint.safetensors
-  bool overwrite = false;            // a fresh run may replace an earlier run's files
+  std::string program = "train";   // the prefix of its messages (hg-train: "hg-train")
+  std::string out = "runs/train";  // the run folder
+  bool resume = false;             // continue from <out>/checkpoint.safetensors
+  bool overwrite = false;          // a fresh run may replace an earlier run's files
   Device device = Device::cpu();
   std::string precision = "fp32";  // precision_names(), or "auto" (resolve_precision)
   // The run's length: `epochs` passes over fit(loader, ...)'s loader, or
@@ -100,12 +100,12 @@ struct TrainerOptions {
   int64_t epochs = 1;
   int64_t steps = 0;
   int64_t eval_every = 0;
-  int64_t accumulate = 1;         // micro-batches per step: each batch splits into this many along dim 0
-  double clip_grad = 0.0;         // clip the global gradient norm (after unscale_) to this; 0: off
-  int64_t checkpoint_every = 0;   // also a checkpoint every N steps (0: at the epochs / evaluations only)
-  int64_t max_steps = 0;          // stop (with a checkpoint) after this many steps in all; 0: no limit
-  int64_t log_every = 0;          // a train-loss point every N steps (0: ~1% of an epoch, or eval_every / 25)
-  int64_t profile = 0;            // profile the N-th step of this process (docs/profiling.md); 0: none
+  int64_t accumulate = 1;        // micro-batches per step: each batch splits into this many along dim 0
+  double clip_grad = 0.0;        // clip the global gradient norm (after unscale_) to this; 0: off
+  int64_t checkpoint_every = 0;  // also a checkpoint every N steps (0: at the epochs / evaluations only)
+  int64_t max_steps = 0;         // stop (with a checkpoint) after this many steps in all; 0: no limit
+  int64_t log_every = 0;         // a train-loss point every N steps (0: ~1% of an epoch, or eval_every / 25)
+  int64_t profile = 0;           // profile the N-th step of this process (docs/profiling.md); 0: none
   std::shared_ptr<distributed::ProcessGroup> group = nullptr;  // data-parallel: one rank of this group
 };
 
@@ -123,11 +123,11 @@ struct Job {
   // checkpoint ("config.<option>", "data.<property>"; train/resume.h).
   std::map<std::string, std::string> config = {};
   std::string config_hint = "use the same options to continue the run";
-  std::string title = "";   // curves.svg's title
-  std::string header = "";  // printed once before the first step (after a resume message)
-  std::string unit = "samples";      // what a target element is, for the throughput
-  double items_per_epoch = 0.0;      // iteration runs: target elements in an epoch (the curves' epoch axis); 0: none
-  std::string test_name = "test";    // "test loss" (epoch runs) / "val loss" (iteration runs)
+  std::string title = "";          // curves.svg's title
+  std::string header = "";         // printed once before the first step (after a resume message)
+  std::string unit = "samples";    // what a target element is, for the throughput
+  double items_per_epoch = 0.0;    // iteration runs: target elements in an epoch (the curves' epoch axis); 0: none
+  std::string test_name = "test";  // "test loss" (epoch runs) / "val loss" (iteration runs)
 };
 
 struct FitResult {

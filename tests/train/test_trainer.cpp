@@ -128,13 +128,13 @@ TEST_CASE("Trainer: accumulate = 4 micro-batches gives the step of the whole bat
     hg::optim::SGD opt(model->parameters(), {.lr = 0.1});
     trainer.set_optimizer(opt);
     hg::Generator data(4);
-    trainer.fit({.loss = [&](const hg::Tensor& x,
-                             const hg::Tensor& y) { return hg::cross_entropy(trainer.forward(x), y); },
-                 .next_batch =
-                     [&] {
-                       return hg::train::Batch{hg::randn({16, 4}, {}, &data),
-                                               hg::from_vector(std::vector<int64_t>(16, 1), {16})};
-                     }});
+    trainer.fit(
+        {.loss = [&](const hg::Tensor& x, const hg::Tensor& y) { return hg::cross_entropy(trainer.forward(x), y); },
+         .next_batch =
+             [&] {
+               return hg::train::Batch{hg::randn({16, 4}, {}, &data),
+                                       hg::from_vector(std::vector<int64_t>(16, 1), {16})};
+             }});
     std::filesystem::remove_all(dir);
     return model->parameters()[0].to_vector<float>();
   };
@@ -149,12 +149,12 @@ TEST_CASE("Trainer: accumulate = 4 micro-batches gives the step of the whole bat
   hg::optim::SGD opt(model->parameters(), {.lr = 0.1});
   trainer.set_optimizer(opt);
   CHECK_THROWS_WITH(
-      trainer.fit({.loss = [&](const hg::Tensor& x, const hg::Tensor& y) { return hg::cross_entropy(model->forward(x), y); },
-                   .next_batch =
-                       [] {
-                         return hg::train::Batch{hg::zeros({16, 4}),
-                                                 hg::from_vector(std::vector<int64_t>(16, 0), {16})};
-                       }}),
+      trainer.fit(
+          {.loss = [&](const hg::Tensor& x, const hg::Tensor& y) { return hg::cross_entropy(model->forward(x), y); },
+           .next_batch =
+               [] {
+                 return hg::train::Batch{hg::zeros({16, 4}), hg::from_vector(std::vector<int64_t>(16, 0), {16})};
+               }}),
       Catch::Contains("does not split into 3 equal micro-batches"));
   std::filesystem::remove_all(dir);
 }
