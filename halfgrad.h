@@ -46,3 +46,8 @@
 #include "data/fashion_mnist.h"
 #include "data/idx.h"
 #include "data/npy.h"
+
+#include "nn/models/cnn.h"
+#include "nn/models/mlp.h"
+
+#include "train/trainer.h"

@@ -308,7 +308,7 @@ def torch_workload(p, dev):
             return scaled_step, None, 1, note + "; GradScaler"
         return opt.step, None, 1, note
     if k == "cnn":
-        # hg-train's CNN (examples/models.cpp), layer for layer.
+        # hg-train's CNN (nn/models/cnn.cpp), layer for layer.
         batch, dt, nn = p["batch"], dtype(p["dtype"]), torch.nn
         model = nn.Sequential(
             nn.Unflatten(1, (1, 28, 28)), nn.Conv2d(1, 32, 3, padding=1), nn.BatchNorm2d(32), nn.MaxPool2d(2), nn.ReLU(),

@@ -14,7 +14,7 @@
 #include "benchmarks/suites.h"
 #include "core/generator.h"
 #include "core/tensor.h"
-#include "examples/models.h"
+#include "nn/models/cnn.h"
 #include "nn/layers.h"
 #include "nn/models/gpt.h"
 #include "optim/optimizer.h"
@@ -265,7 +265,7 @@ void add_train_mlp(Bench& b, std::vector<Workload>& out) {
   }
 }
 
-// hg-train's CNN (examples/models.h): conv-BN-pool-ReLU x2 and a linear head
+// hg-train's CNN (nn/models/cnn.h): conv-BN-pool-ReLU x2 and a linear head
 // on [B, 784] inputs, one training step as in train-mlp.
 void add_train_cnn(Bench& b, std::vector<Workload>& out) {
   const std::vector<int64_t> batches = b.quick() ? std::vector<int64_t>{64} : std::vector<int64_t>{64, 256};
@@ -285,7 +285,7 @@ void add_train_cnn(Bench& b, std::vector<Workload>& out) {
                      {{"kind", "cnn"}, {"dtype", d}, {"amp", amp}, {"batch", batch}},
                      [batch, dt, amp](Bench& bb, const Workload& self) {
                        hg::Generator gen(7);
-                       std::shared_ptr<hg::nn::Sequential> net = hg::train::make_cnn(&gen);
+                       std::shared_ptr<hg::nn::Sequential> net = hg::nn::make_cnn(&gen);
                        net->to(bb.device());
                        if (!amp) net->to(dt);
                        hg::optim::AdamW opt(net->parameters(), {.lr = 1e-4});

@@ -36,7 +36,7 @@ install(TARGETS halfgrad EXPORT halfgradTargets
 install(FILES halfgrad.h DESTINATION ${HG_INSTALL_INCLUDEDIR})
 # Generated: core/version.h (hg::version(), HG_VERSION_*).
 install(FILES ${PROJECT_BINARY_DIR}/generated/core/version.h DESTINATION ${HG_INSTALL_INCLUDEDIR}/core)
-foreach(dir core runtime kernels autograd nn optim amp data)
+foreach(dir core runtime kernels autograd nn optim amp data train)
   install(DIRECTORY ${dir}/ DESTINATION ${HG_INSTALL_INCLUDEDIR}/${dir}
           FILES_MATCHING PATTERN "*.h" PATTERN "*.cuh"
           PATTERN "emu" EXCLUDE)

@@ -19,7 +19,7 @@
 //
 // Temp files are named "<path>.tmp.<pid>.<n>"; a writer killed by SIGKILL
 // cannot remove its own, so a program that owns a folder removes the ones of
-// dead pids at start (hg-train does, examples/run_folder.h).
+// dead pids at start (hg-train does, train/run_folder.h).
 //
 // Fault injection (tests only): HG_TEST_FAIL_IO=write:N or rename:N makes the
 // N-th write or rename of any AtomicFile in the process fail (ENOSPC / EIO).

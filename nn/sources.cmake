@@ -8,4 +8,6 @@ list(APPEND HG_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/serialize.cpp
   ${CMAKE_CURRENT_LIST_DIR}/models/gpt.cpp
   ${CMAKE_CURRENT_LIST_DIR}/models/gpt_hf.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/models/cnn.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/models/mlp.cpp
 )

@@ -31,6 +31,15 @@ std::string bar(double fraction, int cells);
 std::string clock_time(double seconds);
 // 41203 -> "41.2k"; below 10000 as an integer.
 std::string short_count(double n);
+// The shortest decimal that reads back as `v` (0.002, not 0x1.0624dd2f1a9fcp-9).
+std::string decimal(double v);
+// 65536 -> "2^16"; other values as %g.
+std::string scale_text(double s);
+// printf-style formatting of one number: fixed("loss %.4f", 0.5).
+std::string fixed(const char* format, double v);
+// A message without a leading "<program>: " (the programs add their own
+// prefix; messages of the library's writers may carry it already).
+std::string without_program_prefix(const std::string& message, const std::string& program);
 
 class Terminal {
  public:

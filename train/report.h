@@ -12,10 +12,10 @@
 namespace hg::train {
 
 struct EpochRecord {
-  int epoch = 0;               // 1-based
-  long long step = 0;          // optimizer steps after this epoch
-  double lr = 0.0;             // learning rate of the epoch's last step
-  double train_loss = 0.0;     // mean of the epoch's batch losses
+  int epoch = 0;            // 1-based
+  long long step = 0;       // optimizer steps after this epoch
+  double lr = 0.0;          // learning rate of the epoch's last step
+  double train_loss = 0.0;  // mean of the epoch's batch losses
   double test_loss = 0.0;
   double test_accuracy = 0.0;  // in [0, 1]
   double seconds = 0.0;        // training time of the epoch (without evaluation)

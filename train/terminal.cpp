@@ -1,9 +1,10 @@
-#include "examples/terminal.h"
+#include "train/terminal.h"
 
 #include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -43,6 +44,35 @@ std::string short_count(double n) {
     std::snprintf(buf, sizeof buf, "%.2fM", n / 1e6);
   }
   return buf;
+}
+
+std::string decimal(double v) {
+  char buf[64];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, r.ptr);
+}
+
+std::string scale_text(double s) {
+  int e = 0;
+  const double m = std::frexp(s, &e);
+  char buf[32];
+  if (m == 0.5) {
+    std::snprintf(buf, sizeof buf, "2^%d", e - 1);
+  } else {
+    std::snprintf(buf, sizeof buf, "%g", s);
+  }
+  return buf;
+}
+
+std::string fixed(const char* format, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, format, v);
+  return buf;
+}
+
+std::string without_program_prefix(const std::string& message, const std::string& program) {
+  const std::string prefix = program + ": ";
+  return message.rfind(prefix, 0) == 0 ? message.substr(prefix.size()) : message;
 }
 
 std::string fit_line(const std::vector<Piece>& pieces, int columns) {

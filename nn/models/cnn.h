@@ -1,5 +1,5 @@
-// The models hg-train can train (--model): the MLP lives in hg_train.cpp; the
-// CNN here (docs/training.md, "The CNN").
+// A small convolutional net for 28x28 grey images (hg-train --model cnn,
+// docs/training.md, "The CNN").
 #pragma once
 
 #include <memory>
@@ -10,11 +10,11 @@ namespace hg {
 class Generator;
 }
 
-namespace hg::train {
+namespace hg::nn {
 
 // [B, 784] -> [B, 1, 28, 28] -> conv(1->32, 3x3, pad 1)-BN-maxpool 2-ReLU
 // -> conv(32->64, 3x3, pad 1)-BN-maxpool 2-ReLU -> flatten [B, 3136]
 // -> linear(3136->128)-ReLU -> linear(128->10). 421,834 parameters.
-std::shared_ptr<hg::nn::Sequential> make_cnn(hg::Generator* gen);
+std::shared_ptr<Sequential> make_cnn(Generator* gen);
 
-}  // namespace hg::train
+}  // namespace hg::nn

@@ -1,4 +1,4 @@
-#include "examples/train_report.h"
+#include "train/report.h"
 
 #include <nlohmann/json.hpp>
 

@@ -1,4 +1,4 @@
-#include "examples/run_folder.h"
+#include "train/run_folder.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -49,8 +49,8 @@ RunFolder::RunFolder(const std::string& path, StartMode mode) : path_(path) {
   // 1. The lock (also the first write into the folder).
   const std::string lock_path = file(kLockName);
   lock_fd_ = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  HG_CHECK(lock_fd_ >= 0, "--out '", path_, "' is not writable (cannot create '", lock_path, "': ", std::strerror(errno),
-           "); pick a folder you can write to");
+  HG_CHECK(lock_fd_ >= 0, "--out '", path_, "' is not writable (cannot create '", lock_path,
+           "': ", std::strerror(errno), "); pick a folder you can write to");
   if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
     const int error = errno;
     char pid[32] = {};
