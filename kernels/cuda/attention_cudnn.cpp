@@ -301,8 +301,17 @@ Plan build_plan(const Tensor& out, const Tensor& q, const Tensor& k, const Tenso
   return std::move(gb.plan);
 }
 
-std::mutex g_plans_mutex;
-std::map<std::vector<int64_t>, std::shared_ptr<const Plan>> g_plans;
+// The plan cache, never destroyed: its plans hold cuDNN descriptors, and at
+// exit cuDNN (or the emulator's stand-in) may already be gone when a static
+// of this file would be destroyed.
+struct PlanCache {
+  std::mutex mutex;
+  std::map<std::vector<int64_t>, std::shared_ptr<const Plan>> plans;
+};
+PlanCache& plan_cache() {
+  static auto* cache = new PlanCache;
+  return *cache;
+}
 
 std::shared_ptr<const Plan> cached_plan(const Tensor& out, const Tensor& q, const Tensor& k, const Tensor& v,
                                         bool causal) {
@@ -312,13 +321,13 @@ std::shared_ptr<const Plan> cached_plan(const Tensor& out, const Tensor& q, cons
     for (int64_t i = 0; i < 4; ++i) key.push_back(t->stride(i));
   }
   {
-    const std::lock_guard<std::mutex> lock(g_plans_mutex);
-    auto it = g_plans.find(key);
-    if (it != g_plans.end()) return it->second;
+    const std::lock_guard<std::mutex> lock(plan_cache().mutex);
+    auto it = plan_cache().plans.find(key);
+    if (it != plan_cache().plans.end()) return it->second;
   }
   auto plan = std::make_shared<const Plan>(build_plan(out, q, k, v, causal));
-  const std::lock_guard<std::mutex> lock(g_plans_mutex);
-  return g_plans.emplace(std::move(key), std::move(plan)).first->second;
+  const std::lock_guard<std::mutex> lock(plan_cache().mutex);
+  return plan_cache().plans.emplace(std::move(key), std::move(plan)).first->second;
 }
 
 // A workspace from the caching allocator on the current stream; freed after
@@ -348,8 +357,8 @@ std::string cudnn_attention_device_reason() {
 }
 
 size_t cudnn_attention_plan_count() {
-  const std::lock_guard<std::mutex> lock(g_plans_mutex);
-  return g_plans.size();
+  const std::lock_guard<std::mutex> lock(plan_cache().mutex);
+  return plan_cache().plans.size();
 }
 
 void cudnn_attention_forward(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
