@@ -228,7 +228,7 @@ void add_gemm_fp8(Bench& b, std::vector<Workload>& out) {
                      const double tf = gemm_tflops(st, m, n, k);
                      nlohmann::json mt = {{"tflops", tf}};
                      std::string text = fmt("%.3f TFLOP/s", tf);
-                     if (!bb.on_cuda()) text += " (CPU reference path: exact widening, f32 sums in k order)";
+                     if (!bb.on_cuda()) text += " (CPU reference path: exact widening, then sgemm)";
                      if (auto peak = bb.ceiling("gemm_bf16")) {
                        mt["vs_bf16_peak"] = tf / *peak;
                        text += fmt("  %.2fx the bf16 peak", tf / *peak);

@@ -99,7 +99,8 @@ void fp8_dequantize(const Tensor& out, const Tensor& q, const Tensor& scale_inv,
       O* o = out.data<O>();
       if (g == nullptr) {
         const float s = inv[0];
-        for (int64_t i = 0; i < q.numel(); ++i) o[i] = convert_value<O>(static_cast<float>(in[i]) * s);
+        const int64_t n = q.numel();
+        for (int64_t i = 0; i < n; ++i) o[i] = convert_value<O>(static_cast<float>(in[i]) * s);
         return;
       }
       for (int64_t r = 0; r < g->rows; ++r) {
@@ -127,8 +128,9 @@ void fp8_linear(const Tensor& out, const Tensor& a, const Tensor& b, const Tenso
       for (int v = 0; v < 256; ++v) table[v] = static_cast<float>(Q::from_bits(static_cast<uint8_t>(v)));
     });
     const auto* p = static_cast<const uint8_t*>(q.data_ptr());
-    dst.resize(static_cast<size_t>(q.numel()));
-    for (int64_t i = 0; i < q.numel(); ++i) dst[static_cast<size_t>(i)] = table[p[i]];
+    const auto count = static_cast<size_t>(q.numel());
+    dst.resize(count);
+    for (size_t i = 0; i < count; ++i) dst[i] = table[p[i]];
   };
   std::vector<float> wa, wb, acc(static_cast<size_t>(m * n));
   widen(a, wa);
