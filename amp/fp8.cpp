@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <set>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -215,10 +216,14 @@ Fp8Keep keep_layers(std::vector<std::string> names) {
 }
 
 Fp8Training::Fp8Training(nn::Module& model, Device device, const Fp8Recipe& recipe, Fp8Keep keep) {
+  HG_CHECK(supported(device, kF8E4M3), "Fp8Training: ", device.str(),
+           " has no fp8 GEMM (it needs compute capability 8.9 or newer: ", capability_report(device),
+           "); train in amp-bf16 there");
   std::vector<std::shared_ptr<nn::Linear>> chosen;
+  std::set<const nn::Linear*> seen;  // a module registered twice is one layer
   for (const auto& [name, module] : model.named_modules()) {
     auto linear = std::dynamic_pointer_cast<nn::Linear>(module);
-    if (!linear) continue;
+    if (!linear || !seen.insert(linear.get()).second) continue;
     HG_CHECK(!linear->has_route(), "Fp8Training: the Linear '", name,
              "' already has a route (another Fp8Training holds it); one Fp8Training per model");
     if (linear->in_features() % 16 != 0 || linear->out_features() % 16 != 0) {

@@ -167,7 +167,9 @@ Tensor fp8_linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Fp8
 // (so under Autocast(kBF16), bf16). The output dtype is the autocast dtype
 // inside an Autocast region, else the input's. Tied or functional
 // projections (GPT's lm_head is linear(x, wte.weight)) are not nn::Linear
-// modules and are never routed. The destructor removes the routes.
+// modules and are never routed. The destructor removes the routes. A device
+// without fp8 GEMMs (amp::supported(device, kF8E4M3) false: a GPU below
+// compute capability 8.9) is refused with an hg::Error naming it.
 
 // true: keep this Linear out of fp8 (name: its dotted name in the model).
 using Fp8Keep = std::function<bool(const std::string& name, const nn::Linear& layer)>;
