@@ -85,13 +85,15 @@ void Fp8State::load_state_dict(const std::vector<std::pair<std::string, Tensor>>
     for (const auto& [name, t] : state) {
       if (name == key && t.defined()) return t;
     }
-    HG_FAIL("Fp8State::load_state_dict: no \"", key, "\" entry (expected history, scale, scale_inv, saturated, recipe)");
+    HG_FAIL("Fp8State::load_state_dict: no \"", key,
+            "\" entry (expected history, scale, scale_inv, saturated, recipe)");
   };
   const std::vector<double> recipe = find("recipe").to(Device::cpu()).to(kF64).to_vector<double>();
   const std::vector<double> mine{static_cast<double>(recipe_.format), static_cast<double>(recipe_.scaling),
                                  static_cast<double>(recipe_.amax_history_len), static_cast<double>(recipe_.margin),
                                  static_cast<double>(recipe_.amax_compute)};
-  HG_CHECK(recipe == mine, "Fp8State::load_state_dict: the saved state was made with another fp8 recipe (format, "
+  HG_CHECK(recipe == mine,
+           "Fp8State::load_state_dict: the saved state was made with another fp8 recipe (format, "
            "scaling, amax history length, margin, amax compute); use the same Fp8Recipe to resume");
   const std::pair<const char*, Tensor*> targets[] = {
       {"history", &history_}, {"scale", &scale_}, {"scale_inv", &scale_inv_}, {"saturated", &saturated_}};
@@ -118,8 +120,8 @@ struct Fp8Operands {
 
 Fp8Operands cast_operands(const char* op, const Tensor& x, const Tensor& weight, Fp8State& state, int64_t layer) {
   HG_CHECK(x.defined() && weight.defined() && x.dim() >= 1 && weight.dim() == 2 && x.size(-1) == weight.size(1), op,
-           ": x [*, K] and weight [N, K] needed, got ", x.defined() ? x.shape_str() : std::string("undefined"),
-           " and ", weight.defined() ? weight.shape_str() : std::string("undefined"));
+           ": x [*, K] and weight [N, K] needed, got ", x.defined() ? x.shape_str() : std::string("undefined"), " and ",
+           weight.defined() ? weight.shape_str() : std::string("undefined"));
   Fp8Operands o;
   o.k = x.size(-1);
   o.n = weight.size(0);
@@ -170,7 +172,7 @@ Tensor fp8_linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Fp8
       sw_inv = sw_inv.clone();
     }
     if (weight.requires_grad()) qxt = ops::fp8_transpose_padded(o.qx);  // [K, Mp]
-    if (x.requires_grad()) qwt = ops::fp8_transpose_padded(o.qw);      // [K, N]
+    if (x.requires_grad()) qwt = ops::fp8_transpose_padded(o.qw);       // [K, N]
   }
   Fp8State* st = &state;
   const Shape x_shape = x.sizes();
@@ -178,20 +180,20 @@ Tensor fp8_linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Fp8
   const bool want_dx = x.requires_grad(), want_dw = weight.requires_grad(),
              want_db = bias.defined() && bias.requires_grad();
   const int64_t m = o.m, n = o.n;
-  autograd::record(
-      "fp8_linear", y, {&x, &weight, &bias}, {},
-      [=](const Tensor& grad_output, const autograd::FunctionNode&) -> autograd::Grads {
-        hg::NoGradGuard no_grad;
-        AutocastExcluded excluded;
-        autograd::Grads grads(3);
-        const Tensor g2 = grad_output.reshape({m, n});
-        const Tensor qg = st->cast(g2, layer, Fp8Role::grad_output);
-        Tensor sg_inv = st->scale_inv(layer, Fp8Role::grad_output);
-        if (want_dx) grads[0] = ops::fp8_linear(qg, qwt, sg_inv, sw_inv, x_dtype).view(x_shape);
-        if (want_dw) grads[1] = ops::fp8_linear(ops::fp8_transpose_padded(qg), qxt, sg_inv, sx_inv, w_dtype);
-        if (want_db) grads[2] = hg::sum(g2.to(kF32), {0}).to(b_dtype);
-        return grads;
-      });
+  autograd::record("fp8_linear", y, {&x, &weight, &bias}, {},
+                   [=](const Tensor& grad_output, const autograd::FunctionNode&) -> autograd::Grads {
+                     hg::NoGradGuard no_grad;
+                     AutocastExcluded excluded;
+                     autograd::Grads grads(3);
+                     const Tensor g2 = grad_output.reshape({m, n});
+                     const Tensor qg = st->cast(g2, layer, Fp8Role::grad_output);
+                     Tensor sg_inv = st->scale_inv(layer, Fp8Role::grad_output);
+                     if (want_dx) grads[0] = ops::fp8_linear(qg, qwt, sg_inv, sw_inv, x_dtype).view(x_shape);
+                     if (want_dw)
+                       grads[1] = ops::fp8_linear(ops::fp8_transpose_padded(qg), qxt, sg_inv, sx_inv, w_dtype);
+                     if (want_db) grads[2] = hg::sum(g2.to(kF32), {0}).to(b_dtype);
+                     return grads;
+                   });
   return y;
 }
 
@@ -275,7 +277,8 @@ std::string Fp8Training::summary() const {
   os << "fp8: " << names_.size() << " Linear layer" << (names_.size() == 1 ? "" : "s");
   if (!kept_.empty()) {
     os << "; not in fp8:";
-    for (size_t i = 0; i < kept_.size(); ++i) os << (i ? ", " : " ") << kept_[i].first << " (" << kept_[i].second << ")";
+    for (size_t i = 0; i < kept_.size(); ++i)
+      os << (i ? ", " : " ") << kept_[i].first << " (" << kept_[i].second << ")";
   }
   return os.str();
 }

@@ -208,33 +208,33 @@ void add_gemm_fp8(Bench& b, std::vector<Workload>& out) {
     shapes = {{128, 768, 768}};
   }
   for (const auto& [m, n, k] : shapes) {
-    const std::string name = "gemm/f8e4m3/" + std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) +
-                             "-nt";
-    out.push_back({"gemm", name,
-                   {{"kind", "gemm_fp8"}, {"dtype", "f8e4m3"}, {"out", "bf16"}, {"m", m}, {"n", n}, {"k", k},
-                    {"trans_b", true}},
-                   [m, n, k](Bench& bb, const Workload& self) {
-                     if (!hg::amp::supported(bb.device(), hg::kF8E4M3)) {
-                       bb.emit_note(self, "skipped: fp8 GEMMs need compute capability 8.9+ (" +
-                                              hg::amp::capability_report(bb.device()) + ")");
-                       return;
-                     }
-                     hg::NoGradGuard no_grad;
-                     const Tensor one = hg::ones({1}, {.device = bb.device()});
-                     const Tensor a = randn_on(bb, {m, k}, hg::kBF16).to(hg::kF8E4M3);
-                     const Tensor w = randn_on(bb, {n, k}, hg::kBF16).to(hg::kF8E4M3);
-                     const Stats st =
-                         bb.time([&] { (void)hg::ops::fp8_linear(a, w, one, one, hg::kBF16); });
-                     const double tf = gemm_tflops(st, m, n, k);
-                     nlohmann::json mt = {{"tflops", tf}};
-                     std::string text = fmt("%.3f TFLOP/s", tf);
-                     if (!bb.on_cuda()) text += " (CPU reference path: exact widening, then sgemm)";
-                     if (auto peak = bb.ceiling("gemm_bf16")) {
-                       mt["vs_bf16_peak"] = tf / *peak;
-                       text += fmt("  %.2fx the bf16 peak", tf / *peak);
-                     }
-                     bb.emit(self, st, mt, text);
-                   }});
+    const std::string name =
+        "gemm/f8e4m3/" + std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) + "-nt";
+    out.push_back(
+        {"gemm",
+         name,
+         {{"kind", "gemm_fp8"}, {"dtype", "f8e4m3"}, {"out", "bf16"}, {"m", m}, {"n", n}, {"k", k}, {"trans_b", true}},
+         [m, n, k](Bench& bb, const Workload& self) {
+           if (!hg::amp::supported(bb.device(), hg::kF8E4M3)) {
+             bb.emit_note(self, "skipped: fp8 GEMMs need compute capability 8.9+ (" +
+                                    hg::amp::capability_report(bb.device()) + ")");
+             return;
+           }
+           hg::NoGradGuard no_grad;
+           const Tensor one = hg::ones({1}, {.device = bb.device()});
+           const Tensor a = randn_on(bb, {m, k}, hg::kBF16).to(hg::kF8E4M3);
+           const Tensor w = randn_on(bb, {n, k}, hg::kBF16).to(hg::kF8E4M3);
+           const Stats st = bb.time([&] { (void)hg::ops::fp8_linear(a, w, one, one, hg::kBF16); });
+           const double tf = gemm_tflops(st, m, n, k);
+           nlohmann::json mt = {{"tflops", tf}};
+           std::string text = fmt("%.3f TFLOP/s", tf);
+           if (!bb.on_cuda()) text += " (CPU reference path: exact widening, then sgemm)";
+           if (auto peak = bb.ceiling("gemm_bf16")) {
+             mt["vs_bf16_peak"] = tf / *peak;
+             text += fmt("  %.2fx the bf16 peak", tf / *peak);
+           }
+           bb.emit(self, st, mt, text);
+         }});
   }
 }
 

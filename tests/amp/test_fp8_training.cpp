@@ -134,13 +134,11 @@ TEST_CASE("fp8_linear backward: dX, dW and db against the f64 product of the qua
       INFO(dev.str() << " M=" << c.m << " K=" << c.k << " N=" << c.n << " x " << c.x_dtype);
       amp::Fp8State st(1, {.format = c.format, .scaling = c.scaling, .amax_history_len = 2}, dev);
       const Tensor x = make_input({c.m, c.k}, kF32, Domain::kAny, 1).to(c.x_dtype).to(dev).requires_grad_();
-      const Tensor w = ops::binary_scalar(OpId::mul, make_input({c.n, c.k}, kF32, Domain::kAny, 2), 0.05)
-                           .to(dev)
-                           .requires_grad_();
+      const Tensor w =
+          ops::binary_scalar(OpId::mul, make_input({c.n, c.k}, kF32, Domain::kAny, 2), 0.05).to(dev).requires_grad_();
       const Tensor b = make_input({c.n}, kF32, Domain::kAny, 3).to(dev).requires_grad_();
-      const Tensor g = ops::binary_scalar(OpId::mul, make_input({c.m, c.n}, kF32, Domain::kAny, 4), 1e-3)
-                           .to(kBF16)
-                           .to(dev);
+      const Tensor g =
+          ops::binary_scalar(OpId::mul, make_input({c.m, c.n}, kF32, Domain::kAny, 4), 1e-3).to(kBF16).to(dev);
       const Tensor y = amp::fp8_linear(x, w, b, st, 0, kBF16);
       REQUIRE(y.dtype() == kBF16);
       y.backward(g);
@@ -244,12 +242,12 @@ TEST_CASE("fp8_linear backward: amax = 0, non-finite gradients stay visible, bad
     for (double v : values(w.grad())) dw_nonfinite = dw_nonfinite || !std::isfinite(v);
     CHECK(dx_nonfinite);
     CHECK(dw_nonfinite);
-    CHECK_THROWS_WITH(amp::fp8_linear(zeros({2, 20}, {.device = dev}), zeros({16, 20}, {.device = dev}), Tensor(), st,
-                                      0, kF32),
-                      Contains("multiples of 16"));
-    CHECK_THROWS_WITH(amp::fp8_linear(zeros({2, 16}, {.device = dev}), zeros({16, 32}, {.device = dev}), Tensor(), st,
-                                      0, kF32),
-                      Contains("weight [N, K]"));
+    CHECK_THROWS_WITH(
+        amp::fp8_linear(zeros({2, 20}, {.device = dev}), zeros({16, 20}, {.device = dev}), Tensor(), st, 0, kF32),
+        Contains("multiples of 16"));
+    CHECK_THROWS_WITH(
+        amp::fp8_linear(zeros({2, 16}, {.device = dev}), zeros({16, 32}, {.device = dev}), Tensor(), st, 0, kF32),
+        Contains("weight [N, K]"));
   }
 }
 
@@ -273,7 +271,8 @@ struct TeReference {
     for (int64_t s = 0; s < n; ++s) {
       float amax = history[0][static_cast<size_t>(s)];
       if (!most_recent) {
-        for (int64_t r = 1; r < length; ++r) amax = std::max(amax, history[static_cast<size_t>(r)][static_cast<size_t>(s)]);
+        for (int64_t r = 1; r < length; ++r)
+          amax = std::max(amax, history[static_cast<size_t>(r)][static_cast<size_t>(s)]);
       }
       if (amax > 0 && std::isfinite(amax)) {
         float v = (fp8_max[static_cast<size_t>(s)] / amax) / static_cast<float>(margin_factor);
@@ -310,11 +309,12 @@ TEST_CASE("fp8 delayed scaling through training steps follows Transformer Engine
           INFO("step " << step);
           // Magnitudes that rise and fall, so the window's max and the newest entry differ.
           const double mag = std::ldexp(1.0, (step * 5) % 7 - 3);
-          const Tensor x = ops::binary_scalar(OpId::mul, make_input({6, 16}, kF32, Domain::kAny, 10 + step), mag).to(dev);
+          const Tensor x =
+              ops::binary_scalar(OpId::mul, make_input({6, 16}, kF32, Domain::kAny, 10 + step), mag).to(dev);
           const Tensor h = amp::fp8_linear(x, w0, Tensor(), st, 0, kF32);
           const Tensor y = amp::fp8_linear(h, w1, Tensor(), st, 1, kF32);
-          const Tensor gy = ops::binary_scalar(OpId::mul, make_input({6, 16}, kF32, Domain::kAny, 40 + step), 1.0 / mag)
-                                .to(dev);
+          const Tensor gy =
+              ops::binary_scalar(OpId::mul, make_input({6, 16}, kF32, Domain::kAny, 40 + step), 1.0 / mag).to(dev);
           y.backward(gy);
           // The recorded amaxes: inputs and weights against max |.| computed here.
           const std::vector<float> row0 = floats(st.history().select(0, 0));
@@ -342,7 +342,8 @@ TEST_CASE("fp8 delayed scaling through training steps follows Transformer Engine
           }
           const std::vector<float> hist = floats(st.history());
           for (int64_t r = 0; r < length; ++r) {
-            for (size_t s = 0; s < 6; ++s) CHECK(hist[static_cast<size_t>(r) * 6 + s] == ref.history[static_cast<size_t>(r)][s]);
+            for (size_t s = 0; s < 6; ++s)
+              CHECK(hist[static_cast<size_t>(r) * 6 + s] == ref.history[static_cast<size_t>(r)][s]);
           }
         }
       }
@@ -353,8 +354,9 @@ TEST_CASE("fp8 delayed scaling through training steps follows Transformer Engine
 TEST_CASE("Fp8Training: eligible Linears run in fp8 inside Fp8Autocast, the filter and the rules keep the rest",
           "[amp][fp8][routing]") {
   Generator gen(1);
-  auto model = std::make_shared<nn::Sequential>(nn::Linear(32, 48, true, &gen), nn::ReLU(), nn::Linear(48, 64, true, &gen),
-                                                nn::ReLU(), nn::Linear(64, 10, true, &gen));
+  auto model =
+      std::make_shared<nn::Sequential>(nn::Linear(32, 48, true, &gen), nn::ReLU(), nn::Linear(48, 64, true, &gen),
+                                       nn::ReLU(), nn::Linear(64, 10, true, &gen));
   const Tensor x = make_input({3, 32}, kF32, Domain::kAny, 5);
   const Tensor plain = model->forward(x);
   {
@@ -446,7 +448,8 @@ struct Fp8Run {
 
   explicit Fp8Run(Device device) : dev(device) {
     Generator gen(5);
-    model = std::make_shared<nn::Sequential>(nn::Linear(32, 64, true, &gen), nn::GELU(), nn::Linear(64, 16, true, &gen));
+    model =
+        std::make_shared<nn::Sequential>(nn::Linear(32, 64, true, &gen), nn::GELU(), nn::Linear(64, 16, true, &gen));
     model->to(dev);
     opt = std::make_unique<optim::AdamW>(model->parameters(), optim::AdamWOptions{}.set_lr(1e-2));
     fp8 = std::make_unique<amp::Fp8Training>(*model, dev, amp::Fp8Recipe{.amax_history_len = 3});
@@ -549,8 +552,8 @@ namespace {
 // few hundred steps: words from a fixed list, each chosen from the previous
 // one by a seeded table, separated by spaces and periods.
 std::vector<int64_t> synthetic_corpus(size_t length, int64_t* vocab) {
-  const std::vector<std::string> words = {"the", "fox", "runs", "over", "a",    "lazy", "dog",  "and",
-                                          "cat", "sat", "on",   "mat",  "big",  "red",  "hen",  "eats"};
+  const std::vector<std::string> words = {"the", "fox", "runs", "over", "a",   "lazy", "dog", "and",
+                                          "cat", "sat", "on",   "mat",  "big", "red",  "hen", "eats"};
   std::string text;
   uint64_t state = 12345;
   auto next = [&state]() {
@@ -597,7 +600,8 @@ GptRunResult train_char_gpt(bool fp8, int64_t steps) {
     for (int64_t b = 0; b < count; ++b) {
       s = s * 6364136223846793005ULL + 1442695040888963407ULL;
       const int64_t span = to - from - block - 1;
-      const int64_t start = from + (fixed ? b * span / count : static_cast<int64_t>((s >> 33) % static_cast<uint64_t>(span)));
+      const int64_t start =
+          from + (fixed ? b * span / count : static_cast<int64_t>((s >> 33) % static_cast<uint64_t>(span)));
       for (int64_t t = 0; t < block; ++t) {
         xs.push_back(tokens[static_cast<size_t>(start + t)]);
         ys.push_back(tokens[static_cast<size_t>(start + t + 1)]);
@@ -629,7 +633,8 @@ GptRunResult train_char_gpt(bool fp8, int64_t steps) {
   }
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (f8) {
-    CHECK(f8->layers().size() == 8);  // c_attn, attn.c_proj, c_fc, mlp.c_proj per block; the tied lm_head is not a Linear
+    CHECK(f8->layers().size() ==
+          8);  // c_attn, attn.c_proj, c_fc, mlp.c_proj per block; the tied lm_head is not a Linear
   }
   return r;
 }
@@ -651,8 +656,8 @@ TEST_CASE("char-level GPT with its Linear layers in fp8 (emulated) trains like a
   const GptRunResult f8 = train_char_gpt(true, steps);
   INFO("val loss amp-bf16 " << bf16.val_loss << " (" << bf16.seconds << " s), amp-fp8 " << f8.val_loss << " ("
                             << f8.seconds << " s)");
-  WARN("char GPT " << steps << " steps: val loss amp-bf16 " << bf16.val_loss << " (" << bf16.seconds
-                   << " s), amp-fp8 " << f8.val_loss << " (" << f8.seconds << " s)");
+  WARN("char GPT " << steps << " steps: val loss amp-bf16 " << bf16.val_loss << " (" << bf16.seconds << " s), amp-fp8 "
+                   << f8.val_loss << " (" << f8.seconds << " s)");
   CHECK(bf16.val_loss < 2.0);  // it learned something (uniform over the alphabet is ~3.3)
   CHECK(std::fabs(f8.val_loss - bf16.val_loss) <= 0.05);
 }
