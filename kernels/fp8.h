@@ -14,8 +14,8 @@
 //
 //   per tensor (fp8_cast):  q = sat(x * scale[0]); amax[0] = max |x| over x
 //     (NaN if any |x| is NaN); with a `saturated` counter (i64 [1]), the
-//     number of finite x with |x * scale| > fp8_max (the clipped values) is
-//     added to it. scale comes from outside (delayed scaling: a
+//     number of clipped values (fp8_clips: finite x whose x * scale rounds
+//     beyond fp8_max) is added to it. scale comes from outside (delayed scaling: a
 //     recipe derives it from earlier steps' amaxes; current scaling: from
 //     this tensor's amax, a separate fp8_amax pass first). One read of x,
 //     one write of q; amax is combined across thread blocks with an atomic
@@ -87,12 +87,16 @@ HG_HOST_DEVICE inline Q fp8_quantize(float x, float scale) {
   const float v = x * scale;
   return x - x == 0.0f ? Q::from_float_saturate(v) : Q(v);
 }
-// Whether fp8_quantize clips x: finite, and |x * scale| above the format's max.
-HG_HOST_DEVICE inline bool fp8_clips(float x, float scale, float max_finite) {
-  const float v = x * scale;
-  return x - x == 0.0f && (v > max_finite || v < -max_finite);
+// Whether fp8_quantize clips x: x finite and x * scale beyond what rounds to
+// the format's max (the format's own conversion would overflow to NaN or inf,
+// |v| > 464 in E4M3, |v| >= 61440 in E5M2), so saturation brought it back
+// to +-max.
+template <typename Q>
+HG_HOST_DEVICE inline bool fp8_clips(float x, float scale) {
+  if (x - x != 0.0f) return false;
+  const float back = static_cast<float>(Q(x * scale));
+  return back - back != 0.0f;
 }
-
 // Note [fp8 delayed scaling]
 // The state of n scaled tensors (a recipe's slots: input, weight and output
 // gradient of each fp8 layer), all f32 on one device:

@@ -40,7 +40,6 @@ void fp8_amax(const Tensor& x, const Tensor& amax) {
 
 void fp8_cast(const Tensor& q, const Tensor& x, const Tensor& scale, const Tensor& amax, const Tensor& saturated) {
   const float s = *scale.data<float>();
-  const float max_finite = fp8_max(q.dtype());
   const int64_t n = x.numel();
   dispatch_fp8_source(x.dtype(), [&](auto s_tag) {
     using S = decltype(s_tag);
@@ -53,7 +52,7 @@ void fp8_cast(const Tensor& q, const Tensor& x, const Tensor& scale, const Tenso
       for (int64_t i = 0; i < n; ++i) {
         const float v = static_cast<float>(in[i]);
         best = std::max(best, fp8_abs_bits(v));
-        clipped += fp8_clips(v, s, max_finite) ? 1 : 0;
+        clipped += fp8_clips<Q>(v, s) ? 1 : 0;
         out[i] = fp8_quantize<Q>(v, s);
       }
       *amax.data<float>() = detail::bits_float(best);

@@ -7,7 +7,7 @@
 //   formula    q[i] = sat_Q(x[i] * scale[0]) (kWrite) and amax = max_i |x[i]|
 //              as the bits of |x| (NaN > inf > finite: unsigned order);
 //              with a counter, += the number of clipped elements
-//              (fp8_clips: finite x, |x * scale| > fp8_max)
+//              (fp8_clips: finite x whose x * scale rounds beyond fp8_max)
 //   split      grid-stride over the n elements; each thread keeps its max
 //              (and count), block_allreduce, one atomicMax per block into
 //              amax's bits (zeroed by a cudaMemsetAsync on the same stream
@@ -86,7 +86,7 @@ __global__ void fp8_cast_kernel(const S* x, Q* q, int64_t n, const float* scale,
     best = MaxBits{}(best, fp8_abs_bits(v));
     if constexpr (kWrite) {
       q[i] = fp8_quantize<Q>(v, s);
-      clipped += fp8_clips(v, s, static_cast<float>(Q::kMax)) ? 1u : 0u;
+      clipped += fp8_clips<Q>(v, s) ? 1u : 0u;
     }
   }
   best = block_allreduce(best, MaxBits{}, partials);

@@ -410,9 +410,10 @@ TEST_CASE("fp8 saturation counts per layer and role, on the device", "[amp][fp8]
     model->to(dev);
     amp::Fp8Training fp8(*model, dev, {.amax_history_len = 2});
     std::vector<float> xv(2 * 16, 0.5f);
-    xv[3] = 500.0f;  // the scales start at 1: |x| > 448 clips in E4M3
+    xv[3] = 500.0f;  // the scales start at 1: |x| > 464 (448 + half an ulp) clips in E4M3
     xv[7] = -1000.0f;
-    xv[20] = 449.0f;
+    xv[20] = 470.0f;
+    xv[21] = 460.0f;  // rounds to 448: not clipped
     const Tensor x = from_vector(xv, {2, 16}).to(dev);
     Tensor y;
     {
@@ -420,7 +421,8 @@ TEST_CASE("fp8 saturation counts per layer and role, on the device", "[amp][fp8]
       y = model->forward(x);
     }
     std::vector<float> gv(2 * 32, 1.0f);
-    gv[0] = 60000.0f;  // beyond E5M2's 57344
+    gv[0] = 62000.0f;  // beyond E5M2's 57344 + half an ulp (61440)
+    gv[1] = 60000.0f;  // rounds to 57344: not clipped
     gv[33] = -1e6f;
     y.backward(from_vector(gv, {2, 32}).to(dev));
     const std::vector<amp::Fp8LayerSaturation> sat = fp8.saturation();
@@ -432,6 +434,11 @@ TEST_CASE("fp8 saturation counts per layer and role, on the device", "[amp][fp8]
     CHECK(fp8.state().saturation_counts()[3 + 2] == 2);
     fp8.state().reset_saturation_counts();
     CHECK(fp8.state().saturation_counts() == std::vector<int64_t>(6, 0));
+    // Current scaling maps each tensor's amax onto the max: nothing clips.
+    amp::Fp8State cur(1, {.scaling = amp::Fp8Scaling::current}, dev);
+    (void)cur.cast(make_input({64, 48}, kF32, Domain::kAny, 9).to(dev), 0, amp::Fp8Role::input);
+    (void)cur.cast(make_input({64, 48}, kBF16, Domain::kAny, 10).to(dev), 0, amp::Fp8Role::grad_output);
+    CHECK(cur.saturation_counts() == std::vector<int64_t>(3, 0));
   }
 }
 
