@@ -244,6 +244,16 @@ def torch_workload(p, dev):
             return (lambda: torch.matmul(a, w.t())), None, 1, ""
         w = torch.randn(p["k"], p["n"], device=dev).to(dt)
         return (lambda: torch.matmul(a, w)), None, 1, ""
+    if k == "gemm_fp8":
+        # torch._scaled_mm: fp8 E4M3 x E4M3 with f32 tensor scales, bf16 out; it wants the
+        # second operand column-major (w.t() of a row-major [N, K]), as cuBLASLt's TN layout.
+        if dev.type != "cuda" or not hasattr(torch, "_scaled_mm") or torch.cuda.get_device_capability(dev) < (8, 9):
+            return None
+        a = torch.randn(p["m"], p["k"], device=dev).to(torch.float8_e4m3fn)
+        w = torch.randn(p["n"], p["k"], device=dev).to(torch.float8_e4m3fn)
+        one = torch.ones((), device=dev, dtype=torch.float32)
+        return (lambda: torch._scaled_mm(a, w.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16)), None, 1, \
+            "torch._scaled_mm"
     if k == "tiny_op":
         x = torch.ones(1, device=dev)
         y = torch.ones(1, device=dev)

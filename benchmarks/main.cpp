@@ -47,6 +47,7 @@ const std::vector<NamedSet> kSets = {
       "gemm/f16/4096x4096x4096",
       "gemm/bf16/16384x*",
       "gemm/f16/16384x50*",
+      "gemm/f8e4m3/*",
       "bandwidth/cast/f32->bf16/*",
       "bandwidth/add/bf16/*",
       "bandwidth/gelu/bf16/*",

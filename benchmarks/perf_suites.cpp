@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -12,6 +13,8 @@
 #include <utility>
 #include <vector>
 
+#include "amp/fp8.h"
+#include "autograd/autocast.h"
 #include "autograd/functions.h"
 #include "autograd/grad_mode.h"
 #include "benchmarks/suites.h"
@@ -192,6 +195,49 @@ void add_ceilings(Bench& b, std::vector<Workload>& out) {
                  }});
 }
 
+// fp8 GEMM rows (ops::fp8_linear, Note [fp8 GEMM]): E4M3 x E4M3 with
+// per-tensor device scales, fp32 accumulation, bf16 output, beside the bf16
+// rows of add_gemm at 4096^3 and GPT-2 small's Linear shapes. On the CPU the
+// fp8 GEMM is the reference path (exact widening, f32 sums): one small row,
+// reported as such; on a GPU below compute capability 8.9 a note says why not.
+void add_gemm_fp8(Bench& b, std::vector<Workload>& out) {
+  std::vector<std::array<int64_t, 3>> shapes;  // m, n, k
+  if (b.on_cuda()) {
+    shapes = {{4096, 4096, 4096}, {16384, 768, 768}, {16384, 3072, 768}, {16384, 768, 3072}};
+  } else {
+    shapes = {{128, 768, 768}};
+  }
+  for (const auto& [m, n, k] : shapes) {
+    const std::string name =
+        "gemm/f8e4m3/" + std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) + "-nt";
+    out.push_back(
+        {"gemm",
+         name,
+         {{"kind", "gemm_fp8"}, {"dtype", "f8e4m3"}, {"out", "bf16"}, {"m", m}, {"n", n}, {"k", k}, {"trans_b", true}},
+         [m, n, k](Bench& bb, const Workload& self) {
+           if (!hg::amp::supported(bb.device(), hg::kF8E4M3)) {
+             bb.emit_note(self, "skipped: fp8 GEMMs need compute capability 8.9+ (" +
+                                    hg::amp::capability_report(bb.device()) + ")");
+             return;
+           }
+           hg::NoGradGuard no_grad;
+           const Tensor one = hg::ones({1}, {.device = bb.device()});
+           const Tensor a = randn_on(bb, {m, k}, hg::kBF16).to(hg::kF8E4M3);
+           const Tensor w = randn_on(bb, {n, k}, hg::kBF16).to(hg::kF8E4M3);
+           const Stats st = bb.time([&] { (void)hg::ops::fp8_linear(a, w, one, one, hg::kBF16); });
+           const double tf = gemm_tflops(st, m, n, k);
+           nlohmann::json mt = {{"tflops", tf}};
+           std::string text = fmt("%.3f TFLOP/s", tf);
+           if (!bb.on_cuda()) text += " (CPU reference path: exact widening, then sgemm)";
+           if (auto peak = bb.ceiling("gemm_bf16")) {
+             mt["vs_bf16_peak"] = tf / *peak;
+             text += fmt("  %.2fx the bf16 peak", tf / *peak);
+           }
+           bb.emit(self, st, mt, text);
+         }});
+  }
+}
+
 void add_gemm(Bench& b, std::vector<Workload>& out) {
   struct Shape3 {
     int64_t m, n, k;
@@ -236,6 +282,7 @@ void add_gemm(Bench& b, std::vector<Workload>& out) {
            }});
     }
   }
+  add_gemm_fp8(b, out);
 }
 
 void add_bandwidth(Bench& b, std::vector<Workload>& out) {

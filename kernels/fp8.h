@@ -6,11 +6,16 @@
 // E5M2: 2^-16 .. 57344), so a tensor is stored as q = sat(x * s) with a
 // per-tensor (or per-block) f32 scale s chosen to map the tensor's range onto
 // the format's, and read back as x ~ q * s_inv, s_inv = 1/s. "sat" is the
-// saturating conversion of Note [fp8 conversions] (overflow -> +-max, NaN
-// stays NaN).
+// saturating conversion of Note [fp8 conversions] for a finite x (a finite
+// overflow -> +-max: the value is clipped) and the format's own conversion
+// for a non-finite x (NaN stays NaN; +-inf becomes +-inf in E5M2 and NaN in
+// E4M3), so an overflow upstream (a loss-scaled gradient that reached inf)
+// stays visible to the GradScaler's check instead of being clipped away.
 //
-//   per tensor (fp8_cast_):  q = sat(x * scale[0]); amax[0] = max |x| over x
-//     (NaN if any |x| is NaN). scale comes from outside (delayed scaling: a
+//   per tensor (fp8_cast):  q = sat(x * scale[0]); amax[0] = max |x| over x
+//     (NaN if any |x| is NaN); with a `saturated` counter (i64 [1]), the
+//     number of clipped values (fp8_clips: finite x whose x * scale rounds
+//     beyond fp8_max) is added to it. scale comes from outside (delayed scaling: a
 //     recipe derives it from earlier steps' amaxes; current scaling: from
 //     this tensor's amax, a separate fp8_amax pass first). One read of x,
 //     one write of q; amax is combined across thread blocks with an atomic
@@ -38,9 +43,11 @@
 // f16 outputs (cuBLASLt's fp8 bias types); CUDA needs compute capability
 // 8.9 or newer (amp::supported says so). Scales are device pointers
 // (CUBLASLT_MATMUL_DESC_A/B_SCALE_POINTER): no host read.
-//   CPU: each product of two fp8 values is exact in f32 (4 x 4 significant
-//   bits), summed in f32 in k order; then * (sa * sb) and + bias in f32.
-//   cuda-emu: the cuBLASLt stand-in (runtime/emu) computes the same sums.
+//   CPU: each operand widened exactly to f32, then sgemm (fp32 accumulation;
+//   each product of two fp8 values is exact in f32, 4 x 4 significant bits);
+//   then * (sa * sb) and + bias in f32, one rounding to the output.
+//   cuda-emu: the cuBLASLt stand-in (runtime/emu) sums the same exact
+//   products in k order.
 //   GPU: cuBLASLt with CUBLASLT_MATMUL_DESC_FAST_ACCUM left off (partial sums
 //   promoted to fp32 registers); its order of summation differs.
 // Error bound (tests/kernels/test_fp8.cpp): against the exact f64 product,
@@ -77,9 +84,19 @@ HG_HOST_DEVICE inline float fp8_block_scale(float amax, float max_finite) {
 }
 template <typename Q>
 HG_HOST_DEVICE inline Q fp8_quantize(float x, float scale) {
-  return Q::from_float_saturate(x * scale);
+  const float v = x * scale;
+  return x - x == 0.0f ? Q::from_float_saturate(v) : Q(v);
 }
-
+// Whether fp8_quantize clips x: x finite and x * scale beyond what rounds to
+// the format's max (the format's own conversion would overflow to NaN or inf,
+// |v| > 464 in E4M3, |v| >= 61440 in E5M2), so saturation brought it back
+// to +-max.
+template <typename Q>
+HG_HOST_DEVICE inline bool fp8_clips(float x, float scale) {
+  if (x - x != 0.0f) return false;
+  const float back = static_cast<float>(Q(x * scale));
+  return back - back != 0.0f;
+}
 // Note [fp8 delayed scaling]
 // The state of n scaled tensors (a recipe's slots: input, weight and output
 // gradient of each fp8 layer), all f32 on one device:
@@ -126,9 +143,16 @@ HG_HOST_DEVICE inline void fp8_update_slot(float* history, int64_t length, int64
 namespace ops {
 
 // Note [fp8 scaled casts]. x: f32/f16/bf16, any shape; fp8: kF8E4M3 or
-// kF8E5M2; scale: f32 [1] on x's device; amax: f32 [1] (written). Returns q
-// (contiguous, x's shape).
-Tensor fp8_cast(const Tensor& x, DType fp8, const Tensor& scale, const Tensor& amax);
+// kF8E5M2; scale: f32 [1] on x's device; amax: f32 [1] (written);
+// saturated: i64 [1] on x's device or undefined (the count of clipped
+// values is added to it). Returns q (contiguous, x's shape).
+Tensor fp8_cast(const Tensor& x, DType fp8, const Tensor& scale, const Tensor& amax,
+                const Tensor& saturated = Tensor());
+// qt [K, Mp] = q^T for q [M, K] fp8, its columns M .. Mp-1 zero, Mp = M
+// rounded up to a multiple of `pad` (the K-major operand the fp8 GEMM of a
+// weight gradient needs, Note [fp8 GEMM]: its reduction runs over M, which
+// must be a multiple of 16). One strided copy: M K bytes read, K Mp written.
+Tensor fp8_transpose_padded(const Tensor& q, int64_t pad = 16);
 // amax[0] = max |x| alone (the first pass of current scaling).
 void fp8_amax(const Tensor& x, const Tensor& amax);
 // Blockwise: x [M, K]; returns {q [M, K], scale_inv f32 [ceil(M/bm), ceil(K/128)]}.
@@ -196,7 +220,7 @@ void dispatch_fp8(DType t, Fn&& fn) {
 
 namespace cpu {
 void fp8_update_scales_(const Fp8UpdateArgs& args);
-void fp8_cast(const Tensor& q, const Tensor& x, const Tensor& scale, const Tensor& amax);
+void fp8_cast(const Tensor& q, const Tensor& x, const Tensor& scale, const Tensor& amax, const Tensor& saturated);
 void fp8_amax(const Tensor& x, const Tensor& amax);
 void fp8_cast_blockwise(const Tensor& q, const Tensor& scale_inv, const Tensor& x, const Fp8BlockArgs& g);
 void fp8_dequantize(const Tensor& out, const Tensor& q, const Tensor& scale_inv, const Fp8BlockArgs* g);
@@ -206,7 +230,7 @@ void fp8_linear(const Tensor& out, const Tensor& a, const Tensor& b, const Tenso
 #if defined(HG_WITH_CUDA)
 namespace cuda {
 void fp8_update_scales_(const Fp8UpdateArgs& args, Device device);
-void fp8_cast(const Tensor& q, const Tensor& x, const Tensor& scale, const Tensor& amax);
+void fp8_cast(const Tensor& q, const Tensor& x, const Tensor& scale, const Tensor& amax, const Tensor& saturated);
 void fp8_amax(const Tensor& x, const Tensor& amax);
 void fp8_cast_blockwise(const Tensor& q, const Tensor& scale_inv, const Tensor& x, const Fp8BlockArgs& g);
 void fp8_dequantize(const Tensor& out, const Tensor& q, const Tensor& scale_inv, const Fp8BlockArgs* g);

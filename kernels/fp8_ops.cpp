@@ -56,16 +56,34 @@ void check_out_dtype(const char* op, DType out) {
 
 }  // namespace
 
-Tensor fp8_cast(const Tensor& x, DType fp8, const Tensor& scale, const Tensor& amax) {
+Tensor fp8_cast(const Tensor& x, DType fp8, const Tensor& scale, const Tensor& amax, const Tensor& saturated) {
   check_source("fp8_cast", x);
   check_fp8("fp8_cast", fp8, "the target dtype");
   check_scalar("fp8_cast", scale, x.device(), "scale");
   check_scalar("fp8_cast", amax, x.device(), "amax");
+  if (saturated.defined()) {
+    HG_CHECK(saturated.dtype() == kI64 && saturated.numel() == 1 && saturated.device() == x.device() &&
+                 saturated.is_contiguous(),
+             "fp8_cast: the saturation counter must be a contiguous i64 tensor of 1 element on ", x.device(), ", got ",
+             describe(saturated));
+  }
   const Tensor src = x.contiguous();
   Tensor q = empty(x.sizes(), {.dtype = fp8, .device = x.device()});
-  HG_BACKEND_CALL(x.device(), fp8_cast, q, src, scale, amax);
+  HG_BACKEND_CALL(x.device(), fp8_cast, q, src, scale, amax, saturated);
   amax.bump_version();
+  if (saturated.defined()) saturated.bump_version();
   return q;
+}
+
+Tensor fp8_transpose_padded(const Tensor& q, int64_t pad) {
+  HG_CHECK(q.defined() && q.dim() == 2, "fp8_transpose_padded: takes a 2-D [M, K] tensor, got ", describe(q));
+  check_fp8("fp8_transpose_padded", q.dtype(), "q");
+  HG_CHECK(pad >= 1, "fp8_transpose_padded: pad must be >= 1, got ", pad);
+  const int64_t m = q.size(0), k = q.size(1), mp = (m + pad - 1) / pad * pad;
+  Tensor qt = empty({k, mp}, {.dtype = q.dtype(), .device = q.device()});
+  if (mp != m) qt.zero_();  // fp8 zero is the all-zero byte
+  if (m > 0 && k > 0) qt.narrow(1, 0, m).copy_(q.transpose(0, 1));
+  return qt;
 }
 
 void fp8_amax(const Tensor& x, const Tensor& amax) {

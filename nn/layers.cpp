@@ -30,6 +30,10 @@ Linear::Linear(int64_t in_features, int64_t out_features, bool with_bias, Genera
 Tensor Linear::forward(const Tensor& x) {
   HG_CHECK(x.dim() >= 1 && x.size(-1) == in_features_, "Linear(", in_features_, " -> ", out_features_,
            "): input's last dim must be ", in_features_, ", got shape ", x.shape_str());
+  if (route_) {
+    Tensor y = route_(*this, x);
+    if (y.defined()) return y;
+  }
   return functional::linear(x, weight, bias);
 }
 

@@ -3,6 +3,7 @@
 
 #include <concepts>
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <string>
@@ -21,17 +22,29 @@ namespace hg::nn {
 
 // y = x @ weight^T + bias; weight [out, in], bias [out]. Initialised like
 // torch.nn.Linear: U(-1/sqrt(in), 1/sqrt(in)) for both.
+// A forward route may be installed from a higher floor (amp::Fp8Training
+// sends eligible layers through the fp8 GEMM): forward() calls it first and
+// uses its result when defined, else the ordinary path (an undefined result
+// means "not here", e.g. outside an fp8 autocast region).
 class Linear : public Module {
  public:
+  using Route = std::function<Tensor(Linear& self, const Tensor& x)>;
+
   Linear(int64_t in_features, int64_t out_features, bool bias = true, Generator* gen = nullptr);
   Tensor forward(const Tensor& x) override;
   std::string type_name() const override;
+  int64_t in_features() const { return in_features_; }
+  int64_t out_features() const { return out_features_; }
+  // An empty function removes the route.
+  void set_route(Route route) { route_ = std::move(route); }
+  bool has_route() const { return static_cast<bool>(route_); }
 
   Tensor weight;  // [out_features, in_features]
   Tensor bias;    // [out_features] or undefined
 
  private:
   int64_t in_features_, out_features_;
+  Route route_;
 };
 
 class ReLU : public Module {

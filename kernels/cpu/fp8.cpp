@@ -1,6 +1,9 @@
 // CPU fp8 kernels: the oracle of the CUDA ones (Note [fp8 scaled casts] and
-// Note [fp8 GEMM] in kernels/fp8.h). Plain loops; the element rules are the
-// shared HG_HOST_DEVICE helpers of kernels/fp8.h and core/float8.h.
+// Note [fp8 GEMM] in kernels/fp8.h). Plain loops (the GEMM: exact widening,
+// then sgemm); the element rules are the shared HG_HOST_DEVICE helpers of
+// kernels/fp8.h and core/float8.h.
+#include <cblas.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <vector>
@@ -35,7 +38,7 @@ void fp8_amax(const Tensor& x, const Tensor& amax) {
   });
 }
 
-void fp8_cast(const Tensor& q, const Tensor& x, const Tensor& scale, const Tensor& amax) {
+void fp8_cast(const Tensor& q, const Tensor& x, const Tensor& scale, const Tensor& amax, const Tensor& saturated) {
   const float s = *scale.data<float>();
   const int64_t n = x.numel();
   dispatch_fp8_source(x.dtype(), [&](auto s_tag) {
@@ -45,12 +48,15 @@ void fp8_cast(const Tensor& q, const Tensor& x, const Tensor& scale, const Tenso
       const S* in = x.data<S>();
       Q* out = static_cast<Q*>(q.data_ptr());
       uint32_t best = 0;
+      int64_t clipped = 0;
       for (int64_t i = 0; i < n; ++i) {
         const float v = static_cast<float>(in[i]);
         best = std::max(best, fp8_abs_bits(v));
+        clipped += fp8_clips<Q>(v, s) ? 1 : 0;
         out[i] = fp8_quantize<Q>(v, s);
       }
       *amax.data<float>() = detail::bits_float(best);
+      if (saturated.defined()) *saturated.data<int64_t>() += clipped;
     });
   });
 }
@@ -92,7 +98,8 @@ void fp8_dequantize(const Tensor& out, const Tensor& q, const Tensor& scale_inv,
       O* o = out.data<O>();
       if (g == nullptr) {
         const float s = inv[0];
-        for (int64_t i = 0; i < q.numel(); ++i) o[i] = convert_value<O>(static_cast<float>(in[i]) * s);
+        const int64_t n = q.numel();
+        for (int64_t i = 0; i < n; ++i) o[i] = convert_value<O>(static_cast<float>(in[i]) * s);
         return;
       }
       for (int64_t r = 0; r < g->rows; ++r) {
@@ -109,31 +116,35 @@ void fp8_linear(const Tensor& out, const Tensor& a, const Tensor& b, const Tenso
                 const Tensor& b_scale_inv, const Tensor& bias) {
   const int64_t m = a.size(0), n = b.size(0), k = a.size(1);
   const float scale = *a_scale_inv.data<float>() * *b_scale_inv.data<float>();
-  // Widen each operand once (exact), then f32 dot products in k order.
-  std::vector<float> wa(static_cast<size_t>(m * k)), wb(static_cast<size_t>(n * k));
-  dispatch_fp8(a.dtype(), [&](auto tag) {
-    using Q = decltype(tag);
-    const Q* p = static_cast<const Q*>(a.data_ptr());
-    for (int64_t i = 0; i < m * k; ++i) wa[static_cast<size_t>(i)] = static_cast<float>(p[i]);
-  });
-  dispatch_fp8(b.dtype(), [&](auto tag) {
-    using Q = decltype(tag);
-    const Q* p = static_cast<const Q*>(b.data_ptr());
-    for (int64_t i = 0; i < n * k; ++i) wb[static_cast<size_t>(i)] = static_cast<float>(p[i]);
-  });
+  // Widen each operand once (exact, through a 256-entry table), then the f32
+  // GEMM (sgemm: fp32 accumulation; each product of two fp8 values is exact
+  // in f32, so only the order of the sums differs from cuda-emu's k order),
+  // then * (sa * sb) and + bias in f32 and one rounding to the output.
+  auto widen = [](const Tensor& q, std::vector<float>& dst) {
+    float table[256];
+    dispatch_fp8(q.dtype(), [&](auto tag) {
+      using Q = decltype(tag);
+      for (int v = 0; v < 256; ++v) table[v] = static_cast<float>(Q::from_bits(static_cast<uint8_t>(v)));
+    });
+    const auto* p = static_cast<const uint8_t*>(q.data_ptr());
+    const auto count = static_cast<size_t>(q.numel());
+    dst.resize(count);
+    for (size_t i = 0; i < count; ++i) dst[i] = table[p[i]];
+  };
+  std::vector<float> wa, wb, acc(static_cast<size_t>(m * n));
+  widen(a, wa);
+  widen(b, wb);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k),
+              1.0f, wa.data(), static_cast<int>(k), wb.data(), static_cast<int>(k), 0.0f, acc.data(),
+              static_cast<int>(n));
   std::vector<float> bias_f;
   if (bias.defined()) bias_f = bias.to(kF32).to_vector<float>();
   dispatch_floating(out.dtype(), "fp8_linear", [&](auto o_tag) {
     using O = decltype(o_tag);
     O* o = out.data<O>();
-#pragma omp parallel for schedule(static) if (m * n * k > (int64_t{1} << 20))
     for (int64_t i = 0; i < m; ++i) {
-      const float* ra = wa.data() + i * k;
       for (int64_t j = 0; j < n; ++j) {
-        const float* rb = wb.data() + j * k;
-        float acc = 0.0f;
-        for (int64_t q = 0; q < k; ++q) acc += ra[q] * rb[q];
-        float v = scale * acc;
+        float v = scale * acc[static_cast<size_t>(i * n + j)];
         if (!bias_f.empty()) v += bias_f[static_cast<size_t>(j)];
         o[i * n + j] = convert_value<O>(v);
       }

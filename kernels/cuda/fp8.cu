@@ -5,12 +5,15 @@
 //
 // fp8_cast_kernel<S, Q, kWrite>
 //   formula    q[i] = sat_Q(x[i] * scale[0]) (kWrite) and amax = max_i |x[i]|
-//              as the bits of |x| (NaN > inf > finite: unsigned order)
-//   split      grid-stride over the n elements; each thread keeps its max,
-//              block_allreduce, one atomicMax per block into amax's bits
-//              (zeroed by a cudaMemsetAsync on the same stream first)
+//              as the bits of |x| (NaN > inf > finite: unsigned order);
+//              with a counter, += the number of clipped elements
+//              (fp8_clips: finite x whose x * scale rounds beyond fp8_max)
+//   split      grid-stride over the n elements; each thread keeps its max
+//              (and count), block_allreduce, one atomicMax per block into
+//              amax's bits (zeroed by a cudaMemsetAsync on the same stream
+//              first) and one atomicAdd of a nonzero count
 //   launch     256 threads, min(ceil(n / 256), 4096) blocks
-//   bytes      n * sizeof(S) read, n written (kWrite), 4 bytes per block
+//   bytes      n * sizeof(S) read, n written (kWrite), 4 (+8) bytes per block
 //   precision  one f32 multiply and one rounding to Q per element; amax exact
 //
 // fp8_cast_block_kernel<S, Q, kTile>
@@ -67,19 +70,31 @@ struct MaxBits {
   __device__ __forceinline__ uint32_t operator()(uint32_t a, uint32_t b) const { return a > b ? a : b; }
 };
 
+struct SumCount {
+  __device__ __forceinline__ uint32_t operator()(uint32_t a, uint32_t b) const { return a + b; }
+};
+
 template <typename S, typename Q, bool kWrite>
-__global__ void fp8_cast_kernel(const S* x, Q* q, int64_t n, const float* scale, uint32_t* amax_bits) {
+__global__ void fp8_cast_kernel(const S* x, Q* q, int64_t n, const float* scale, uint32_t* amax_bits,
+                                unsigned long long* saturated) {
   __shared__ uint32_t partials[kThreads / kWarpSize];
   const float s = kWrite ? *scale : 1.0f;
-  uint32_t best = 0;
+  uint32_t best = 0, clipped = 0;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
     const float v = static_cast<float>(x[i]);
     best = MaxBits{}(best, fp8_abs_bits(v));
-    if constexpr (kWrite) q[i] = fp8_quantize<Q>(v, s);
+    if constexpr (kWrite) {
+      q[i] = fp8_quantize<Q>(v, s);
+      clipped += fp8_clips<Q>(v, s) ? 1u : 0u;
+    }
   }
   best = block_allreduce(best, MaxBits{}, partials);
   if (threadIdx.x == 0 && best != 0) atomicMax(amax_bits, best);
+  if (saturated != nullptr) {
+    clipped = block_allreduce(clipped, SumCount{}, partials);
+    if (threadIdx.x == 0 && clipped != 0) atomicAdd(saturated, static_cast<unsigned long long>(clipped));
+  }
 }
 
 template <typename S, typename Q>
@@ -152,7 +167,7 @@ unsigned grid_for(int64_t n) {
 
 // amax = max |x| (written; the cast kernels combine blocks with atomicMax).
 template <typename Q, bool kWrite>
-void run_cast(const Tensor& q, const Tensor& x, const Tensor& scale, const Tensor& amax) {
+void run_cast(const Tensor& q, const Tensor& x, const Tensor& scale, const Tensor& amax, const Tensor& saturated) {
   DeviceGuard guard(x.device().index);
   const cudaStream_t stream = current_stream().handle();
   HG_CUDA_CHECK(cudaMemsetAsync(amax.data_ptr(), 0, sizeof(float), stream));
@@ -162,7 +177,8 @@ void run_cast(const Tensor& q, const Tensor& x, const Tensor& scale, const Tenso
     using S = decltype(s_tag);
     HG_LAUNCH((fp8_cast_kernel<S, Q, kWrite>), dim3(grid_for(n)), dim3(kThreads), 0, stream,
               static_cast<const S*>(x.data_ptr()), kWrite ? static_cast<Q*>(q.data_ptr()) : nullptr, n,
-              kWrite ? static_cast<const float*>(scale.data_ptr()) : nullptr, static_cast<uint32_t*>(amax.data_ptr()));
+              kWrite ? static_cast<const float*>(scale.data_ptr()) : nullptr, static_cast<uint32_t*>(amax.data_ptr()),
+              saturated.defined() ? static_cast<unsigned long long*>(saturated.data_ptr()) : nullptr);
   });
 }
 
@@ -174,11 +190,13 @@ void fp8_update_scales_(const Fp8UpdateArgs& args, Device device) {
             0, current_stream().handle(), args);
 }
 
-void fp8_cast(const Tensor& q, const Tensor& x, const Tensor& scale, const Tensor& amax) {
-  dispatch_fp8(q.dtype(), [&](auto q_tag) { run_cast<decltype(q_tag), true>(q, x, scale, amax); });
+void fp8_cast(const Tensor& q, const Tensor& x, const Tensor& scale, const Tensor& amax, const Tensor& saturated) {
+  dispatch_fp8(q.dtype(), [&](auto q_tag) { run_cast<decltype(q_tag), true>(q, x, scale, amax, saturated); });
 }
 
-void fp8_amax(const Tensor& x, const Tensor& amax) { run_cast<float8_e4m3, false>(Tensor(), x, Tensor(), amax); }
+void fp8_amax(const Tensor& x, const Tensor& amax) {
+  run_cast<float8_e4m3, false>(Tensor(), x, Tensor(), amax, Tensor());
+}
 
 void fp8_cast_blockwise(const Tensor& q, const Tensor& scale_inv, const Tensor& x, const Fp8BlockArgs& g) {
   DeviceGuard guard(x.device().index);
