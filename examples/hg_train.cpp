@@ -76,6 +76,7 @@ struct Options {
   std::string schedule = "cosine";
   int64_t warmup_steps = 200;
   double clip_grad = 0.0;
+  std::vector<std::string> fp8_keep;  // amp-fp8: Linear layers kept in bf16
   uint64_t seed = 0;
   int64_t limit = 0;
   int64_t test_limit = 0;
@@ -270,8 +271,13 @@ int main(int argc, char** argv) {
   app.add_option("--device", o.device, "auto | cpu | cuda | cuda:N");
   app.add_option("--precision", o.precision,
                  "amp-fp16 | amp-bf16 (fp32 weights, autocast, loss scaler) | fp16-master | bf16-master "
-                 "(16-bit weights with fp32 masters, autocast, loss scaler) | fp32")
-      ->check(CLI::IsMember({"fp32", "fp16-master", "bf16-master", "amp-fp16", "amp-bf16", "auto"}));
+                 "(16-bit weights with fp32 masters, autocast, loss scaler) | amp-fp8 (amp-bf16 with the "
+                 "Linear layers whose dims are multiples of 16 in fp8, docs/amp.md) | fp32")
+      ->check(CLI::IsMember({"fp32", "fp16-master", "bf16-master", "amp-fp16", "amp-bf16", "amp-fp8", "auto"}));
+  app.add_option("--fp8-keep", o.fp8_keep,
+                 "amp-fp8: Linear layers kept in bf16, comma-separated dotted names or prefixes "
+                 "(e.g. 0 for the MLP's first layer, transformer.h.0 for the GPT's first block)")
+      ->delimiter(',');
   app.add_option("--epochs", o.epochs, "passes over the training set (>= 1)")->check(at_least(1, "an integer"));
   app.add_option("--batch-size", o.batch_size, "samples per step (>= 1)")->check(at_least(1, "an integer"));
   app.add_option("--lr", o.lr, "AdamW peak learning rate (a normal float > 0)")->check(learning_rate());
@@ -369,6 +375,7 @@ int main(int argc, char** argv) {
     g.schedule = o.schedule;
     if (given("--warmup-steps")) g.warmup_steps = o.warmup_steps;
     if (given("--clip-grad")) g.clip_grad = o.clip_grad;
+    g.fp8_keep = o.fp8_keep;
     g.seed = o.seed;
     if (given("--data")) g.data = o.data;
     if (given("--out")) g.out = o.out;
@@ -473,6 +480,7 @@ int main(int argc, char** argv) {
                                 .precision = o.precision,
                                 .epochs = o.epochs,
                                 .clip_grad = o.clip_grad,
+                                .fp8_keep = o.fp8_keep,
                                 .checkpoint_every = o.checkpoint_every,
                                 .max_steps = o.max_steps,
                                 .log_every = o.log_every,
@@ -493,6 +501,12 @@ int main(int argc, char** argv) {
                        " matmuls widen to f32 and round back, so a step takes about 1.7-3x as long as in fp32 "
                        "(docs/training.md); --precision fp32 is the fastest on a CPU");
       }
+    }
+    if (prec.fp8 && device.is_cpu()) {
+      term.paragraph(
+          "hg-train: amp-fp8 on a CPU runs its fp8 GEMMs on the exact reference (fp8 operands widened to f32): "
+          "it trains with fp8's rounding and scaling, not at fp8's speed, which needs a GPU with fp8 tensor "
+          "cores (sm_89+)");
     }
     hg::Generator gen(o.seed);
     auto model = make_model(o, &gen);

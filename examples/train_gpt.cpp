@@ -124,6 +124,7 @@ int run(const GptJobOptions& options) {
                      .steps = o.iters,
                      .eval_every = o.eval_every,
                      .clip_grad = o.clip_grad,
+                     .fp8_keep = o.fp8_keep,
                      .checkpoint_every = o.checkpoint_every,
                      .max_steps = o.max_steps,
                      .log_every = o.log_every > 0 ? o.log_every : std::max<int64_t>(o.eval_every / 25, 1),

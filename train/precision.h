@@ -10,6 +10,11 @@
 //   amp-fp16, amp-bf16
 //                fp32 weights, the forward under Autocast (matmuls in 16
 //                bits, softmax and losses in fp32) and a GradScaler;
+//   amp-fp8      amp-bf16, plus the eligible nn::Linear layers (both dims
+//                multiples of 16, not kept by TrainerOptions::fp8_keep) in
+//                fp8 through amp::Fp8Training (delayed scaling, E4M3 forward,
+//                E5M2 gradients; docs/amp.md); a GPU needs fp8 GEMMs (sm_89+),
+//                a CPU runs them on the exact f32 reference;
 //   auto         resolve_precision: amp-bf16 where bf16 matmuls are native,
 //                else fp32 on a CPU and amp-fp16 on a GPU.
 //
@@ -30,6 +35,7 @@ struct Precision {
   bool autocast = false;
   DType autocast_dtype = kF16;  // the autocast region's dtype
   bool scaler = false;          // a GradScaler scales the loss (its state travels in the checkpoint)
+  bool fp8 = false;             // eligible Linear layers in fp8 (amp::Fp8Training; its state travels too)
 };
 
 // The modes by name, in the order a help text lists them (without "auto").

@@ -120,6 +120,11 @@ void Trainer::place(const std::shared_ptr<nn::Module>& model) {
   // Broadcasts rank 0's parameters (identical anyway with the same seed).
   if (options_.group) ddp_ = std::make_unique<distributed::DistributedDataParallel>(model_, options_.group);
   scaler_.set_parameter_names(model_->named_parameters());  // overflow reports name the parameters
+  if (precision_.fp8) {  // refuses a GPU without fp8 GEMMs, naming amp-bf16
+    fp8_ = std::make_unique<amp::Fp8Training>(*model_, options_.device, amp::Fp8Recipe{},
+                                              amp::keep_layers(options_.fp8_keep));
+    term_->paragraph(options_.program + ": " + fp8_->summary());
+  }
   params_ = model_->parameters();
 }
 
@@ -167,6 +172,7 @@ Tensor Trainer::step(const Batch& batch, const Job& job) {
     Tensor loss;
     {
       amp::Autocast autocast(precision_.autocast_dtype, /*enabled=*/precision_.autocast);
+      amp::Fp8Autocast fp8_region(fp8_ != nullptr);
       loss = job.loss(batch.first, batch.second);
     }
     scaler_.scale(loss).backward();  // without a scaler: loss itself, and step() is opt.step()
@@ -184,6 +190,7 @@ Tensor Trainer::step(const Batch& batch, const Job& job) {
       Tensor loss;
       {
         amp::Autocast autocast(precision_.autocast_dtype, /*enabled=*/precision_.autocast);
+        amp::Fp8Autocast fp8_region(fp8_ != nullptr);
         loss = job.loss(narrow(batch.first, 0, i * m, m), narrow(batch.second, 0, i * m, m));
       }
       scaler_.scale(loss / static_cast<double>(k)).backward();
@@ -198,6 +205,7 @@ Tensor Trainer::step(const Batch& batch, const Job& job) {
     optim::clip_grad_norm_(params_, options_.clip_grad);
   }
   scaler_.step(*opt_);
+  if (fp8_) fp8_->update(scaler_);  // on the device; skipped with the step on an overflow
   scaler_.update();
   if (schedule_) schedule_->step();
   NoGradGuard no_grad;
@@ -277,12 +285,36 @@ void Trainer::save(const Job& job, const std::map<std::string, std::string>& cou
                             .global_step = global_step_,
                             .scheduler_step = schedule_ ? schedule_->last_step() : 0,
                             .generator = job.generator != nullptr ? job.generator->get_state() : GeneratorState{},
-                            .extra = job.config};
+                            .extra = run_config(job)};
   for (const auto& [key, value] : counters) p.extra[key] = value;
   p.extra["interval_loss_sum"] = optim::exact_double_string(interval_sum_.item<double>());
   p.extra["interval_batches"] = std::to_string(interval_batches_);
   optim::save_training_checkpoint(file("checkpoint.safetensors"), *model_, *opt_, p,
-                                  precision_.scaler ? scaler_.state_dict() : optim::NamedTensors{});
+                                  amp_state());
+}
+
+// What a resumed run must share with the one that wrote the checkpoint: the
+// job's config, and in amp-fp8 the layers kept in bf16 (config.fp8_keep).
+std::map<std::string, std::string> Trainer::run_config(const Job& job) const {
+  std::map<std::string, std::string> config = job.config;
+  if (fp8_) {
+    std::string kept;
+    for (const std::string& name : options_.fp8_keep) kept += (kept.empty() ? "" : ",") + name;
+    config["config.fp8_keep"] = kept;
+  }
+  return config;
+}
+
+// The amp state a checkpoint carries (its "scaler.*" tensors): the
+// GradScaler's, and in amp-fp8 the fp8 recipe's histories, scales and
+// saturation counts (named "fp8.*").
+optim::NamedTensors Trainer::amp_state() const {
+  if (!precision_.scaler) return {};
+  optim::NamedTensors state = scaler_.state_dict();
+  if (fp8_) {
+    for (auto& entry : fp8_->state_dict()) state.push_back(std::move(entry));
+  }
+  return state;
 }
 
 // Loads the checkpoint after `check` (which runs before the model or the
@@ -298,7 +330,7 @@ optim::TrainingProgress Trainer::load(const Job& job,
   optim::NamedTensors scaler_state;
   const optim::TrainingProgress p =
       optim::load_training_checkpoint(ckpt_path, *model_, *opt_, &scaler_state, [&](const optim::TrainingProgress& q) {
-        check_config(q, job.config, {"config.model", "config.precision"}, job.config_hint);
+        check_config(q, run_config(job), {"config.model", "config.precision"}, job.config_hint);
         check(q);
       });
   if (precision_.scaler) {
@@ -306,7 +338,18 @@ optim::TrainingProgress Trainer::load(const Job& job,
              options_.program, " whose --precision ", options_.precision,
              " had no GradScaler yet; finish that run with the program that started it, or start afresh "
              "(--overwrite)");
+    optim::NamedTensors fp8_state;
+    std::erase_if(scaler_state, [&](const auto& entry) {
+      const bool fp8 = entry.first.rfind("fp8.", 0) == 0;
+      if (fp8) fp8_state.push_back(entry);
+      return fp8;
+    });
     scaler_.load_state_dict(scaler_state);
+    if (fp8_) {
+      HG_CHECK(!fp8_state.empty(), "--resume: the checkpoint holds no fp8 scaling state; it was not written by an "
+                                   "amp-fp8 run");
+      fp8_->load_state_dict(fp8_state);
+    }
   }
   if (job.generator != nullptr) job.generator->set_state(p.generator);
   if (schedule_) schedule_->set_last_step(p.scheduler_step);
@@ -500,6 +543,7 @@ FitResult Trainer::fit(data::DataLoader& train, const Job& job) {
       model_->eval();
       {
         amp::Autocast autocast(precision_.autocast_dtype, precision_.autocast);
+        amp::Fp8Autocast fp8_region(fp8_ != nullptr);
         eval = job.evaluate([&](int64_t done, int64_t total) {
           if (!term_->tty()) return;
           const double left = static_cast<double>(total - done) / static_cast<double>(std::max<int64_t>(total, 1));
@@ -642,6 +686,7 @@ FitResult Trainer::fit(const Job& job) {
         model_->eval();
         {
           amp::Autocast autocast(precision_.autocast_dtype, precision_.autocast);
+          amp::Fp8Autocast fp8_region(fp8_ != nullptr);
           ev = job.evaluate([](int64_t, int64_t) {});
         }
         model_->train();

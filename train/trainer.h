@@ -47,6 +47,7 @@
 #include <utility>
 #include <vector>
 
+#include "amp/fp8.h"
 #include "amp/grad_scaler.h"
 #include "core/device.h"
 #include "core/tensor.h"
@@ -102,6 +103,9 @@ struct TrainerOptions {
   int64_t eval_every = 0;
   int64_t accumulate = 1;        // micro-batches per step: each batch splits into this many along dim 0
   double clip_grad = 0.0;        // clip the global gradient norm (after unscale_) to this; 0: off
+  // amp-fp8: Linear layers kept in bf16, by dotted name or a prefix of it
+  // (amp::keep_layers); layers whose dims are not multiples of 16 are kept anyway.
+  std::vector<std::string> fp8_keep;
   int64_t checkpoint_every = 0;  // also a checkpoint every N steps (0: at the epochs / evaluations only)
   int64_t max_steps = 0;         // stop (with a checkpoint) after this many steps in all; 0: no limit
   int64_t log_every = 0;         // a train-loss point every N steps (0: ~1% of an epoch, or eval_every / 25)
@@ -182,6 +186,8 @@ class Trainer {
     Tensor scaler;  // GradScaler::snapshot() (undefined without a scaler)
   };
   Tensor step(const Batch& batch, const Job& job);
+  optim::NamedTensors amp_state() const;
+  std::map<std::string, std::string> run_config(const Job& job) const;
   void check_ready(const Job& job) const;
   double global_sum(const Tensor& local);
   void require_finite_loss(double v, int64_t epoch_of_step = 0) const;
@@ -198,6 +204,7 @@ class Trainer {
   Terminal* term_ = nullptr;
   Precision precision_;
   amp::GradScaler scaler_;
+  std::unique_ptr<amp::Fp8Training> fp8_;  // amp-fp8 only
   int world_ = 1, rank_ = 0;
   std::optional<RunFolder> folder_;
   std::shared_ptr<nn::Module> model_;
