@@ -12,6 +12,7 @@
 
 #include "core/copy.h"
 #include "kernels/cpu/loops.h"
+#include "kernels/cpu/vec_math.h"
 #include "kernels/softmax.h"
 
 namespace hg::cpu {
@@ -21,15 +22,29 @@ namespace {
 // y = softmax(x) or log_softmax(x), row by row:
 //   m = max_c x_c,  s = sum_c exp(x_c - m)
 //   softmax: y_c = exp(x_c - m) / s      log_softmax: y_c = (x_c - m) - log(s)
+// With the vector math (kernels/cpu/vec_math.h) an f32 row takes SLEEF's exp
+// for its sum and its outputs; the scalar loops are the reference path.
 template <typename T>
 void softmax_rows(bool log, const T* x, T* y, int64_t rows, int64_t cols) {
   using A = acc_t<T>;
-#pragma omp parallel for if (rows * cols >= kParallelGrain) schedule(static)
-  for (int64_t r = 0; r < rows; ++r) {
+  const VecMathTable* vt = std::is_same_v<T, float> ? vec_math() : nullptr;
+  parallel_for(rows, rows * cols >= kParallelGrain, [&](int64_t r) {
     const T* x_row = x + r * cols;
     T* y_row = y + r * cols;
     A m = -std::numeric_limits<A>::infinity();
     for (int64_t c = 0; c < cols; ++c) m = max_nan(m, static_cast<A>(x_row[c]));
+    if constexpr (std::is_same_v<T, float>) {
+      if (vt != nullptr) {
+        const float s = vt->exp_sum(x_row, log ? nullptr : y_row, cols, m);
+        if (log) {
+          const float log_s = std::log(s);
+          for (int64_t c = 0; c < cols; ++c) y_row[c] = (x_row[c] - m) - log_s;
+        } else {
+          for (int64_t c = 0; c < cols; ++c) y_row[c] = y_row[c] / s;
+        }
+        return;
+      }
+    }
     A s = 0;
     for (int64_t c = 0; c < cols; ++c) s += std::exp(static_cast<A>(x_row[c]) - m);
     if (log) {
@@ -38,7 +53,7 @@ void softmax_rows(bool log, const T* x, T* y, int64_t rows, int64_t cols) {
     } else {
       for (int64_t c = 0; c < cols; ++c) y_row[c] = static_cast<T>(std::exp(static_cast<A>(x_row[c]) - m) / s);
     }
-  }
+  });
 }
 
 // softmax:      d_x_c = y_c * (d_y_c - sum_k d_y_k * y_k)
@@ -46,8 +61,8 @@ void softmax_rows(bool log, const T* x, T* y, int64_t rows, int64_t cols) {
 template <typename T>
 void softmax_backward_rows(bool log, const T* d_y, const T* y, T* d_x, int64_t rows, int64_t cols) {
   using A = acc_t<T>;
-#pragma omp parallel for if (rows * cols >= kParallelGrain) schedule(static)
-  for (int64_t r = 0; r < rows; ++r) {
+  const VecMathTable* vt = std::is_same_v<T, float> && log ? vec_math() : nullptr;
+  parallel_for(rows, rows * cols >= kParallelGrain, [&](int64_t r) {
     const T* d_y_row = d_y + r * cols;
     const T* y_row = y + r * cols;
     T* d_x_row = d_x + r * cols;
@@ -55,11 +70,17 @@ void softmax_backward_rows(bool log, const T* d_y, const T* y, T* d_x, int64_t r
     for (int64_t c = 0; c < cols; ++c) {
       dot += log ? static_cast<A>(d_y_row[c]) : static_cast<A>(d_y_row[c]) * static_cast<A>(y_row[c]);
     }
+    if constexpr (std::is_same_v<T, float>) {
+      if (vt != nullptr) {  // log_softmax: d_x = d_y - exp(y) * dot
+        vt->exp_mul_sub(d_y_row, y_row, d_x_row, cols, dot);
+        return;
+      }
+    }
     for (int64_t c = 0; c < cols; ++c) {
       const A dy = static_cast<A>(d_y_row[c]), yc = static_cast<A>(y_row[c]);
       d_x_row[c] = static_cast<T>(log ? dy - std::exp(yc) * dot : yc * (dy - dot));
     }
-  }
+  });
 }
 
 }  // namespace
@@ -122,8 +143,7 @@ namespace {
 template <typename T>
 void softmax_columns(bool log, const T* x, T* y, int64_t outer, int64_t n, int64_t inner) {
   using A = acc_t<T>;
-#pragma omp parallel for if (outer * n * inner >= kParallelGrain) schedule(static)
-  for (int64_t col = 0; col < outer * inner; ++col) {
+  parallel_for(outer * inner, outer * n * inner >= kParallelGrain, [&](int64_t col) {
     const int64_t base = (col / inner) * n * inner + col % inner;
     A m = -std::numeric_limits<A>::infinity();
     for (int64_t k = 0; k < n; ++k) m = max_nan(m, static_cast<A>(x[base + k * inner]));
@@ -134,14 +154,13 @@ void softmax_columns(bool log, const T* x, T* y, int64_t outer, int64_t n, int64
       const A shifted = static_cast<A>(x[base + k * inner]) - m;
       y[base + k * inner] = static_cast<T>(log ? shifted - log_s : std::exp(shifted) / s);
     }
-  }
+  });
 }
 
 template <typename T>
 void softmax_columns_backward(bool log, const T* d_y, const T* y, T* d_x, int64_t outer, int64_t n, int64_t inner) {
   using A = acc_t<T>;
-#pragma omp parallel for if (outer * n * inner >= kParallelGrain) schedule(static)
-  for (int64_t col = 0; col < outer * inner; ++col) {
+  parallel_for(outer * inner, outer * n * inner >= kParallelGrain, [&](int64_t col) {
     const int64_t base = (col / inner) * n * inner + col % inner;
     A dot = 0;
     for (int64_t k = 0; k < n; ++k) {
@@ -153,7 +172,7 @@ void softmax_columns_backward(bool log, const T* d_y, const T* y, T* d_x, int64_
       const A dy = static_cast<A>(d_y[e]), yc = static_cast<A>(y[e]);
       d_x[e] = static_cast<T>(log ? dy - std::exp(yc) * dot : yc * (dy - dot));
     }
-  }
+  });
 }
 
 }  // namespace
