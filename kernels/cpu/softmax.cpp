@@ -9,8 +9,10 @@
 #include <cstdint>
 #include <limits>
 #include <type_traits>
+#include <vector>
 
 #include "core/copy.h"
+#include "kernels/cpu/convert_simd.h"
 #include "kernels/cpu/loops.h"
 #include "kernels/cpu/vec_math.h"
 #include "kernels/softmax.h"
@@ -22,8 +24,38 @@ namespace {
 // y = softmax(x) or log_softmax(x), row by row:
 //   m = max_c x_c,  s = sum_c exp(x_c - m)
 //   softmax: y_c = exp(x_c - m) / s      log_softmax: y_c = (x_c - m) - log(s)
-// With the vector math (kernels/cpu/vec_math.h) an f32 row takes SLEEF's exp
-// for its sum and its outputs; the scalar loops are the reference path.
+// One f32 row on the vector math (kernels/cpu/vec_math.h): SLEEF's exp for
+// the sum and the outputs. x and y may be the same row.
+void softmax_row_vec(bool log, const float* x, float* y, int64_t cols, const VecMathTable* vt) {
+  float m = -std::numeric_limits<float>::infinity();
+  for (int64_t c = 0; c < cols; ++c) m = max_nan(m, x[c]);
+  const float s = vt->exp_sum(x, log ? nullptr : y, cols, m);
+  if (log) {
+    const float log_s = std::log(s);
+    for (int64_t c = 0; c < cols; ++c) y[c] = (x[c] - m) - log_s;
+  } else {
+    for (int64_t c = 0; c < cols; ++c) y[c] = y[c] / s;
+  }
+}
+
+// 16-bit rows on the vector math: each row widened into this thread's f32
+// buffer by the vectorised converters, computed by softmax_row_vec in place
+// and rounded back once; the same float values as the f32 kernel on the
+// widened tensor (Note [16-bit kernels through f32 on the CPU]), without the
+// whole-tensor f32 copies.
+template <typename T>
+void softmax_rows_16bit(bool log, const T* x, T* y, int64_t rows, int64_t cols, const VecMathTable* vt) {
+  parallel_for(rows, rows * cols >= kParallelGrain, [&](int64_t r) {
+    thread_local std::vector<float> buf;
+    buf.resize(static_cast<size_t>(cols));
+    widen_row<T>(x + r * cols, buf.data(), cols);
+    softmax_row_vec(log, buf.data(), buf.data(), cols, vt);
+    narrow_row<T>(buf.data(), y + r * cols, cols);
+  });
+}
+
+// With the vector math an f32 row runs softmax_row_vec; the scalar loops are
+// the reference path.
 template <typename T>
 void softmax_rows(bool log, const T* x, T* y, int64_t rows, int64_t cols) {
   using A = acc_t<T>;
@@ -31,20 +63,14 @@ void softmax_rows(bool log, const T* x, T* y, int64_t rows, int64_t cols) {
   parallel_for(rows, rows * cols >= kParallelGrain, [&](int64_t r) {
     const T* x_row = x + r * cols;
     T* y_row = y + r * cols;
-    A m = -std::numeric_limits<A>::infinity();
-    for (int64_t c = 0; c < cols; ++c) m = max_nan(m, static_cast<A>(x_row[c]));
     if constexpr (std::is_same_v<T, float>) {
       if (vt != nullptr) {
-        const float s = vt->exp_sum(x_row, log ? nullptr : y_row, cols, m);
-        if (log) {
-          const float log_s = std::log(s);
-          for (int64_t c = 0; c < cols; ++c) y_row[c] = (x_row[c] - m) - log_s;
-        } else {
-          for (int64_t c = 0; c < cols; ++c) y_row[c] = y_row[c] / s;
-        }
+        softmax_row_vec(log, x_row, y_row, cols, vt);
         return;
       }
     }
+    A m = -std::numeric_limits<A>::infinity();
+    for (int64_t c = 0; c < cols; ++c) m = max_nan(m, static_cast<A>(x_row[c]));
     A s = 0;
     for (int64_t c = 0; c < cols; ++c) s += std::exp(static_cast<A>(x_row[c]) - m);
     if (log) {
@@ -93,14 +119,25 @@ void softmax(OpId op, const Tensor& y, const Tensor& x) {
   HG_CHECK(op == OpId::softmax || op == OpId::log_softmax, "cpu::softmax: ", op_name(op),
            " is not softmax or log_softmax");
   if (x.numel() == 0) return;
+  const int64_t cols = x.size(-1);
+  const int64_t rows = x.numel() / cols;
+  const VecMathTable* vt = vec_math();
+  if (vt != nullptr && x.dtype() == kF16) {
+    softmax_rows_16bit<half>(op == OpId::log_softmax, static_cast<const half*>(x.data_ptr()),
+                             static_cast<half*>(y.data_ptr()), rows, cols, vt);
+    return;
+  }
+  if (vt != nullptr && x.dtype() == kBF16) {
+    softmax_rows_16bit<bfloat16>(op == OpId::log_softmax, static_cast<const bfloat16*>(x.data_ptr()),
+                                 static_cast<bfloat16*>(y.data_ptr()), rows, cols, vt);
+    return;
+  }
   if (x.dtype() == kF16 || x.dtype() == kBF16) {  // Note [16-bit kernels through f32 on the CPU]
     const Tensor yf = f32_buffer_like(y);
     softmax(op, yf, widened_f32(x));
     copy_into(y, yf);
     return;
   }
-  const int64_t cols = x.size(-1);
-  const int64_t rows = x.numel() / cols;
   dispatch_floating(x.dtype(), op_name(op), [&](auto tag) {
     using T = decltype(tag);
     softmax_rows<T>(op == OpId::log_softmax, static_cast<const T*>(x.data_ptr()),
