@@ -42,6 +42,20 @@ void parallel_for(int64_t n, bool parallel, const Body& body) {
   for (int64_t i = 0; i < n; ++i) body(i);
 }
 
+// The OR of body(i) over [0, n), every body(i) run (it may write), with the
+// same decision as parallel_for.
+template <typename Body>
+bool parallel_any(int64_t n, bool parallel, const Body& body) {
+  bool any = false;
+  if (!parallel || n < 2) {
+    for (int64_t i = 0; i < n; ++i) any = body(i) || any;
+    return any;
+  }
+#pragma omp parallel for schedule(static) reduction(|| : any)
+  for (int64_t i = 0; i < n; ++i) any = body(i) || any;
+  return any;
+}
+
 // Note [16-bit kernels through f32 on the CPU]
 // A 16-bit row kernel (softmax, layer_norm, rms_norm) reads each value several
 // times, and in this baseline-x86-64 build every read of an f16 is a software
