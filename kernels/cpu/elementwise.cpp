@@ -108,7 +108,7 @@ void map_16bit_blocks(const Tensor& out, const Fn& fn, const Tensors&... ins) {
   constexpr size_t kIn = sizeof...(Tensors);
   const auto wide = FloatAdapter<Fn>::make(fn);
   const std::array<const T*, kIn> in{static_cast<const T*>(ins.data_ptr())...};
-  map_16bit_blocks_with<T, kIn>(out, in, [&](const float (*buf)[256], float* res, int64_t len) {
+  map_16bit_blocks_with<T, kIn>(out, in, [&](const float(*buf)[256], float* res, int64_t len) {
     [&]<size_t... K>(std::index_sequence<K...>) {
       for (int64_t i = 0; i < len; ++i) res[i] = wide(buf[K][i]...);
     }
@@ -177,7 +177,7 @@ bool try_vec_unary(const Fn& fn, const Tensor& out, const Tensors&... ins) {
     });
   } else {
     const std::array<const Out*, kIn> in{static_cast<const Out*>(ins.data_ptr())...};
-    map_16bit_blocks_with<Out, kIn>(out, in, [&](const float (*buf)[256], float* res, int64_t len) {
+    map_16bit_blocks_with<Out, kIn>(out, in, [&](const float(*buf)[256], float* res, int64_t len) {
       std::array<const float*, kIn> at{};
       for (size_t k = 0; k < kIn; ++k) at[k] = buf[k];
       compute(at.data(), res, len);
@@ -189,7 +189,7 @@ bool try_vec_unary(const Fn& fn, const Tensor& out, const Tensors&... ins) {
 struct CpuLoop {
   template <typename Out, typename... In, typename Fn, typename... Tensors>
   static void map(const char* /*name*/, const Fn& fn, const Tensor& out, const Tensors&... ins) {
-    if constexpr ((std::is_same_v<Out, float> || is_16bit_float_v<Out>) && (std::is_same_v<In, Out> && ...) &&
+    if constexpr ((std::is_same_v<Out, float> || is_16bit_float_v<Out>)&&(std::is_same_v<In, Out> && ...) &&
                   VecUnary<Fn>::kHas) {
       if (try_vec_unary<Out>(fn, out, ins...)) return;
     }

@@ -75,9 +75,8 @@ void scale_grads_(const std::vector<Tensor>& grads, const Tensor& factor) {
       using A = acc_t<G>;
       G* data = static_cast<G*>(g.data_ptr());
       const int64_t n = g.numel();
-      parallel_for(n, n >= kParallelGrain, [&](int64_t i) {
-        data[i] = convert_value<G>(static_cast<A>(data[i]) * static_cast<A>(coef));
-      });
+      parallel_for(n, n >= kParallelGrain,
+                   [&](int64_t i) { data[i] = convert_value<G>(static_cast<A>(data[i]) * static_cast<A>(coef)); });
     });
   }
 }

@@ -70,9 +70,12 @@ const VecMathTable* vec_math() {
   const VecIsa cap = s.cap.load(std::memory_order_relaxed);
   const VecIsa isa = static_cast<int>(cap) < static_cast<int>(s.best) ? cap : s.best;
   switch (isa) {
-    case VecIsa::avx512: return &vm_avx512::table();
-    case VecIsa::avx2: return &vm_avx2::table();
-    case VecIsa::sse2: return &vm_sse2::table();
+    case VecIsa::avx512:
+      return &vm_avx512::table();
+    case VecIsa::avx2:
+      return &vm_avx2::table();
+    case VecIsa::sse2:
+      return &vm_sse2::table();
   }
 #endif
   return nullptr;
@@ -93,8 +96,10 @@ bool vec_unary_has(OpId op) {
     case OpId::silu:
     case OpId::gelu:
     case OpId::gelu_tanh:
-    case OpId::softplus: return true;
-    default: return false;
+    case OpId::softplus:
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -106,8 +111,10 @@ bool vec_unary_backward_has(OpId op) {
     case OpId::silu:
     case OpId::gelu:
     case OpId::gelu_tanh:
-    case OpId::softplus: return true;
-    default: return false;
+    case OpId::softplus:
+      return true;
+    default:
+      return false;
   }
 }
 

@@ -82,9 +82,7 @@ inline V sigmoid(V x) {
   const V e = vm_exp(nonneg ? -x : x);
   return (nonneg ? splat(1.0f) : e) / (splat(1.0f) + e);
 }
-inline V normal_cdf(V x) {
-  return splat(0.5f) * (splat(1.0f) + vm_erf(x * splat(static_cast<float>(ew::kSqrt1_2))));
-}
+inline V normal_cdf(V x) { return splat(0.5f) * (splat(1.0f) + vm_erf(x * splat(static_cast<float>(ew::kSqrt1_2)))); }
 inline V gelu_tanh_inner(V x) {
   return splat(static_cast<float>(ew::kSqrt2OverPi)) * (x + splat(static_cast<float>(ew::kGeluTanhCoeff)) * x * x * x);
 }
@@ -92,13 +90,27 @@ inline V gelu_tanh_inner(V x) {
 void unary(OpId op, const float* x, float* y, int64_t n, float a, float b) {
   const Leave leave;
   switch (op) {
-    case OpId::exp: map1(x, y, n, [](V v) { return vm_exp(v); }); break;
-    case OpId::log: map1(x, y, n, [](V v) { return vm_log(v); }); break;
-    case OpId::tanh: map1(x, y, n, [](V v) { return vm_tanh(v); }); break;
-    case OpId::erf: map1(x, y, n, [](V v) { return vm_erf(v); }); break;
-    case OpId::sigmoid: map1(x, y, n, [](V v) { return sigmoid(v); }); break;
-    case OpId::silu: map1(x, y, n, [](V v) { return v * sigmoid(v); }); break;
-    case OpId::gelu: map1(x, y, n, [](V v) { return v * normal_cdf(v); }); break;
+    case OpId::exp:
+      map1(x, y, n, [](V v) { return vm_exp(v); });
+      break;
+    case OpId::log:
+      map1(x, y, n, [](V v) { return vm_log(v); });
+      break;
+    case OpId::tanh:
+      map1(x, y, n, [](V v) { return vm_tanh(v); });
+      break;
+    case OpId::erf:
+      map1(x, y, n, [](V v) { return vm_erf(v); });
+      break;
+    case OpId::sigmoid:
+      map1(x, y, n, [](V v) { return sigmoid(v); });
+      break;
+    case OpId::silu:
+      map1(x, y, n, [](V v) { return v * sigmoid(v); });
+      break;
+    case OpId::gelu:
+      map1(x, y, n, [](V v) { return v * normal_cdf(v); });
+      break;
     case OpId::gelu_tanh:
       map1(x, y, n, [](V v) { return splat(0.5f) * v * (splat(1.0f) + vm_tanh(gelu_tanh_inner(v))); });
       break;
@@ -110,7 +122,8 @@ void unary(OpId op, const float* x, float* y, int64_t n, float a, float b) {
       });
       break;
     }
-    default: break;  // vec_unary_has(op) is false: the caller never comes here
+    default:
+      break;  // vec_unary_has(op) is false: the caller never comes here
   }
 }
 
@@ -148,7 +161,8 @@ void unary_backward(OpId op, const float* d, const float* s, float* out, int64_t
       });
       break;
     }
-    default: break;
+    default:
+      break;
   }
 }
 

@@ -42,9 +42,12 @@ struct MathPathGuard {
 bool cpu_has(cpu::VecIsa isa) {
   __builtin_cpu_init();
   switch (isa) {
-    case cpu::VecIsa::sse2: return true;
-    case cpu::VecIsa::avx2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    case cpu::VecIsa::avx512: return __builtin_cpu_supports("avx512f");
+    case cpu::VecIsa::sse2:
+      return true;
+    case cpu::VecIsa::avx2:
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    case cpu::VecIsa::avx512:
+      return __builtin_cpu_supports("avx512f");
   }
   return false;
 }
@@ -71,7 +74,9 @@ std::vector<Path> runnable_paths() {
 // f32 values evenly spread over [lo, hi], n of them.
 Tensor sweep(double lo, double hi, int64_t n) {
   std::vector<double> v(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = lo + (hi - lo) * static_cast<double>(i) / static_cast<double>(std::max<int64_t>(n - 1, 1));
+  for (int64_t i = 0; i < n; ++i)
+    v[static_cast<size_t>(i)] =
+        lo + (hi - lo) * static_cast<double>(i) / static_cast<double>(std::max<int64_t>(n - 1, 1));
   return from_vector(v, {n}, {.dtype = kF32});
 }
 
@@ -101,11 +106,16 @@ struct VecCase {
 
 const std::vector<VecCase>& vec_cases() {
   static const std::vector<VecCase> cases{
-      {OpId::exp, -87.0, 88.0, {}, true},          {OpId::log, 1e-30, 1e30, {}, true},
-      {OpId::tanh, -12.0, 12.0, {}, true},         {OpId::erf, -5.0, 5.0, {}, true},
-      {OpId::sigmoid, -30.0, 30.0, {}, false},     {OpId::silu, -30.0, 30.0, {}, false},
-      {OpId::gelu, -8.0, 8.0, {}, false},          {OpId::gelu_tanh, -8.0, 8.0, {}, false},
-      {OpId::softplus, -30.0, 30.0, {1.0, 20.0}, false}, {OpId::softplus, -10.0, 10.0, {2.0, 5.0}, false},
+      {OpId::exp, -87.0, 88.0, {}, true},
+      {OpId::log, 1e-30, 1e30, {}, true},
+      {OpId::tanh, -12.0, 12.0, {}, true},
+      {OpId::erf, -5.0, 5.0, {}, true},
+      {OpId::sigmoid, -30.0, 30.0, {}, false},
+      {OpId::silu, -30.0, 30.0, {}, false},
+      {OpId::gelu, -8.0, 8.0, {}, false},
+      {OpId::gelu_tanh, -8.0, 8.0, {}, false},
+      {OpId::softplus, -30.0, 30.0, {1.0, 20.0}, false},
+      {OpId::softplus, -10.0, 10.0, {2.0, 5.0}, false},
   };
   return cases;
 }
@@ -125,7 +135,9 @@ TEST_CASE("CPU math switches pick the path they name", "[kernels][vec-math]") {
   cpu::set_cpu_isa_cap(cpu::VecIsa::avx512);
   const std::string best = cpu::cpu_math_name();
   if (best != "scalar") {
-    CHECK(best == (cpu_has(cpu::VecIsa::avx512) ? "sleef-avx512" : cpu_has(cpu::VecIsa::avx2) ? "sleef-avx2" : "sleef-sse2"));
+    CHECK(best == (cpu_has(cpu::VecIsa::avx512) ? "sleef-avx512"
+                   : cpu_has(cpu::VecIsa::avx2) ? "sleef-avx2"
+                                                : "sleef-sse2"));
   }
 }
 
@@ -159,7 +171,8 @@ TEST_CASE("every CPU math path matches f64 on the transcendental ops", "[kernels
       // NaN in, NaN out; infinities as the f64 kernel gives them.
       const Tensor ext = make_input({37}, kF32, Domain::kExtreme, 5);
       INFO(p.name << " " << op_name(c.op) << " extreme");
-      CHECK(compare_values(values_of(ops::unary(c.op, ext, c.args)), round_to(values_of(ops::unary(c.op, ext.to(kF64), c.args)), kF32),
+      CHECK(compare_values(values_of(ops::unary(c.op, ext, c.args)),
+                           round_to(values_of(ops::unary(c.op, ext.to(kF64), c.args)), kF32),
                            tolerance_for(kF32, OpKind::kElementwise)) == "");
     }
   }
@@ -198,9 +211,9 @@ TEST_CASE("every CPU math path matches f64 on softmax rows and cross-entropy", "
           const Tensor one = scalar_tensor(1.5);
           CHECK(compare_values(
                     values_of(ops::cross_entropy_backward(one, x, targets, ops::kDefaultIgnoreIndex, smoothing)),
-                    round_to(values_of(ops::cross_entropy_backward(one, xd, targets, ops::kDefaultIgnoreIndex,
-                                                                   smoothing)),
-                             dtype),
+                    round_to(
+                        values_of(ops::cross_entropy_backward(one, xd, targets, ops::kDefaultIgnoreIndex, smoothing)),
+                        dtype),
                     tol) == "");
         }
       }
