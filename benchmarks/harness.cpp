@@ -122,6 +122,9 @@ std::string dtype_str(hg::DType dtype) {
 }
 
 int64_t last_level_cache_bytes() {
+  if (const char* forced = std::getenv("HG_BENCH_LLC_BYTES"); forced != nullptr && std::atoll(forced) > 0) {
+    return std::atoll(forced);
+  }
   int64_t best = 0;
   for (int i = 0; i < 8; ++i) {
     const std::string size =
@@ -133,6 +136,11 @@ int64_t last_level_cache_bytes() {
     best = std::max(best, v);
   }
   return best > 0 ? best : int64_t{32} << 20;
+}
+
+int64_t cpu_stream_bytes(int64_t llc, bool quick) {
+  if (quick) return std::clamp(2 * llc, int64_t{32} << 20, int64_t{64} << 20);
+  return std::clamp(8 * llc, int64_t{256} << 20, int64_t{1} << 30);
 }
 
 std::string format_seconds(double s) {

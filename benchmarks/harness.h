@@ -120,8 +120,15 @@ class Bench {
 // "f32", "f16", "bf16" <-> DType.
 hg::DType parse_dtype(const std::string& name);
 std::string dtype_str(hg::DType dtype);
-// Bytes of the last-level cache (a guess of 32 MiB when the system does not say).
+// Bytes of the last-level cache: HG_BENCH_LLC_BYTES when set (to test the
+// sizing of another machine), else what sysfs says, else a guess of 32 MiB.
 int64_t last_level_cache_bytes();
+// Bytes per f32 operand of the CPU bandwidth suite for a last-level cache of
+// llc bytes: 8x the cache (DRAM is what is measured), between 256 MiB and
+// 1 GiB; with --quick 2x the cache, between 32 and 64 MiB, so that quick mode
+// takes the same few minutes on a 480 MiB L3 as on a 32 MiB one
+// (docs/benchmarks.md, "How the sizes are chosen").
+int64_t cpu_stream_bytes(int64_t llc, bool quick);
 // "1.23 ms", "456 us", ...
 std::string format_seconds(double s);
 

@@ -47,13 +47,12 @@ Tensor randn_on(Bench& b, hg::Shape shape, DType dtype) {
   return hg::randn(std::move(shape), {.dtype = hg::kF32, .device = b.device()}).to(dtype);
 }
 
-// Bytes per f32 buffer of the bandwidth suite: several times the last-level
-// cache on the CPU (so DRAM is what is measured: 8x, or 2x with --quick),
-// 512 MiB (128 MiB with --quick) on a GPU.
+// Bytes per f32 buffer of the bandwidth suite: cpu_stream_bytes on the CPU
+// (a capped multiple of the last-level cache), 512 MiB (128 MiB with --quick)
+// on a GPU.
 int64_t stream_bytes(const Bench& b) {
   if (b.on_cuda()) return b.quick() ? (int64_t{128} << 20) : (int64_t{512} << 20);
-  const int64_t llc = last_level_cache_bytes();
-  return b.quick() ? std::max(2 * llc, int64_t{32} << 20) : std::max(8 * llc, int64_t{256} << 20);
+  return cpu_stream_bytes(last_level_cache_bytes(), b.quick());
 }
 
 // GB/s text and metrics, with the fraction of the copy ceiling when known.

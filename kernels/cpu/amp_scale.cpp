@@ -19,20 +19,16 @@ bool unscale_one(const Tensor& grad, const float* inv_scale) {
   using A = acc_t<G>;
   G* g = static_cast<G*>(grad.data_ptr());
   const int64_t n = grad.numel();
-  bool bad = false;
   if (inv_scale == nullptr) {
-#pragma omp parallel for if (n > 65536) schedule(static) reduction(|| : bad)
-    for (int64_t i = 0; i < n; ++i) bad = bad || !amp_finite(static_cast<A>(g[i]));
-    return bad;
+    return parallel_any(n, n > 65536, [&](int64_t i) { return !amp_finite(static_cast<A>(g[i])); });
   }
   const A inv = static_cast<A>(*inv_scale);
-#pragma omp parallel for if (n > 65536) schedule(static) reduction(|| : bad)
-  for (int64_t i = 0; i < n; ++i) {
+  const bool bad = parallel_any(n, n > 65536, [&](int64_t i) {
     const A v = static_cast<A>(g[i]);  // checked before the multiply
     const G out = convert_value<G>(v * inv);
-    bad = bad || !amp_finite(v) || !amp_finite(static_cast<A>(out));
     g[i] = out;
-  }
+    return !amp_finite(v) || !amp_finite(static_cast<A>(out));
+  });
   return bad;
 }
 

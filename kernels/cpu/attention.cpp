@@ -20,8 +20,7 @@ template <typename T>
 void forward_rows(const AttnSoftmaxParams& prm, const T* s, T* y, T* p) {
   using A = acc_t<T>;
   const int64_t cols = prm.cols;
-#pragma omp parallel for if (prm.rows * cols >= kParallelGrain) schedule(static)
-  for (int64_t r = 0; r < prm.rows; ++r) {
+  parallel_for(prm.rows, prm.rows * cols >= kParallelGrain, [&](int64_t r) {
     const T* s_row = s + r * cols;
     T* y_row = y + r * cols;
     A m = -std::numeric_limits<A>::infinity();
@@ -47,15 +46,14 @@ void forward_rows(const AttnSoftmaxParams& prm, const T* s, T* y, T* p) {
       y_row[c] = static_cast<T>(yc);
       if (p != nullptr) p[r * cols + c] = static_cast<T>(yc * static_cast<A>(attn_dropout_factor(prm, r, c)));
     }
-  }
+    });
 }
 
 template <typename T>
 void backward_rows(const AttnSoftmaxParams& prm, const T* d_p, const T* y, T* d_s) {
   using A = acc_t<T>;
   const int64_t cols = prm.cols;
-#pragma omp parallel for if (prm.rows * cols >= kParallelGrain) schedule(static)
-  for (int64_t r = 0; r < prm.rows; ++r) {
+  parallel_for(prm.rows, prm.rows * cols >= kParallelGrain, [&](int64_t r) {
     const int64_t base = r * cols;
     A dot = 0;
     for (int64_t c = 0; c < cols; ++c) {
@@ -66,7 +64,7 @@ void backward_rows(const AttnSoftmaxParams& prm, const T* d_p, const T* y, T* d_
       const A dy = static_cast<A>(d_p[base + c]) * static_cast<A>(attn_dropout_factor(prm, r, c));
       d_s[base + c] = static_cast<T>(static_cast<A>(prm.scale) * static_cast<A>(y[base + c]) * (dy - dot));
     }
-  }
+    });
 }
 
 }  // namespace

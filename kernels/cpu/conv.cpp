@@ -78,8 +78,7 @@ struct ConvGeom {
 template <typename S, typename T>
 void im2col(const View4<const T>& x, const ConvGeom& g, int64_t grp, int64_t n0, int64_t nb, S* col) {
   const int64_t cols = nb * g.P;
-#pragma omp parallel for schedule(static) if (g.Kg * cols >= kParallelGrain)
-  for (int64_t r = 0; r < g.Kg; ++r) {
+  parallel_for(g.Kg, g.Kg * cols >= kParallelGrain, [&](int64_t r) {
     const int64_t kw = r % g.KW, kh = (r / g.KW) % g.KH, c = grp * g.Cg + r / (g.KW * g.KH);
     S* out = col + r * cols;
     for (int64_t n = 0; n < nb; ++n) {
@@ -101,15 +100,14 @@ void im2col(const View4<const T>& x, const ConvGeom& g, int64_t grp, int64_t n0,
         std::fill(row + j1, row + g.OW, S(0));
       }
     }
-  }
+  });
 }
 
 // dx_buf[n, c - grp*Cg, ih, iw] += dcol (dense [nb, Cg, H, W] per group).
 template <typename S>
 void col2im(const S* dcol, const ConvGeom& g, int64_t nb, S* dx_buf) {
   const int64_t cols = nb * g.P;
-#pragma omp parallel for schedule(static) if (g.Kg * cols >= kParallelGrain)
-  for (int64_t c = 0; c < g.Cg; ++c) {
+  parallel_for(g.Cg, g.Kg * cols >= kParallelGrain, [&](int64_t c) {
     for (int64_t kh = 0; kh < g.KH; ++kh) {
       for (int64_t kw = 0; kw < g.KW; ++kw) {
         const S* row = dcol + ((c * g.KH + kh) * g.KW + kw) * cols;
@@ -127,7 +125,7 @@ void col2im(const S* dcol, const ConvGeom& g, int64_t nb, S* dx_buf) {
         }
       }
     }
-  }
+  });
 }
 
 // w[o, c, kh, kw] (any strides) -> dense S [O, Kg].
@@ -165,8 +163,7 @@ void conv2d_forward_typed(const Tensor& y, const Tensor& x, const Tensor& w, con
       im2col<S, T>(xv, g, grp, n0, nb, col.get());
       gemm_acc<S, T>(false, false, g.Og, cols, g.Kg, wd.data() + grp * g.Og * g.Kg, g.Kg, col.get(), cols, out.get(),
                      cols, 0.0f);
-#pragma omp parallel for schedule(static) if (g.Og * cols >= kParallelGrain)
-      for (int64_t o = 0; o < g.Og; ++o) {
+      parallel_for(g.Og, g.Og * cols >= kParallelGrain, [&](int64_t o) {
         const int64_t oc = grp * g.Og + o;
         const S bo = b[static_cast<size_t>(oc)];
         for (int64_t n = 0; n < nb; ++n)
@@ -174,7 +171,7 @@ void conv2d_forward_typed(const Tensor& y, const Tensor& x, const Tensor& w, con
             for (int64_t j = 0; j < g.OW; ++j)
               yv.at(n0 + n, oc, i, j) =
                   static_cast<T>(out[static_cast<size_t>(o * cols + n * g.P + i * g.OW + j)] + bo);
-      }
+      });
     }
   }
 }
@@ -187,14 +184,13 @@ void conv2d_backward_typed(const Tensor& dx, const Tensor& dw, const Tensor& db,
   const View4<const T> xv(x), dyv(dy);
   if (db.defined()) {  // db[o] = sum over n, i, j of dy (double sums, one rounding)
     T* dbp = static_cast<T*>(db.data_ptr());
-#pragma omp parallel for schedule(static) if (g.N * g.O * g.P >= kParallelGrain)
-    for (int64_t o = 0; o < g.O; ++o) {
+    parallel_for(g.O, g.N * g.O * g.P >= kParallelGrain, [&](int64_t o) {
       double s = 0;
       for (int64_t n = 0; n < g.N; ++n)
         for (int64_t i = 0; i < g.OH; ++i)
           for (int64_t j = 0; j < g.OW; ++j) s += static_cast<double>(dyv.at(n, o, i, j));
       dbp[o * db.stride(0)] = static_cast<T>(s);
-    }
+    });
   }
   if (!dx.defined() && !dw.defined()) return;
   const std::vector<S> wd = dense_weight<S, T>(w, g);
@@ -208,13 +204,13 @@ void conv2d_backward_typed(const Tensor& dx, const Tensor& dw, const Tensor& db,
   for (int64_t n0 = 0; n0 < g.N; n0 += nbmax) {
     const int64_t nb = std::min(nbmax, g.N - n0), cols = nb * g.P;
     for (int64_t grp = 0; grp < g.G; ++grp) {
-#pragma omp parallel for schedule(static) if (g.Og * cols >= kParallelGrain)
-      for (int64_t o = 0; o < g.Og; ++o)
+      parallel_for(g.Og, g.Og * cols >= kParallelGrain, [&](int64_t o) {
         for (int64_t n = 0; n < nb; ++n)
           for (int64_t i = 0; i < g.OH; ++i)
             for (int64_t j = 0; j < g.OW; ++j)
               dyg[static_cast<size_t>(o * cols + n * g.P + i * g.OW + j)] =
                   static_cast<S>(dyv.at(n0 + n, grp * g.Og + o, i, j));
+      });
       if (dw.defined()) {
         im2col<S, T>(xv, g, grp, n0, nb, col.get());
         gemm_acc<S, T>(false, true, g.Og, g.Kg, cols, dyg.get(), cols, col.get(), cols, dwd.data() + grp * g.Og * g.Kg,
@@ -226,13 +222,13 @@ void conv2d_backward_typed(const Tensor& dx, const Tensor& dw, const Tensor& db,
                        cols, 0.0f);
         std::fill(dxb.begin(), dxb.begin() + nb * g.Cg * g.H * g.W, S(0));
         col2im<S>(col.get(), g, nb, dxb.data());
-#pragma omp parallel for schedule(static) if (nb * g.Cg * g.H * g.W >= kParallelGrain)
-        for (int64_t c = 0; c < g.Cg; ++c)
+        parallel_for(g.Cg, nb * g.Cg * g.H * g.W >= kParallelGrain, [&](int64_t c) {
           for (int64_t n = 0; n < nb; ++n)
             for (int64_t h = 0; h < g.H; ++h)
               for (int64_t ww = 0; ww < g.W; ++ww)
                 dxv.at(n0 + n, grp * g.Cg + c, h, ww) =
                     static_cast<T>(dxb[static_cast<size_t>(((n * g.Cg + c) * g.H + h) * g.W + ww)]);
+        });
       }
     }
     first_chunk = false;

@@ -9,6 +9,7 @@
 #include "core/copy.h"
 #include "core/half.h"
 #include "core/tensor.h"
+#include "kernels/cpu/loops.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <cpuid.h>
@@ -162,15 +163,14 @@ bool convert_contiguous(const Tensor& dst, const Tensor& src) {
   const int64_t n = dst.numel();
   constexpr int64_t kBlock = 1 << 14;
   const int64_t blocks = (n + kBlock - 1) / kBlock;
-#pragma omp parallel for if (blocks > 4) schedule(static)
-  for (int64_t b = 0; b < blocks; ++b) {
+  parallel_for(blocks, blocks > 4, [&](int64_t b) {
     const int64_t i0 = b * kBlock, len = std::min(kBlock, n - i0);
     if (widen != nullptr) {
       widen(static_cast<const uint16_t*>(src.data_ptr()) + i0, static_cast<float*>(dst.data_ptr()) + i0, len);
     } else {
       narrow(static_cast<const float*>(src.data_ptr()) + i0, static_cast<uint16_t*>(dst.data_ptr()) + i0, len);
     }
-  }
+  });
   return true;
 }
 

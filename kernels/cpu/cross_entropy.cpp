@@ -23,7 +23,9 @@
 #include <type_traits>
 #include <vector>
 
+#include "kernels/cpu/convert_simd.h"
 #include "kernels/cpu/loops.h"
+#include "kernels/cpu/vec_math.h"
 #include "kernels/softmax.h"
 
 namespace hg::cpu {
@@ -47,10 +49,21 @@ struct RowStats {
   A sum_gap;  // sum_c (m - x_c) >= 0
 };
 
+// With the vector math (kernels/cpu/vec_math.h) a float row's sum of exp
+// runs through SLEEF; vt is null on the scalar path and for f64.
 template <typename T, typename A>
-RowStats<A> compute_row_stats(const T* x, int64_t cols, bool need_gap) {
+RowStats<A> compute_row_stats(const T* x, int64_t cols, bool need_gap, const VecMathTable* vt) {
   RowStats<A> st{-std::numeric_limits<A>::infinity(), A(0), A(0)};
   for (int64_t c = 0; c < cols; ++c) st.m = max_nan(st.m, static_cast<A>(x[c]));
+  if constexpr (std::is_same_v<T, float>) {
+    if (vt != nullptr) {
+      st.s = vt->exp_sum(x, nullptr, cols, st.m);
+      if (need_gap) {
+        for (int64_t c = 0; c < cols; ++c) st.sum_gap += st.m - x[c];
+      }
+      return st;
+    }
+  }
   for (int64_t c = 0; c < cols; ++c) {
     const A gap = st.m - static_cast<A>(x[c]);
     st.s += std::exp(-gap);
@@ -58,6 +71,25 @@ RowStats<A> compute_row_stats(const T* x, int64_t cols, bool need_gap) {
   }
   return st;
 }
+
+// A 16-bit row on the vector path is widened into this thread's buffer first
+// (Note [16-bit element-wise blocks on the CPU]: the same vectorised
+// converters), then takes the f32 row code; returns x itself otherwise.
+template <typename T>
+const float* widen_for_vec(const T* x, int64_t cols, std::vector<float>& buf) {
+  if constexpr (is_16bit_float_v<T>) {
+    buf.resize(static_cast<size_t>(cols));
+    widen_row<T>(x, buf.data(), cols);
+    return buf.data();
+  } else {
+    static_assert(std::is_same_v<T, float>);
+    (void)cols;
+    (void)buf;
+    return x;
+  }
+}
+template <typename T>
+constexpr bool kVecRows = std::is_same_v<T, float> || is_16bit_float_v<T>;
 
 template <typename T>
 void cross_entropy_typed(const Tensor& loss, const Tensor& row_stats, const Tensor& logits, const Tensor& targets,
@@ -70,14 +102,24 @@ void cross_entropy_typed(const Tensor& loss, const Tensor& row_stats, const Tens
   const A eps = static_cast<A>(label_smoothing);
   std::vector<A> row_loss(static_cast<size_t>(rows), A(0));
   A* stats = row_stats.defined() ? static_cast<A*>(row_stats.data_ptr()) : nullptr;
-#pragma omp parallel for if (rows * classes >= kParallelGrain) schedule(static)
-  for (int64_t r = 0; r < rows; ++r) {
+  const VecMathTable* vt = kVecRows<T> ? vec_math() : nullptr;
+  parallel_for(rows, rows * classes >= kParallelGrain, [&](int64_t r) {
     if (t[r] == ignore_index) {
       if (stats != nullptr) stats[2 * r] = stats[2 * r + 1] = A(0);
-      continue;
+      return;
     }
     const T* x_row = x + r * cols;
-    const RowStats<A> st = compute_row_stats<T, A>(x_row, classes, eps > A(0));
+    RowStats<A> st;
+    if constexpr (kVecRows<T>) {
+      if (vt != nullptr) {
+        thread_local std::vector<float> buf;
+        st = compute_row_stats<float, A>(widen_for_vec<T>(x_row, classes, buf), classes, eps > A(0), vt);
+      } else {
+        st = compute_row_stats<T, A>(x_row, classes, eps > A(0), nullptr);
+      }
+    } else {
+      st = compute_row_stats<T, A>(x_row, classes, eps > A(0), nullptr);
+    }
     const A log_s = std::log(st.s);
     A l = (A(1) - eps) * ((st.m - static_cast<A>(x_row[t[r]])) + log_s);
     if (eps > A(0)) l += eps * (st.sum_gap / static_cast<A>(classes) + log_s);
@@ -86,7 +128,7 @@ void cross_entropy_typed(const Tensor& loss, const Tensor& row_stats, const Tens
       stats[2 * r] = st.m;
       stats[2 * r + 1] = log_s;
     }
-  }
+  });
   A total = 0;
   int64_t valid = 0;
   for (int64_t r = 0; r < rows; ++r) {
@@ -113,21 +155,50 @@ void cross_entropy_backward_typed(const Tensor& d_logits, const Tensor& d_loss, 
   const A eps = static_cast<A>(label_smoothing);
   const A off_target = eps / static_cast<A>(classes);  // the smoothed one-hot off the target
   const A scale = *static_cast<const A*>(d_loss.data_ptr()) / static_cast<A>(valid);
-#pragma omp parallel for if (rows * cols >= kParallelGrain) schedule(static)
-  for (int64_t r = 0; r < rows; ++r) {
+  const VecMathTable* vt = kVecRows<T> ? vec_math() : nullptr;
+  parallel_for(rows, rows * cols >= kParallelGrain, [&](int64_t r) {
     T* d_row = d_x + r * cols;
     for (int64_t c = classes; c < cols; ++c) d_row[c] = static_cast<T>(A(0));  // padding columns
     if (t[r] == ignore_index) {
       for (int64_t c = 0; c < classes; ++c) d_row[c] = static_cast<T>(A(0));
-      continue;
+      return;
     }
     const T* x_row = x + r * cols;
+    if constexpr (kVecRows<T>) {
+      if (vt != nullptr) {
+        thread_local std::vector<float> buf, grad;
+        const float* xf = widen_for_vec<T>(x_row, classes, buf);
+        float m, log_s;
+        if (stats != nullptr) {
+          m = stats[2 * r];
+          log_s = stats[2 * r + 1];
+        } else {
+          const RowStats<float> st = compute_row_stats<float, float>(xf, classes, false, vt);
+          m = st.m;
+          log_s = std::log(st.s);
+        }
+        float* out = nullptr;
+        if constexpr (std::is_same_v<T, float>) {
+          out = d_row;
+        } else {
+          grad.resize(static_cast<size_t>(classes));
+          out = grad.data();
+        }
+        vt->exp_grad(xf, out, classes, m, log_s, off_target, scale);
+        // The target column: p - (off_target + 1 - eps), p from the same kernel.
+        float p_t = 0;
+        vt->exp_grad(xf + t[r], &p_t, 1, m, log_s, 0.0f, 1.0f);
+        out[t[r]] = (p_t - (off_target + (A(1) - eps))) * scale;
+        if constexpr (is_16bit_float_v<T>) narrow_row<T>(out, d_row, classes);
+        return;
+      }
+    }
     A m, log_s;
     if (stats != nullptr) {
       m = stats[2 * r];
       log_s = stats[2 * r + 1];
     } else {
-      const RowStats<A> st = compute_row_stats<T, A>(x_row, classes, false);
+      const RowStats<A> st = compute_row_stats<T, A>(x_row, classes, false, nullptr);
       m = st.m;
       log_s = std::log(st.s);
     }
@@ -136,7 +207,7 @@ void cross_entropy_backward_typed(const Tensor& d_logits, const Tensor& d_loss, 
       const A target = off_target + (c == t[r] ? A(1) - eps : A(0));
       d_row[c] = static_cast<T>((p - target) * scale);
     }
-  }
+  });
 }
 
 }  // namespace

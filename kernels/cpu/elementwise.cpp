@@ -21,6 +21,7 @@
 #include "kernels/cpu/convert_simd.h"
 #include "kernels/backend.h"
 #include "kernels/cpu/loops.h"
+#include "kernels/cpu/vec_math.h"
 #include "kernels/elementwise_engine.h"
 
 namespace hg::cpu {
@@ -73,26 +74,10 @@ struct FloatAdapter<ew::ScalarOf<T, F>> {
   static ew::ScalarOf<float, F> make(const ew::ScalarOf<T, F>& fn) { return {fn.f, fn.scalar}; }
 };
 
-template <typename T, typename Fn, typename... Tensors>
-void map_16bit_blocks(const Tensor& out, const Fn& fn, const Tensors&... ins) {
-  constexpr int64_t kBlock = 256;
-  constexpr size_t kIn = sizeof...(Tensors);
-  const auto wide = FloatAdapter<Fn>::make(fn);
-  const int64_t n = out.numel();
-  T* o = static_cast<T*>(out.data_ptr());
-  const std::array<const T*, kIn> in{static_cast<const T*>(ins.data_ptr())...};
-  const int64_t blocks = (n + kBlock - 1) / kBlock;
-  const auto block = [&](int64_t b) {
-    const int64_t i0 = b * kBlock, len = std::min(kBlock, n - i0);
-    float buf[kIn][kBlock];
-    float res[kBlock];
-    for (size_t k = 0; k < kIn; ++k) widen_row<T>(in[k] + i0, buf[k], len);
-    [&]<size_t... K>(std::index_sequence<K...>) {
-      for (int64_t i = 0; i < len; ++i) res[i] = wide(buf[K][i]...);
-    }
-    (std::make_index_sequence<kIn>{});
-    narrow_row<T>(res, o + i0, len);
-  };
+// Runs block(b) for every block b of `blocks`, in parallel from the grain up
+// (a plain loop below it: no libgomp entry).
+template <typename Block>
+void for_blocks(int64_t n, int64_t blocks, const Block& block) {
   if (n < kParallelGrain) {
     for (int64_t b = 0; b < blocks; ++b) block(b);
     return;
@@ -101,9 +86,113 @@ void map_16bit_blocks(const Tensor& out, const Fn& fn, const Tensors&... ins) {
   for (int64_t b = 0; b < blocks; ++b) block(b);
 }
 
+// Widens blocks of kBlock values of each 16-bit input, runs
+// compute(bufs, res, len) on the floats and rounds res back into out.
+template <typename T, size_t kIn, typename Compute>
+void map_16bit_blocks_with(const Tensor& out, const std::array<const T*, kIn>& in, const Compute& compute) {
+  constexpr int64_t kBlock = 256;
+  const int64_t n = out.numel();
+  T* o = static_cast<T*>(out.data_ptr());
+  for_blocks(n, (n + kBlock - 1) / kBlock, [&](int64_t b) {
+    const int64_t i0 = b * kBlock, len = std::min(kBlock, n - i0);
+    float buf[kIn][kBlock];
+    float res[kBlock];
+    for (size_t k = 0; k < kIn; ++k) widen_row<T>(in[k] + i0, buf[k], len);
+    compute(buf, res, len);
+    narrow_row<T>(res, o + i0, len);
+  });
+}
+
+template <typename T, typename Fn, typename... Tensors>
+void map_16bit_blocks(const Tensor& out, const Fn& fn, const Tensors&... ins) {
+  constexpr size_t kIn = sizeof...(Tensors);
+  const auto wide = FloatAdapter<Fn>::make(fn);
+  const std::array<const T*, kIn> in{static_cast<const T*>(ins.data_ptr())...};
+  map_16bit_blocks_with<T, kIn>(out, in, [&](const float(*buf)[256], float* res, int64_t len) {
+    [&]<size_t... K>(std::index_sequence<K...>) {
+      for (int64_t i = 0; i < len; ++i) res[i] = wide(buf[K][i]...);
+    }
+    (std::make_index_sequence<kIn>{});
+  });
+}
+
+// Note [SLEEF blocks in the element-wise loop]
+// A unary op with a transcendental function (vec_unary_has: exp, log, tanh,
+// erf, sigmoid, silu, gelu, gelu_tanh, softplus; their backwards where
+// vec_unary_backward_has) on contiguous f32 or 16-bit operands runs as the
+// vector kernel of kernels/cpu/vec_math.h over blocks: f32 in place, 16-bit
+// widened block by block as in Note [16-bit element-wise blocks on the CPU].
+// The f32 and 16-bit paths call the same kernel on the same float values, so
+// a 16-bit result is still the f32 result rounded once. HG_CPU_MATH=scalar
+// (cpu::set_cpu_math) leaves every op to the functor loops below.
+template <typename Fn>
+struct VecUnary {
+  static constexpr bool kHas = false;
+};
+template <typename T, OpId kOp>
+struct VecUnary<ew::ForwardOf<T, ew::Unary<kOp, float>>> {
+  static constexpr bool kHas = true;
+  static constexpr bool kBackward = false;
+  static constexpr OpId op = kOp;
+};
+template <typename T, OpId kOp>
+struct VecUnary<ew::BackwardOf<T, ew::Unary<kOp, float>>> {
+  static constexpr bool kHas = true;
+  static constexpr bool kBackward = true;
+  static constexpr OpId op = kOp;
+};
+
+// True when it ran the op (see the note); false leaves it to the caller.
+template <typename Out, typename Fn, typename... Tensors>
+bool try_vec_unary(const Fn& fn, const Tensor& out, const Tensors&... ins) {
+  using Info = VecUnary<Fn>;
+  const VecMathTable* vt = vec_math();
+  if (vt == nullptr) return false;
+  if (!(Info::kBackward ? vec_unary_backward_has(Info::op) : vec_unary_has(Info::op))) return false;
+  if (!out.is_contiguous() || !(... && (ins.is_contiguous() && ins.sizes() == out.sizes()))) return false;
+  float a = 0, b = 0;
+  if constexpr (Info::op == OpId::softplus) {
+    a = fn.f.beta;
+    b = fn.f.threshold;
+  }
+  const auto compute = [&](const float* const* in, float* res, int64_t len) {
+    if constexpr (Info::kBackward) {
+      vt->unary_backward(Info::op, in[0], in[1], res, len, a, b);
+    } else {
+      vt->unary(Info::op, in[0], res, len, a, b);
+    }
+  };
+  constexpr size_t kIn = sizeof...(Tensors);
+  const int64_t n = out.numel();
+  if (n == 0) return true;
+  if constexpr (std::is_same_v<Out, float>) {
+    constexpr int64_t kBlock = 4096;
+    const std::array<const float*, kIn> in{static_cast<const float*>(ins.data_ptr())...};
+    float* o = static_cast<float*>(out.data_ptr());
+    for_blocks(n, (n + kBlock - 1) / kBlock, [&](int64_t blk) {
+      const int64_t i0 = blk * kBlock, len = std::min(kBlock, n - i0);
+      std::array<const float*, kIn> at{};
+      for (size_t k = 0; k < kIn; ++k) at[k] = in[k] + i0;
+      compute(at.data(), o + i0, len);
+    });
+  } else {
+    const std::array<const Out*, kIn> in{static_cast<const Out*>(ins.data_ptr())...};
+    map_16bit_blocks_with<Out, kIn>(out, in, [&](const float(*buf)[256], float* res, int64_t len) {
+      std::array<const float*, kIn> at{};
+      for (size_t k = 0; k < kIn; ++k) at[k] = buf[k];
+      compute(at.data(), res, len);
+    });
+  }
+  return true;
+}
+
 struct CpuLoop {
   template <typename Out, typename... In, typename Fn, typename... Tensors>
   static void map(const char* /*name*/, const Fn& fn, const Tensor& out, const Tensors&... ins) {
+    if constexpr ((std::is_same_v<Out, float> || is_16bit_float_v<Out>)&&(std::is_same_v<In, Out> && ...) &&
+                  VecUnary<Fn>::kHas) {
+      if (try_vec_unary<Out>(fn, out, ins...)) return;
+    }
     if constexpr (is_16bit_float_v<Out> && (std::is_same_v<In, Out> && ...) && FloatAdapter<Fn>::kHas) {
       if (g_16bit_blocks && out.is_contiguous() && (... && (ins.is_contiguous() && ins.sizes() == out.sizes()))) {
         map_16bit_blocks<Out>(out, fn, ins...);

@@ -4,6 +4,8 @@
 // interpretation costs once per block instead of once per element. Every
 // element sees the same f32 operations, in the same order, as in the CUDA
 // kernel's element-major loop, so the results are bit-identical.
+#include <omp.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -126,18 +128,26 @@ void foreach_apply(const ForeachProgram& program, const std::vector<std::vector<
     }
     const int64_t n = lists[0][slot].numel();
     const int64_t blocks = (n + kBlock - 1) / kBlock;
-#pragma omp parallel if (n > 65536)
-    {
-      // The block register file (48 x 256 floats) of this thread; the
-      // scalar registers hold their value in every lane, set once.
+    // Blocks [first, last) on one thread, with that thread's block register
+    // file (48 x 256 floats); the scalar registers hold their value in every
+    // lane, set once.
+    const auto run_blocks = [&](int64_t first, int64_t last) {
       std::vector<float> storage(static_cast<size_t>(kForeachMaxRegs * kBlock));
       auto* r = reinterpret_cast<float(*)[kBlock]>(storage.data());
       for (int k = 0; k < kForeachMaxRegs; ++k) std::fill(r[k], r[k] + kBlock, scalars[k]);
-#pragma omp for schedule(static)
-      for (int64_t b = 0; b < blocks; ++b) {
+      for (int64_t b = first; b < last; ++b) {
         const int64_t begin = b * kBlock;
         run_block(program, base, dtype, begin, std::min(kBlock, n - begin), r);
       }
+    };
+    if (n <= 65536) {  // no parallel region below the grain
+      run_blocks(0, blocks);
+      continue;
+    }
+#pragma omp parallel
+    {
+      const int64_t t = omp_get_thread_num(), threads = omp_get_num_threads();
+      run_blocks(blocks * t / threads, blocks * (t + 1) / threads);
     }
   }
 }

@@ -17,6 +17,7 @@
 
 #include "core/half.h"
 #include "kernels/cpu/convert_simd.h"
+#include "kernels/cpu/loops.h"
 #include "kernels/gemm.h"
 
 #if defined(HG_HAVE_ONEDNN)
@@ -37,8 +38,7 @@ template <typename T>
 void widen(const T* src, int64_t rows, int64_t cols, int64_t ld, std::vector<float>& dst) {
   dst.resize(static_cast<size_t>(rows * cols));
   float* d = dst.data();
-#pragma omp parallel for if (rows * cols >= kConvertGrain) schedule(static)
-  for (int64_t r = 0; r < rows; ++r) widen_row(src + r * ld, d + r * cols, cols);
+  parallel_for(rows, rows * cols >= kConvertGrain, [&](int64_t r) { widen_row(src + r * ld, d + r * cols, cols); });
 }
 
 template <typename T>
@@ -63,8 +63,8 @@ void gemm_16bit(const GemmArgs& g) {
                 static_cast<int>(a_cols), b32.data(), static_cast<int>(b_cols), g.beta, c32.data(),
                 static_cast<int>(g.n));
     const float* c32p = c32.data();
-#pragma omp parallel for if (g.m * g.n >= kConvertGrain) schedule(static)
-    for (int64_t r = 0; r < g.m; ++r) narrow_row(c32p + r * g.n, ci + r * g.ldc, g.n);  // the one rounding
+    parallel_for(g.m, g.m * g.n >= kConvertGrain,
+                 [&](int64_t r) { narrow_row(c32p + r * g.n, ci + r * g.ldc, g.n); });  // the one rounding
   }
 }
 

@@ -11,21 +11,6 @@
 
 namespace hg::cpu {
 
-namespace {
-
-// fn(r) for every outer row r, in parallel when the work is worth a region.
-template <typename Fn>
-void for_rows(int64_t rows, int64_t work, Fn&& fn) {
-  if (work < kParallelGrain) {
-    for (int64_t r = 0; r < rows; ++r) fn(r);
-    return;
-  }
-#pragma omp parallel for schedule(static)
-  for (int64_t r = 0; r < rows; ++r) fn(r);
-}
-
-}  // namespace
-
 void glu(OpId op, const Tensor& y, const Tensor& x) {
   const int64_t rows = y.size(0), half = y.size(1);
   const bool swiglu = op == OpId::swiglu;
@@ -34,7 +19,7 @@ void glu(OpId op, const Tensor& y, const Tensor& x) {
     using A = acc_t<T>;
     const T* xp = static_cast<const T*>(x.data_ptr());
     T* yp = static_cast<T*>(y.data_ptr());
-    for_rows(rows, rows * half, [&](int64_t r) {
+    parallel_for(rows, rows * half >= kParallelGrain, [&](int64_t r) {
       const T* a = xp + r * 2 * half;
       const T* b = a + half;
       T* out = yp + r * half;
@@ -54,7 +39,7 @@ void glu_backward(OpId op, const Tensor& d_x, const Tensor& d_y, const Tensor& x
     const T* xp = static_cast<const T*>(x.data_ptr());
     const T* gp = static_cast<const T*>(d_y.data_ptr());
     T* dp = static_cast<T*>(d_x.data_ptr());
-    for_rows(rows, rows * half, [&](int64_t r) {
+    parallel_for(rows, rows * half >= kParallelGrain, [&](int64_t r) {
       const T* a = xp + r * 2 * half;
       const T* b = a + half;
       const T* g = gp + r * half;

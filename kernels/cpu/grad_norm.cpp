@@ -54,12 +54,11 @@ void grad_norm(const std::vector<Tensor>& grads, GradNormKind kind, double p, fl
   const std::vector<Chunk> chunks = chunk_table(grads);
   const int64_t count = static_cast<int64_t>(chunks.size());
   std::vector<double> partials(chunks.size());
-#pragma omp parallel for if (count * kGradNormChunk >= kParallelGrain) schedule(static)
-  for (int64_t i = 0; i < count; ++i) {
+  parallel_for(count, count * kGradNormChunk >= kParallelGrain, [&](int64_t i) {
     partials[i] = dispatch_floating(chunks[i].grad->dtype(), "grad norm", [&](auto tag) {
       return chunk_partial<decltype(tag)>(chunks[i], kind, p);
     });
-  }
+  });
   double total = 0.0;
   for (double partial : partials) total = grad_norm_combine(kind, total, partial);
   const float norm = static_cast<float>(grad_norm_finish(kind, p, total));
@@ -76,10 +75,8 @@ void scale_grads_(const std::vector<Tensor>& grads, const Tensor& factor) {
       using A = acc_t<G>;
       G* data = static_cast<G*>(g.data_ptr());
       const int64_t n = g.numel();
-#pragma omp parallel for if (n >= kParallelGrain) schedule(static)
-      for (int64_t i = 0; i < n; ++i) {
-        data[i] = convert_value<G>(static_cast<A>(data[i]) * static_cast<A>(coef));
-      }
+      parallel_for(n, n >= kParallelGrain,
+                   [&](int64_t i) { data[i] = convert_value<G>(static_cast<A>(data[i]) * static_cast<A>(coef)); });
     });
   }
 }

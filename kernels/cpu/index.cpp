@@ -46,12 +46,11 @@ void index_select(OpId op, const Tensor& out, const Tensor& x, const Tensor& ind
   const size_t row_bytes = static_cast<size_t>(inner) * x.element_size();
   const char* src = static_cast<const char*>(x.data_ptr());
   char* dst = static_cast<char*>(out.data_ptr());
-#pragma omp parallel for if (outer * k_count * inner >= kParallelGrain) schedule(static)
-  for (int64_t ok = 0; ok < outer * k_count; ++ok) {
+  parallel_for(outer * k_count, outer * k_count * inner >= kParallelGrain, [&](int64_t ok) {
     const int64_t o = ok / k_count, k = ok % k_count;
     std::copy_n(src + static_cast<size_t>(o * n + idx[k]) * row_bytes, row_bytes,
                 dst + static_cast<size_t>(o * k_count + k) * row_bytes);
-  }
+  });
 }
 
 void index_add(OpId op, const Tensor& out, const Tensor& index, const Tensor& src, int64_t skip_index) {
@@ -84,10 +83,9 @@ void index_add(OpId op, const Tensor& out, const Tensor& index, const Tensor& sr
       using A = acc_t<T>;
       T* o_ptr = static_cast<T*>(out.data_ptr());
       const T* s_ptr = static_cast<const T*>(src.data_ptr());
-#pragma omp parallel for if (outer * k_count * inner >= kParallelGrain) schedule(static)
-      for (int64_t r = 0; r < runs; ++r) {
+      parallel_for(runs, outer * k_count * inner >= kParallelGrain, [&](int64_t r) {
         const int64_t target = idx[order[run_starts[r]]];
-        if (target == skip_index) continue;
+        if (target == skip_index) return;
         for (int64_t o = 0; o < outer; ++o) {
           for (int64_t i = 0; i < inner; ++i) {
             A acc = A(0);
@@ -98,7 +96,7 @@ void index_add(OpId op, const Tensor& out, const Tensor& index, const Tensor& sr
             slot = static_cast<T>(static_cast<A>(slot) + acc);
           }
         }
-      }
+      });
     }
   });
 }
@@ -117,14 +115,13 @@ void gather(const Tensor& out, const Tensor& x, const Tensor& index, const Index
     using T = decltype(tag);
     const T* xs = static_cast<const T*>(x.data_ptr());
     T* o = static_cast<T*>(out.data_ptr());
-#pragma omp parallel for if (total >= kParallelGrain) schedule(static)
-    for (int64_t i = 0; i < total; ++i) {
+    parallel_for(total, total >= kParallelGrain, [&](int64_t i) {
       int64_t c[kIndexMaxDims];
       coords_of(g, i, c);
       int64_t off = 0;
       for (int d = 0; d < g.rank; ++d) off += (d == g.dim ? idx[i] : c[d]) * g.strides[0][d];
       o[i] = xs[off];
-    }
+    });
   });
 }
 
@@ -147,15 +144,14 @@ void scatter_add(const Tensor& out, const Tensor& index, const Tensor& src, cons
     } else {
       T* o = static_cast<T*>(out.data_ptr());
       const T* s = static_cast<const T*>(src.data_ptr());
-#pragma omp parallel for if (total >= kParallelGrain) schedule(static)
-      for (int64_t l = 0; l < lines; ++l) {  // k runs along the line inside
+      parallel_for(lines, total >= kParallelGrain, [&](int64_t l) {  // k runs along the line inside
         const ScatterLine at = scatter_line(g, l);
         for (int64_t k = 0; k < k_count; ++k) {
           const int64_t j = idx[at.index + k * g.strides[2][g.dim]];
           T& slot = o[at.out + j * g.strides[0][g.dim]];
           slot = static_cast<T>(slot + s[at.src + k * g.strides[1][g.dim]]);
         }
-      }
+      });
     }
   });
 }
@@ -169,12 +165,11 @@ void trilu(const Tensor& out, const Tensor& x, int64_t diagonal, bool upper) {
     using T = decltype(tag);
     const T* xs = static_cast<const T*>(x.data_ptr());
     T* o = static_cast<T*>(out.data_ptr());
-#pragma omp parallel for if (total >= kParallelGrain) schedule(static)
-    for (int64_t i = 0; i < total; ++i) {
+    parallel_for(total, total >= kParallelGrain, [&](int64_t i) {
       const int64_t c = i % cols, r = (i / cols) % rows;
       const bool keep = upper ? c - r >= diagonal : c - r <= diagonal;
       o[i] = keep ? xs[i] : T(0);
-    }
+    });
   });
 }
 
@@ -184,8 +179,8 @@ void arange(const Tensor& out, double start, double step) {
   dispatch_compute_dtype(out.dtype(), "arange", [&](auto tag) {
     using T = decltype(tag);
     T* o = static_cast<T*>(out.data_ptr());
-#pragma omp parallel for if (n >= kParallelGrain) schedule(static)
-    for (int64_t i = 0; i < n; ++i) o[i] = convert_value<T>(start + static_cast<double>(i) * step);
+    parallel_for(n, n >= kParallelGrain,
+                 [&](int64_t i) { o[i] = convert_value<T>(start + static_cast<double>(i) * step); });
   });
 }
 

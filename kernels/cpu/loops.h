@@ -28,6 +28,34 @@ using ::hg::min_nan;
 // Below this many elements a parallel region costs more than it saves.
 inline constexpr int64_t kParallelGrain = 32768;
 
+// body(i) for i in [0, n): on the OpenMP pool when `parallel` (the caller's
+// grain test), else as a plain loop. `#pragma omp parallel for if (false)`
+// still enters libgomp (GOMP_parallel with one thread, its barrier and
+// bookkeeping), so every CPU kernel decides before the pragma, here.
+template <typename Body>
+void parallel_for(int64_t n, bool parallel, const Body& body) {
+  if (!parallel || n < 2) {
+    for (int64_t i = 0; i < n; ++i) body(i);
+    return;
+  }
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) body(i);
+}
+
+// The OR of body(i) over [0, n), every body(i) run (it may write), with the
+// same decision as parallel_for.
+template <typename Body>
+bool parallel_any(int64_t n, bool parallel, const Body& body) {
+  bool any = false;
+  if (!parallel || n < 2) {
+    for (int64_t i = 0; i < n; ++i) any = body(i) || any;
+    return any;
+  }
+#pragma omp parallel for schedule(static) reduction(|| : any)
+  for (int64_t i = 0; i < n; ++i) any = body(i) || any;
+  return any;
+}
+
 // Note [16-bit kernels through f32 on the CPU]
 // A 16-bit row kernel (softmax, layer_norm, rms_norm) reads each value several
 // times, and in this baseline-x86-64 build every read of an f16 is a software

@@ -47,8 +47,7 @@ void forward_rows(bool rms, const T* x, T* y, acc_t<T>* mean_out, acc_t<T>* rstd
                   int64_t rows, int64_t cols, double eps) {
   using A = acc_t<T>;
   const A n = static_cast<A>(cols);
-#pragma omp parallel for if (rows * cols >= kParallelGrain) schedule(static)
-  for (int64_t r = 0; r < rows; ++r) {
+  parallel_for(rows, rows * cols >= kParallelGrain, [&](int64_t r) {
     const T* xr = x + r * cols;
     T* yr = y + r * cols;
     const A mean = rms ? A(0) : pairwise_sum<A>(0, cols, [&](int64_t c) { return static_cast<A>(xr[c]); }) / n;
@@ -65,7 +64,7 @@ void forward_rows(bool rms, const T* x, T* y, acc_t<T>* mean_out, acc_t<T>* rstd
       if (b != nullptr) v += static_cast<A>(b[c]);
       yr[c] = static_cast<T>(v);
     }
-  }
+  });
 }
 
 template <typename T, typename W>
@@ -73,8 +72,7 @@ void backward_dx_rows(bool rms, const T* d_y, const T* x, const acc_t<T>* mean, 
                       T* d_x, int64_t rows, int64_t cols) {
   using A = acc_t<T>;
   const A n = static_cast<A>(cols);
-#pragma omp parallel for if (rows * cols >= kParallelGrain) schedule(static)
-  for (int64_t r = 0; r < rows; ++r) {
+  parallel_for(rows, rows * cols >= kParallelGrain, [&](int64_t r) {
     const T* dyr = d_y + r * cols;
     const T* xr = x + r * cols;
     const A mu = rms ? A(0) : mean[r];
@@ -87,7 +85,7 @@ void backward_dx_rows(bool rms, const T* d_y, const T* x, const acc_t<T>* mean, 
     const A mean_gx = pairwise_sum<A>(0, cols, [&](int64_t c) { return g(c) * xhat(c); }) / n;
     T* dxr = d_x + r * cols;
     for (int64_t c = 0; c < cols; ++c) dxr[c] = static_cast<T>(norm_math::d_x(rms, g(c), xhat(c), rs, mean_g, mean_gx));
-  }
+  });
 }
 
 // d_w[c] = sum_r d_y[r, c] * xhat[r, c], d_b[c] = sum_r d_y[r, c], in two stages.
@@ -99,8 +97,7 @@ void backward_params(bool rms, const T* d_y, const T* x, const acc_t<T>* mean, c
   const int64_t rows_per_chunk = (rows + chunks - 1) / chunks;
   std::vector<A> part_w(d_w != nullptr ? static_cast<size_t>(chunks * cols) : 0);
   std::vector<A> part_b(d_b != nullptr ? static_cast<size_t>(chunks * cols) : 0);
-#pragma omp parallel for if (rows * cols >= kParallelGrain) schedule(static)
-  for (int64_t k = 0; k < chunks; ++k) {
+  parallel_for(chunks, rows * cols >= kParallelGrain, [&](int64_t k) {
     A* pw = d_w != nullptr ? part_w.data() + k * cols : nullptr;
     A* pb = d_b != nullptr ? part_b.data() + k * cols : nullptr;
     for (int64_t c = 0; c < cols; ++c) {
@@ -117,9 +114,8 @@ void backward_params(bool rms, const T* d_y, const T* x, const acc_t<T>* mean, c
         if (pb) pb[c] += dy;
       }
     }
-  }
-#pragma omp parallel for if (chunks * cols >= kParallelGrain) schedule(static)
-  for (int64_t c = 0; c < cols; ++c) {
+  });
+  parallel_for(cols, chunks * cols >= kParallelGrain, [&](int64_t c) {
     A sw = A(0), sb = A(0);
     for (int64_t k = 0; k < chunks; ++k) {
       if (d_w != nullptr) sw += part_w[static_cast<size_t>(k * cols + c)];
@@ -127,7 +123,7 @@ void backward_params(bool rms, const T* d_y, const T* x, const acc_t<T>* mean, c
     }
     if (d_w != nullptr) d_w[c] = static_cast<W>(sw);
     if (d_b != nullptr) d_b[c] = static_cast<W>(sb);
-  }
+  });
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include "core/convert.h"
 #include "core/counters.h"
 #include "kernels/cpu/convert_simd.h"
+#include "kernels/cpu/loops.h"
 #include "kernels/optimizer.h"
 
 namespace hg::cpu {
@@ -22,8 +23,7 @@ void update_slot(const OptimizerSlot& s, const StepScalars& scalars) {
   float* m = s.state1.defined() ? s.state1.data<float>() : nullptr;
   float* v = s.state2.defined() ? s.state2.data<float>() : nullptr;
   const int64_t n = s.param.numel();
-#pragma omp parallel for if (n > 65536) schedule(static)
-  for (int64_t i = 0; i < n; ++i) {
+  parallel_for(n, n > 65536, [&](int64_t i) {
     float m_i = m ? m[i] : 0.0f, v_i = v ? v[i] : 0.0f;
     const float p = master ? master[i] : static_cast<float>(param[i]);
     const float updated = optimizer_update(scalars, p, static_cast<float>(grad[i]), m_i, v_i);
@@ -31,7 +31,7 @@ void update_slot(const OptimizerSlot& s, const StepScalars& scalars) {
     param[i] = convert_value<P>(updated);  // the one rounding of a 16-bit parameter
     if (m) m[i] = m_i;
     if (v) v[i] = v_i;
-  }
+  });
 }
 
 // Adam/AdamW's arithmetic over f32 arrays: optimizer_update's, operation for
@@ -88,11 +88,10 @@ constexpr int64_t kAdamBlock = 4096;
 template <typename Fn>
 void for_each_block(int64_t n, const Fn& fn) {
   const int64_t blocks = (n + kAdamBlock - 1) / kAdamBlock;
-#pragma omp parallel for if (n > 65536) schedule(static)
-  for (int64_t b = 0; b < blocks; ++b) {
+  parallel_for(blocks, n > 65536, [&](int64_t b) {
     const int64_t i0 = b * kAdamBlock;
     fn(i0, std::min(kAdamBlock, n - i0));
-  }
+  });
 }
 
 // f32 weights and f32 gradients without masters (fp32 and AMP training).

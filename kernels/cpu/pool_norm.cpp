@@ -50,58 +50,54 @@ void max_pool2d_forward_typed(const Tensor& y, const Tensor& idx, const Tensor& 
                     p.padding == std::array<int64_t, 2>{0, 0} && p.dilation == std::array<int64_t, 2>{1, 1} &&
                     2 * OH <= H && 2 * OW <= W;
   if (k2s2) {
-#pragma omp parallel for collapse(2) schedule(static) if (N * C * OH * OW >= kParallelGrain)
-    for (int64_t n = 0; n < N; ++n) {
-      for (int64_t c = 0; c < C; ++c) {
-        const T* xp = xv.p + n * xv.s0 + c * xv.s1;
-        for (int64_t i = 0; i < OH; ++i) {
-          const T* r0 = xp + 2 * i * xv.s2;
-          const T* r1 = r0 + xv.s2;
-          for (int64_t j = 0; j < OW; ++j) {
-            const int64_t w = 2 * j, at = 2 * i * W + w;
-            const S cand[4] = {static_cast<S>(r0[w * xv.s3]), static_cast<S>(r0[(w + 1) * xv.s3]),
-                               static_cast<S>(r1[w * xv.s3]), static_cast<S>(r1[(w + 1) * xv.s3])};
-            const int64_t where[4] = {at, at + 1, at + W, at + W + 1};
-            S best = -std::numeric_limits<S>::infinity();
-            int64_t arg = at;
-            for (int q = 0; q < 4; ++q) select_max(cand[q], where[q], best, arg);
-            yv.at(n, c, i, j) = static_cast<T>(best);
-            iv.at(n, c, i, j) = arg;
-          }
-        }
-      }
-    }
-    return;
-  }
-#pragma omp parallel for collapse(2) schedule(static) if (N * C * OH * OW >= kParallelGrain)
-  for (int64_t n = 0; n < N; ++n) {
-    for (int64_t c = 0; c < C; ++c) {
+    parallel_for(N * C, N * C * OH * OW >= kParallelGrain, [&](int64_t nc) {
+      const int64_t n = nc / C, c = nc % C;
       const T* xp = xv.p + n * xv.s0 + c * xv.s1;
       for (int64_t i = 0; i < OH; ++i) {
-        int64_t h0 = i * p.stride[0] - p.padding[0];
-        const int64_t h1 = std::min(h0 + (p.kernel[0] - 1) * p.dilation[0] + 1, H);
-        while (h0 < 0) h0 += p.dilation[0];
+        const T* r0 = xp + 2 * i * xv.s2;
+        const T* r1 = r0 + xv.s2;
         for (int64_t j = 0; j < OW; ++j) {
-          int64_t w0 = j * p.stride[1] - p.padding[1];
-          const int64_t w1 = std::min(w0 + (p.kernel[1] - 1) * p.dilation[1] + 1, W);
-          while (w0 < 0) w0 += p.dilation[1];
+          const int64_t w = 2 * j, at = 2 * i * W + w;
+          const S cand[4] = {static_cast<S>(r0[w * xv.s3]), static_cast<S>(r0[(w + 1) * xv.s3]),
+                             static_cast<S>(r1[w * xv.s3]), static_cast<S>(r1[(w + 1) * xv.s3])};
+          const int64_t where[4] = {at, at + 1, at + W, at + W + 1};
           S best = -std::numeric_limits<S>::infinity();
-          int64_t arg = h0 * W + w0;
-          for (int64_t h = h0; h < h1; h += p.dilation[0]) {
-            for (int64_t w = w0; w < w1; w += p.dilation[1]) {
-              const S v = static_cast<S>(xp[h * xv.s2 + w * xv.s3]);
-              if (v > best || v != v) {  // NaN wins
-                best = v;
-                arg = h * W + w;
-              }
-            }
-          }
+          int64_t arg = at;
+          for (int q = 0; q < 4; ++q) select_max(cand[q], where[q], best, arg);
           yv.at(n, c, i, j) = static_cast<T>(best);
           iv.at(n, c, i, j) = arg;
         }
       }
-    }
+    });
+    return;
   }
+  parallel_for(N * C, N * C * OH * OW >= kParallelGrain, [&](int64_t nc) {
+    const int64_t n = nc / C, c = nc % C;
+    const T* xp = xv.p + n * xv.s0 + c * xv.s1;
+    for (int64_t i = 0; i < OH; ++i) {
+      int64_t h0 = i * p.stride[0] - p.padding[0];
+      const int64_t h1 = std::min(h0 + (p.kernel[0] - 1) * p.dilation[0] + 1, H);
+      while (h0 < 0) h0 += p.dilation[0];
+      for (int64_t j = 0; j < OW; ++j) {
+        int64_t w0 = j * p.stride[1] - p.padding[1];
+        const int64_t w1 = std::min(w0 + (p.kernel[1] - 1) * p.dilation[1] + 1, W);
+        while (w0 < 0) w0 += p.dilation[1];
+        S best = -std::numeric_limits<S>::infinity();
+        int64_t arg = h0 * W + w0;
+        for (int64_t h = h0; h < h1; h += p.dilation[0]) {
+          for (int64_t w = w0; w < w1; w += p.dilation[1]) {
+            const S v = static_cast<S>(xp[h * xv.s2 + w * xv.s3]);
+            if (v > best || v != v) {  // NaN wins
+              best = v;
+              arg = h * W + w;
+            }
+          }
+        }
+        yv.at(n, c, i, j) = static_cast<T>(best);
+        iv.at(n, c, i, j) = arg;
+      }
+    }
+  });
 }
 
 template <typename T>
@@ -112,17 +108,15 @@ void max_pool2d_backward_typed(const Tensor& dx, const Tensor& dy, const Tensor&
   const View4<const int64_t> iv(idx);
   const View4<T> dxv(dx);
   // Overlapping windows may route several dy to one x: sum per plane in S.
-#pragma omp parallel for collapse(2) schedule(static) if (N * C * OH * OW >= kParallelGrain)
-  for (int64_t n = 0; n < N; ++n) {
-    for (int64_t c = 0; c < C; ++c) {
-      std::vector<S> plane(static_cast<size_t>(dx.size(2) * W), S(0));
-      for (int64_t i = 0; i < OH; ++i)
-        for (int64_t j = 0; j < OW; ++j)
-          plane[static_cast<size_t>(iv.at(n, c, i, j))] += static_cast<S>(dyv.at(n, c, i, j));
-      for (int64_t h = 0; h < dx.size(2); ++h)
-        for (int64_t w = 0; w < W; ++w) dxv.at(n, c, h, w) = static_cast<T>(plane[static_cast<size_t>(h * W + w)]);
-    }
-  }
+  parallel_for(N * C, N * C * OH * OW >= kParallelGrain, [&](int64_t nc) {
+    const int64_t n = nc / C, c = nc % C;
+    std::vector<S> plane(static_cast<size_t>(dx.size(2) * W), S(0));
+    for (int64_t i = 0; i < OH; ++i)
+      for (int64_t j = 0; j < OW; ++j)
+        plane[static_cast<size_t>(iv.at(n, c, i, j))] += static_cast<S>(dyv.at(n, c, i, j));
+    for (int64_t h = 0; h < dx.size(2); ++h)
+      for (int64_t w = 0; w < W; ++w) dxv.at(n, c, h, w) = static_cast<T>(plane[static_cast<size_t>(h * W + w)]);
+  });
 }
 
 // The avg_pool2d window of output (i, j) along one dim: [lo, hi) clipped, and its divisor part.
@@ -155,31 +149,29 @@ void avg_pool_planes(const Tensor& out, const Tensor& in, WindowAt&& window_at) 
   const int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3), OH = y.size(2), OW = y.size(3);
   const View4<const T> iv(in);
   const View4<T> ov(out);
-#pragma omp parallel for collapse(2) schedule(static) if (N * C * (OH * OW + H * W) >= kParallelGrain)
-  for (int64_t n = 0; n < N; ++n) {
-    for (int64_t c = 0; c < C; ++c) {
-      std::vector<S> plane(Backward ? static_cast<size_t>(H * W) : 0, S(0));
-      for (int64_t i = 0; i < OH; ++i) {
-        for (int64_t j = 0; j < OW; ++j) {
-          const AvgWindow a = window_at(i, j);
-          if constexpr (Backward) {
-            const S g = static_cast<S>(iv.at(n, c, i, j)) / static_cast<S>(a.divisor);
-            for (int64_t h = a.h.lo; h < a.h.hi; ++h)
-              for (int64_t w = a.w.lo; w < a.w.hi; ++w) plane[static_cast<size_t>(h * W + w)] += g;
-          } else {
-            S s = 0;
-            for (int64_t h = a.h.lo; h < a.h.hi; ++h)
-              for (int64_t w = a.w.lo; w < a.w.hi; ++w) s += static_cast<S>(iv.at(n, c, h, w));
-            ov.at(n, c, i, j) = static_cast<T>(a.divisor > 0 ? s / static_cast<S>(a.divisor) : S(0));
-          }
+  parallel_for(N * C, N * C * (OH * OW + H * W) >= kParallelGrain, [&](int64_t nc) {
+    const int64_t n = nc / C, c = nc % C;
+    std::vector<S> plane(Backward ? static_cast<size_t>(H * W) : 0, S(0));
+    for (int64_t i = 0; i < OH; ++i) {
+      for (int64_t j = 0; j < OW; ++j) {
+        const AvgWindow a = window_at(i, j);
+        if constexpr (Backward) {
+          const S g = static_cast<S>(iv.at(n, c, i, j)) / static_cast<S>(a.divisor);
+          for (int64_t h = a.h.lo; h < a.h.hi; ++h)
+            for (int64_t w = a.w.lo; w < a.w.hi; ++w) plane[static_cast<size_t>(h * W + w)] += g;
+        } else {
+          S s = 0;
+          for (int64_t h = a.h.lo; h < a.h.hi; ++h)
+            for (int64_t w = a.w.lo; w < a.w.hi; ++w) s += static_cast<S>(iv.at(n, c, h, w));
+          ov.at(n, c, i, j) = static_cast<T>(a.divisor > 0 ? s / static_cast<S>(a.divisor) : S(0));
         }
       }
-      if constexpr (Backward) {
-        for (int64_t h = 0; h < H; ++h)
-          for (int64_t w = 0; w < W; ++w) ov.at(n, c, h, w) = static_cast<T>(plane[static_cast<size_t>(h * W + w)]);
-      }
     }
-  }
+    if constexpr (Backward) {
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t w = 0; w < W; ++w) ov.at(n, c, h, w) = static_cast<T>(plane[static_cast<size_t>(h * W + w)]);
+    }
+  });
 }
 
 template <typename T, bool Backward>
@@ -265,8 +257,7 @@ void batch_norm_forward_typed(const Tensor& y, const Tensor& save_mean, const Te
   const S* bp = bias.defined() ? static_cast<const S*>(bias.data_ptr()) : nullptr;
   S* rmp = rm.defined() ? static_cast<S*>(rm.data_ptr()) : nullptr;
   S* rvp = rv.defined() ? static_cast<S*>(rv.data_ptr()) : nullptr;
-#pragma omp parallel for schedule(static) if (N * C * H * W >= kParallelGrain)
-  for (int64_t c = 0; c < C; ++c) {
+  parallel_for(C, N * C * H * W >= kParallelGrain, [&](int64_t c) {
     const T* xc = xv.p + c * xv.s1;
     double mean, invstd;
     if (training) {  // two passes in double, fixed order: mean, then the centred sum of squares
@@ -308,7 +299,7 @@ void batch_norm_forward_typed(const Tensor& y, const Tensor& save_mean, const Te
           q[k * yr.step] = static_cast<T>((static_cast<S>(p[k * xr.step]) - sm) * scale + bc);
       }
     }
-  }
+  });
 }
 
 template <typename T>
@@ -326,8 +317,7 @@ void batch_norm_backward_typed(const Tensor& dx, const Tensor& dweight, const Te
   const S* wp = weight.defined() ? static_cast<const S*>(weight.data_ptr()) : nullptr;
   S* dwp = dweight.defined() ? static_cast<S*>(dweight.data_ptr()) : nullptr;
   S* dbp = dbias.defined() ? static_cast<S*>(dbias.data_ptr()) : nullptr;
-#pragma omp parallel for schedule(static) if (N * C * H * W >= kParallelGrain)
-  for (int64_t c = 0; c < C; ++c) {
+  parallel_for(C, N * C * H * W >= kParallelGrain, [&](int64_t c) {
     const double mean = static_cast<double>(mp[c]), invstd = static_cast<double>(ip[c]);
     const T* xc = xv.p + c * xv.s1;
     const T* gc = dyv.p + c * dyv.s1;
@@ -345,7 +335,7 @@ void batch_norm_backward_typed(const Tensor& dx, const Tensor& dweight, const Te
     const double sum_dy_xhat = sum_dy_xc * invstd;
     if (dwp) dwp[c] = static_cast<S>(sum_dy_xhat);
     if (dbp) dbp[c] = static_cast<S>(sum_dy);
-    if (!dx.defined()) continue;
+    if (!dx.defined()) return;
     const View4<T> dxv(dx);
     const ChannelRuns dr(dxv, N, H, W, flat);
     T* dc = dxv.p + c * dxv.s1;
@@ -372,7 +362,7 @@ void batch_norm_backward_typed(const Tensor& dx, const Tensor& dweight, const Te
         for (int64_t j = 0; j < xr.inner; ++j) q[j * dr.step] = static_cast<T>(k * static_cast<S>(g[j * gr.step]));
       }
     }
-  }
+  });
 }
 
 }  // namespace

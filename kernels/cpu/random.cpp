@@ -2,6 +2,7 @@
 #include <cstdint>
 
 #include "core/convert.h"
+#include "kernels/cpu/loops.h"
 #include "kernels/random.h"
 
 namespace hg::cpu {
@@ -12,12 +13,11 @@ void random_fill(const Tensor& out, const RandomParams& params) {
     T* data = static_cast<T*>(out.data_ptr());
     const int64_t n = out.numel();
     const int64_t blocks = (n + 3) / 4;
-#pragma omp parallel for if (n > 65536) schedule(static)
-    for (int64_t b = 0; b < blocks; ++b) {
+    parallel_for(blocks, n > 65536, [&](int64_t b) {
       float values[4];
       random_values_of_block(params, static_cast<uint64_t>(b), values);
       for (int64_t j = 0; j < 4 && 4 * b + j < n; ++j) data[4 * b + j] = convert_value<T>(values[j]);
-    }
+    });
   });
 }
 

@@ -128,8 +128,7 @@ void for_each_row(const Tensor& x, RowFn row_fn) {
   const int64_t row_stride = x.strides()[0];
   const T* base = static_cast<const T*>(x.data_ptr());
   const bool parallel = rows > 1 && rows * cols >= kParallelGrain;
-#pragma omp parallel for if (parallel) schedule(static)
-  for (int64_t r = 0; r < rows; ++r) row_fn(r, base + r * row_stride);
+  parallel_for(rows, parallel, [&](int64_t r) { row_fn(r, base + r * row_stride); });
 }
 
 template <typename T>
@@ -233,8 +232,7 @@ void reduce_cols_typed(OpId op, const Tensor& out, const Tensor& x) {
   const int64_t chunks = (rows + kColChunk - 1) / kColChunk;
   const int64_t levels = tree_levels(cols);
   const bool parallel = chunks > 1 && rows * cols >= kParallelGrain;
-#pragma omp parallel for if (parallel) schedule(static)
-  for (int64_t chunk = 0; chunk < chunks; ++chunk) {
+  parallel_for(chunks, parallel, [&](int64_t chunk) {
     const int64_t r0 = chunk * kColChunk, nr = std::min(kColChunk, rows - r0);
     const T* x0 = base + r0;
     std::vector<A> acc(static_cast<size_t>(nr * (levels + 1 + kLanes)));
@@ -278,7 +276,7 @@ void reduce_cols_typed(OpId op, const Tensor& out, const Tensor& x) {
       }
       o[r0 + r] = static_cast<T>(a[r]);
     }
-  }
+  });
 }
 
 }  // namespace

@@ -9,9 +9,12 @@
 #include <cstdint>
 #include <limits>
 #include <type_traits>
+#include <vector>
 
 #include "core/copy.h"
+#include "kernels/cpu/convert_simd.h"
 #include "kernels/cpu/loops.h"
+#include "kernels/cpu/vec_math.h"
 #include "kernels/softmax.h"
 
 namespace hg::cpu {
@@ -21,13 +24,51 @@ namespace {
 // y = softmax(x) or log_softmax(x), row by row:
 //   m = max_c x_c,  s = sum_c exp(x_c - m)
 //   softmax: y_c = exp(x_c - m) / s      log_softmax: y_c = (x_c - m) - log(s)
+// One f32 row on the vector math (kernels/cpu/vec_math.h): SLEEF's exp for
+// the sum and the outputs. x and y may be the same row.
+void softmax_row_vec(bool log, const float* x, float* y, int64_t cols, const VecMathTable* vt) {
+  float m = -std::numeric_limits<float>::infinity();
+  for (int64_t c = 0; c < cols; ++c) m = max_nan(m, x[c]);
+  const float s = vt->exp_sum(x, log ? nullptr : y, cols, m);
+  if (log) {
+    const float log_s = std::log(s);
+    for (int64_t c = 0; c < cols; ++c) y[c] = (x[c] - m) - log_s;
+  } else {
+    for (int64_t c = 0; c < cols; ++c) y[c] = y[c] / s;
+  }
+}
+
+// 16-bit rows on the vector math: each row widened into this thread's f32
+// buffer by the vectorised converters, computed by softmax_row_vec in place
+// and rounded back once; the same float values as the f32 kernel on the
+// widened tensor (Note [16-bit kernels through f32 on the CPU]), without the
+// whole-tensor f32 copies.
+template <typename T>
+void softmax_rows_16bit(bool log, const T* x, T* y, int64_t rows, int64_t cols, const VecMathTable* vt) {
+  parallel_for(rows, rows * cols >= kParallelGrain, [&](int64_t r) {
+    thread_local std::vector<float> buf;
+    buf.resize(static_cast<size_t>(cols));
+    widen_row<T>(x + r * cols, buf.data(), cols);
+    softmax_row_vec(log, buf.data(), buf.data(), cols, vt);
+    narrow_row<T>(buf.data(), y + r * cols, cols);
+  });
+}
+
+// With the vector math an f32 row runs softmax_row_vec; the scalar loops are
+// the reference path.
 template <typename T>
 void softmax_rows(bool log, const T* x, T* y, int64_t rows, int64_t cols) {
   using A = acc_t<T>;
-#pragma omp parallel for if (rows * cols >= kParallelGrain) schedule(static)
-  for (int64_t r = 0; r < rows; ++r) {
+  const VecMathTable* vt = std::is_same_v<T, float> ? vec_math() : nullptr;
+  parallel_for(rows, rows * cols >= kParallelGrain, [&](int64_t r) {
     const T* x_row = x + r * cols;
     T* y_row = y + r * cols;
+    if constexpr (std::is_same_v<T, float>) {
+      if (vt != nullptr) {
+        softmax_row_vec(log, x_row, y_row, cols, vt);
+        return;
+      }
+    }
     A m = -std::numeric_limits<A>::infinity();
     for (int64_t c = 0; c < cols; ++c) m = max_nan(m, static_cast<A>(x_row[c]));
     A s = 0;
@@ -38,7 +79,7 @@ void softmax_rows(bool log, const T* x, T* y, int64_t rows, int64_t cols) {
     } else {
       for (int64_t c = 0; c < cols; ++c) y_row[c] = static_cast<T>(std::exp(static_cast<A>(x_row[c]) - m) / s);
     }
-  }
+  });
 }
 
 // softmax:      d_x_c = y_c * (d_y_c - sum_k d_y_k * y_k)
@@ -46,8 +87,8 @@ void softmax_rows(bool log, const T* x, T* y, int64_t rows, int64_t cols) {
 template <typename T>
 void softmax_backward_rows(bool log, const T* d_y, const T* y, T* d_x, int64_t rows, int64_t cols) {
   using A = acc_t<T>;
-#pragma omp parallel for if (rows * cols >= kParallelGrain) schedule(static)
-  for (int64_t r = 0; r < rows; ++r) {
+  const VecMathTable* vt = std::is_same_v<T, float> && log ? vec_math() : nullptr;
+  parallel_for(rows, rows * cols >= kParallelGrain, [&](int64_t r) {
     const T* d_y_row = d_y + r * cols;
     const T* y_row = y + r * cols;
     T* d_x_row = d_x + r * cols;
@@ -55,11 +96,17 @@ void softmax_backward_rows(bool log, const T* d_y, const T* y, T* d_x, int64_t r
     for (int64_t c = 0; c < cols; ++c) {
       dot += log ? static_cast<A>(d_y_row[c]) : static_cast<A>(d_y_row[c]) * static_cast<A>(y_row[c]);
     }
+    if constexpr (std::is_same_v<T, float>) {
+      if (vt != nullptr) {  // log_softmax: d_x = d_y - exp(y) * dot
+        vt->exp_mul_sub(d_y_row, y_row, d_x_row, cols, dot);
+        return;
+      }
+    }
     for (int64_t c = 0; c < cols; ++c) {
       const A dy = static_cast<A>(d_y_row[c]), yc = static_cast<A>(y_row[c]);
       d_x_row[c] = static_cast<T>(log ? dy - std::exp(yc) * dot : yc * (dy - dot));
     }
-  }
+  });
 }
 
 }  // namespace
@@ -72,14 +119,25 @@ void softmax(OpId op, const Tensor& y, const Tensor& x) {
   HG_CHECK(op == OpId::softmax || op == OpId::log_softmax, "cpu::softmax: ", op_name(op),
            " is not softmax or log_softmax");
   if (x.numel() == 0) return;
+  const int64_t cols = x.size(-1);
+  const int64_t rows = x.numel() / cols;
+  const VecMathTable* vt = vec_math();
+  if (vt != nullptr && x.dtype() == kF16) {
+    softmax_rows_16bit<half>(op == OpId::log_softmax, static_cast<const half*>(x.data_ptr()),
+                             static_cast<half*>(y.data_ptr()), rows, cols, vt);
+    return;
+  }
+  if (vt != nullptr && x.dtype() == kBF16) {
+    softmax_rows_16bit<bfloat16>(op == OpId::log_softmax, static_cast<const bfloat16*>(x.data_ptr()),
+                                 static_cast<bfloat16*>(y.data_ptr()), rows, cols, vt);
+    return;
+  }
   if (x.dtype() == kF16 || x.dtype() == kBF16) {  // Note [16-bit kernels through f32 on the CPU]
     const Tensor yf = f32_buffer_like(y);
     softmax(op, yf, widened_f32(x));
     copy_into(y, yf);
     return;
   }
-  const int64_t cols = x.size(-1);
-  const int64_t rows = x.numel() / cols;
   dispatch_floating(x.dtype(), op_name(op), [&](auto tag) {
     using T = decltype(tag);
     softmax_rows<T>(op == OpId::log_softmax, static_cast<const T*>(x.data_ptr()),
@@ -122,8 +180,7 @@ namespace {
 template <typename T>
 void softmax_columns(bool log, const T* x, T* y, int64_t outer, int64_t n, int64_t inner) {
   using A = acc_t<T>;
-#pragma omp parallel for if (outer * n * inner >= kParallelGrain) schedule(static)
-  for (int64_t col = 0; col < outer * inner; ++col) {
+  parallel_for(outer * inner, outer * n * inner >= kParallelGrain, [&](int64_t col) {
     const int64_t base = (col / inner) * n * inner + col % inner;
     A m = -std::numeric_limits<A>::infinity();
     for (int64_t k = 0; k < n; ++k) m = max_nan(m, static_cast<A>(x[base + k * inner]));
@@ -134,14 +191,13 @@ void softmax_columns(bool log, const T* x, T* y, int64_t outer, int64_t n, int64
       const A shifted = static_cast<A>(x[base + k * inner]) - m;
       y[base + k * inner] = static_cast<T>(log ? shifted - log_s : std::exp(shifted) / s);
     }
-  }
+  });
 }
 
 template <typename T>
 void softmax_columns_backward(bool log, const T* d_y, const T* y, T* d_x, int64_t outer, int64_t n, int64_t inner) {
   using A = acc_t<T>;
-#pragma omp parallel for if (outer * n * inner >= kParallelGrain) schedule(static)
-  for (int64_t col = 0; col < outer * inner; ++col) {
+  parallel_for(outer * inner, outer * n * inner >= kParallelGrain, [&](int64_t col) {
     const int64_t base = (col / inner) * n * inner + col % inner;
     A dot = 0;
     for (int64_t k = 0; k < n; ++k) {
@@ -153,7 +209,7 @@ void softmax_columns_backward(bool log, const T* d_y, const T* y, T* d_x, int64_
       const A dy = static_cast<A>(d_y[e]), yc = static_cast<A>(y[e]);
       d_x[e] = static_cast<T>(log ? dy - std::exp(yc) * dot : yc * (dy - dot));
     }
-  }
+  });
 }
 
 }  // namespace

@@ -5,7 +5,20 @@ list(APPEND HG_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/cross_entropy.cpp
   ${CMAKE_CURRENT_LIST_DIR}/threads.cpp
   ${CMAKE_CURRENT_LIST_DIR}/convert_simd.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/vec_math.cpp
 )
+# The vector math kernels, one file per x86 ISA (kernels/cpu/vec_math.h); only
+# the dispatcher in vec_math.cpp calls them, after checking CPUID. -O3 and
+# -fno-math-errno as for the other hot loops.
+if(HG_HAVE_SLEEF)
+  list(APPEND HG_SOURCES ${CMAKE_CURRENT_LIST_DIR}/vec_math_sse2.cpp ${CMAKE_CURRENT_LIST_DIR}/vec_math_avx2.cpp
+       ${CMAKE_CURRENT_LIST_DIR}/vec_math_avx512.cpp)
+  set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/vec_math_sse2.cpp PROPERTIES COMPILE_OPTIONS "-fno-math-errno;-O3")
+  set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/vec_math_avx2.cpp
+                              PROPERTIES COMPILE_OPTIONS "-fno-math-errno;-O3;-mavx2;-mfma")
+  set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/vec_math_avx512.cpp
+                              PROPERTIES COMPILE_OPTIONS "-fno-math-errno;-O3;-mavx512f;-mavx2;-mfma")
+endif()
 # The native bf16 GEMM (oneDNN), when the build has it (CMakeLists.txt, HG_WITH_ONEDNN).
 if(HG_WITH_ONEDNN)
   list(APPEND HG_SOURCES ${CMAKE_CURRENT_LIST_DIR}/gemm_onednn.cpp)

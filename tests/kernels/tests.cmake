@@ -15,6 +15,7 @@ hg_add_test(test_kernels LABEL kernels ARGS "~[cuda]~[gemm-native]~[gemm-onednn-
   ${CMAKE_CURRENT_LIST_DIR}/test_convert_simd.cpp
   ${CMAKE_CURRENT_LIST_DIR}/test_fp8.cpp
   ${CMAKE_CURRENT_LIST_DIR}/test_glu.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/test_vec_math.cpp
 )
 # The CPU GEMM paths (docs/kernels.md, "CPU GEMM paths"): the native bf16 GEMM
 # (oneDNN) against the f64 reference, skipped on CPUs without AVX512_BF16 / AMX;
@@ -30,7 +31,16 @@ hg_test_requires(test_gemm_onednn_f32 cpu-f32-onednn)
 # kernels, which the switch does not touch).
 if(HG_CUDA_MODE STREQUAL "off")
   add_test(NAME test_elementwise_no_blocks COMMAND test_kernels "[elementwise]~[cuda]")
-  set_tests_properties(test_elementwise_no_blocks PROPERTIES ENVIRONMENT HG_CPU_EW_BLOCKS=0 LABELS kernels)
+  set_tests_properties(test_elementwise_no_blocks PROPERTIES ENVIRONMENT "HG_CPU_EW_BLOCKS=0;HG_CPU_MATH=scalar"
+                                                                LABELS kernels)
+  # The scalar math path (kernels/cpu/vec_math.h, HG_CPU_MATH=scalar: glibc's
+  # libm through the functors) and SLEEF at the SSE2 baseline
+  # (HG_CPU_ISA=generic) through the element-wise and softmax tests; the
+  # default run covers SLEEF at the CPU's widest ISA.
+  add_test(NAME test_kernels_scalar_math COMMAND test_kernels "[elementwise],[softmax]~[cuda]")
+  set_tests_properties(test_kernels_scalar_math PROPERTIES ENVIRONMENT HG_CPU_MATH=scalar LABELS kernels)
+  add_test(NAME test_kernels_generic_isa COMMAND test_kernels "[elementwise],[softmax]~[cuda]")
+  set_tests_properties(test_kernels_generic_isa PROPERTIES ENVIRONMENT HG_CPU_ISA=generic LABELS kernels)
 endif()
 add_test(NAME test_gemm_widen COMMAND test_kernels "[gemm]~[cuda]")
 set_tests_properties(test_gemm_widen PROPERTIES ENVIRONMENT HG_CPU_GEMM=widen LABELS kernels)

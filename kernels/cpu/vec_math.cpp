@@ -1,0 +1,121 @@
+// The CPU math path and its ISA dispatch (kernels/cpu/vec_math.h).
+#include "kernels/cpu/vec_math.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+
+#if defined(HG_HAVE_SLEEF)
+namespace hg::cpu {
+namespace vm_sse2 {
+const VecMathTable& table();
+}
+namespace vm_avx2 {
+const VecMathTable& table();
+}
+namespace vm_avx512 {
+const VecMathTable& table();
+}
+}  // namespace hg::cpu
+#endif
+
+namespace hg::cpu {
+
+namespace {
+
+bool env_is(const char* name, const char* value) {
+  const char* env = std::getenv(name);
+  return env != nullptr && std::strcmp(env, value) == 0;
+}
+
+// The widest ISA this CPU runs (CPUID and the OS's register-state support,
+// as GCC's __builtin_cpu_supports reports them).
+VecIsa best_isa() {
+#if defined(HG_HAVE_SLEEF)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f")) return VecIsa::avx512;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return VecIsa::avx2;
+#endif
+  return VecIsa::sse2;
+}
+
+VecIsa env_cap() {
+  if (env_is("HG_CPU_ISA", "generic") || env_is("HG_CPU_ISA", "sse2")) return VecIsa::sse2;
+  if (env_is("HG_CPU_ISA", "avx2")) return VecIsa::avx2;
+  return VecIsa::avx512;
+}
+
+struct State {
+  std::atomic<CpuMath> math{env_is("HG_CPU_MATH", "scalar") ? CpuMath::scalar : CpuMath::sleef};
+  std::atomic<VecIsa> cap{env_cap()};
+  const VecIsa best = best_isa();
+};
+
+State& state() {
+  static State s;
+  return s;
+}
+
+}  // namespace
+
+void set_cpu_math(CpuMath math) { state().math.store(math); }
+CpuMath cpu_math() { return state().math.load(); }
+void set_cpu_isa_cap(VecIsa cap) { state().cap.store(cap); }
+VecIsa cpu_isa_cap() { return state().cap.load(); }
+
+const VecMathTable* vec_math() {
+#if defined(HG_HAVE_SLEEF)
+  State& s = state();
+  if (s.math.load(std::memory_order_relaxed) == CpuMath::scalar) return nullptr;
+  const VecIsa cap = s.cap.load(std::memory_order_relaxed);
+  const VecIsa isa = static_cast<int>(cap) < static_cast<int>(s.best) ? cap : s.best;
+  switch (isa) {
+    case VecIsa::avx512:
+      return &vm_avx512::table();
+    case VecIsa::avx2:
+      return &vm_avx2::table();
+    case VecIsa::sse2:
+      return &vm_sse2::table();
+  }
+#endif
+  return nullptr;
+}
+
+const char* cpu_math_name() {
+  const VecMathTable* t = vec_math();
+  return t != nullptr ? t->name : "scalar";
+}
+
+bool vec_unary_has(OpId op) {
+  switch (op) {
+    case OpId::exp:
+    case OpId::log:
+    case OpId::tanh:
+    case OpId::erf:
+    case OpId::sigmoid:
+    case OpId::silu:
+    case OpId::gelu:
+    case OpId::gelu_tanh:
+    case OpId::softplus:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// The backward of exp, log, tanh and sigmoid needs no transcendental function
+// (their functors use the saved output or 1/x): the plain loop serves them.
+bool vec_unary_backward_has(OpId op) {
+  switch (op) {
+    case OpId::erf:
+    case OpId::silu:
+    case OpId::gelu:
+    case OpId::gelu_tanh:
+    case OpId::softplus:
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace hg::cpu

@@ -1,0 +1,68 @@
+// Vectorised transcendental math for the CPU hot loops (docs/kernels.md,
+// "CPU math: SLEEF and ISA dispatch").
+//
+// The element-wise ops (exp, log, tanh, sigmoid, silu, gelu, gelu_tanh, erf,
+// softplus: forward and backward), softmax / log-softmax and cross-entropy
+// call these array kernels on contiguous float blocks instead of glibc's
+// scalar expf/erff/tanhf one value at a time. The transcendental functions are
+// SLEEF's 1.0-ulp (u10) vector functions; the arithmetic around them (the
+// GELU polynomial, the sigmoid division, ...) is written once in
+// kernels/cpu/vec_math_impl.h with GCC vector extensions and compiled once per
+// ISA: SSE2 (the x86-64 baseline), AVX2+FMA and AVX-512F, each calling the
+// SLEEF variant of its own width. The widest one the CPU supports is chosen
+// once, at first use, from CPUID.
+//
+// Switches (read once, at first use; the setters change them at run time):
+//   HG_CPU_MATH=scalar   the scalar reference path: the functors of
+//                        kernels/elementwise_functors.h with glibc's libm, one
+//                        value at a time (cpu::set_cpu_math(CpuMath::scalar))
+//   HG_CPU_ISA=generic   the SSE2 baseline kernels (also the generic 16-bit
+//                        converters and no oneDNN, kernels/cpu/convert_simd.h);
+//   HG_CPU_ISA=avx2      at most AVX2 (cpu::set_cpu_isa_cap(VecIsa::...))
+// A build without SLEEF (-DHG_WITH_SLEEF=OFF) or a CPU other than x86-64 has
+// only the scalar path.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/op_list.h"
+
+namespace hg::cpu {
+
+enum class CpuMath { scalar, sleef };
+enum class VecIsa { sse2, avx2, avx512 };
+
+// The process-wide math path; sleef falls back to scalar where the build or
+// CPU has no SLEEF kernels.
+void set_cpu_math(CpuMath math);
+CpuMath cpu_math();
+// The widest ISA the vector kernels may use (the CPU's best when not capped).
+void set_cpu_isa_cap(VecIsa cap);
+VecIsa cpu_isa_cap();
+// "scalar", "sleef-sse2", "sleef-avx2" or "sleef-avx512": what runs now.
+const char* cpu_math_name();
+
+// The kernels of one ISA. Every array argument is n contiguous floats; x and
+// y may be the same array. a and b are an op's scalar arguments (softplus's
+// beta and threshold), unused by the others.
+struct VecMathTable {
+  const char* name;
+  // y = op(x) for the ops vec_unary_has(op) lists.
+  void (*unary)(OpId op, const float* x, float* y, int64_t n, float a, float b);
+  // out = d * op'(saved), saved being what the op's functor saves.
+  void (*unary_backward)(OpId op, const float* d, const float* saved, float* out, int64_t n, float a, float b);
+  // y = exp(x - shift) when y is not null; returns sum exp(x - shift).
+  float (*exp_sum)(const float* x, float* y, int64_t n, float shift);
+  // out = d - exp(y) * dot (log_softmax backward).
+  void (*exp_mul_sub)(const float* d, const float* y, float* out, int64_t n, float dot);
+  // out = (exp((x - m) - log_s) - off) * scale (cross-entropy's gradient off the target).
+  void (*exp_grad)(const float* x, float* out, int64_t n, float m, float log_s, float off, float scale);
+};
+
+// The kernels to use now, or nullptr for the scalar path.
+const VecMathTable* vec_math();
+// Whether vec_math()->unary / unary_backward take op.
+bool vec_unary_has(OpId op);
+bool vec_unary_backward_has(OpId op);
+
+}  // namespace hg::cpu
