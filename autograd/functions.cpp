@@ -58,9 +58,7 @@ Tensor tanh(const Tensor& x) { return unary_op(OpId::tanh, x); }
 Tensor sigmoid(const Tensor& x) { return unary_op(OpId::sigmoid, x); }
 Tensor relu(const Tensor& x) { return unary_op(OpId::relu, x); }
 Tensor silu(const Tensor& x) { return unary_op(OpId::silu, x); }
-Tensor gelu(const Tensor& x, bool tanh_approximation) {
-  return unary_op(tanh_approximation ? OpId::gelu_tanh : OpId::gelu, x);
-}
+Tensor gelu(const Tensor& x, bool tanh_approx) { return unary_op(tanh_approx ? OpId::gelu_tanh : OpId::gelu, x); }
 Tensor erf(const Tensor& x) { return unary_op(OpId::erf, x); }
 
 Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max) {

@@ -26,7 +26,7 @@ Tensor abs(const Tensor& x);
 Tensor tanh(const Tensor& x);
 Tensor sigmoid(const Tensor& x);
 Tensor relu(const Tensor& x);
-Tensor gelu(const Tensor& x, bool tanh_approximation = false);
+Tensor gelu(const Tensor& x, bool tanh_approx = false);
 Tensor silu(const Tensor& x);
 Tensor erf(const Tensor& x);
 // min(max(x, min), max); either bound may be left out (not both), like

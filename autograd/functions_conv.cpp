@@ -68,8 +68,8 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const C
                need_b = bias.defined() && bias.requires_grad();
     record("conv2d", y, {&x, &weight, bias.defined() ? &bias : nullptr}, {SavedTensor(x), SavedTensor(weight)},
            [p, need_x, need_w, need_b](const Tensor& g, const FunctionNode& self) -> Grads {
-             auto [dx, dw, db] = ops::conv2d_backward(g, self.saved(0), self.saved(1), p, {need_x, need_w, need_b});
-             return {dx, dw, db};
+             auto [d_x, d_w, d_b] = ops::conv2d_backward(g, self.saved(0), self.saved(1), p, {need_x, need_w, need_b});
+             return {d_x, d_w, d_b};
            });
   }
   return y;
@@ -133,13 +133,13 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
     const bool need_x = x.requires_grad(), need_w = weight.defined() && weight.requires_grad(),
                need_b = bias.defined() && bias.requires_grad();
     record("batch_norm", r.y, {&x, weight.defined() ? &weight : nullptr, bias.defined() ? &bias : nullptr},
-           {SavedTensor(x), SavedTensor(weight), SavedTensor(r.save_mean), SavedTensor(r.save_invstd)},
+           {SavedTensor(x), SavedTensor(weight), SavedTensor(r.save_mean), SavedTensor(r.save_rstd)},
            [training, need_x, need_w, need_b, bias_dtype = bias.defined() ? bias.dtype() : kF32](
                const Tensor& g, const FunctionNode& self) -> Grads {
-             auto [dx, dw, db] = ops::batch_norm_backward(g, self.saved(0), self.saved(1), self.saved(2), self.saved(3),
-                                                          training, {need_x, need_w, need_b});
-             if (db.defined()) db = db.to(bias_dtype);
-             return {dx, dw, db};
+             auto [d_x, d_w, d_b] = ops::batch_norm_backward(g, self.saved(0), self.saved(1), self.saved(2),
+                                                             self.saved(3), training, {need_x, need_w, need_b});
+             if (d_b.defined()) d_b = d_b.to(bias_dtype);
+             return {d_x, d_w, d_b};
            });
   }
   return r.y;

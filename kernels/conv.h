@@ -2,14 +2,14 @@
 // (docs/kernels.md, "Convolution", "Pooling", "Batch normalisation").
 //
 //   Tensor y = hg::ops::conv2d(x /*[N,C,H,W]*/, w /*[O,C/g,KH,KW]*/, bias /*[O] or {}*/, params);
-//   auto [dx, dw, db] = hg::ops::conv2d_backward(dy, x, w, params, {true, true, true});
-//   auto [y, idx] = hg::ops::max_pool2d(x, pool);   Tensor dx = hg::ops::max_pool2d_backward(dy, x, idx, pool);
+//   auto [d_x, d_w, d_b] = hg::ops::conv2d_backward(d_y, x, w, params, {true, true, true});
+//   auto [y, idx] = hg::ops::max_pool2d(x, pool);   Tensor d_x = hg::ops::max_pool2d_backward(d_y, x, idx, pool);
 //   auto bn = hg::ops::batch_norm(x, w, b, running_mean, running_var, training, momentum, eps);
 //
 // Layouts: every input may have any strides; NCHW (contiguous) and
 // channels-last (NHWC strides, PyTorch's memory_format=channels_last) are the
 // two that matter. Outputs take the input's layout: a channels-last x gives a
-// channels-last y (and dx), without a copy of x.
+// channels-last y (and d_x), without a copy of x.
 //
 // Formulas (PyTorch's, with p_lo/p_hi the padding before/after, s stride,
 // d dilation, g groups, Cg = C/g, Og = O/g):
@@ -18,23 +18,23 @@
 //            OH = (H + p_lo + p_hi - d*(KH-1) - 1) / s + 1
 //   max_pool2d: y = max over the dilated window (padding is -inf); idx = the
 //            flat h*W+w of the first maximum (ties: first in row-major window
-//            order; NaN wins), as PyTorch; backward adds dy at idx.
+//            order; NaN wins), as PyTorch; backward adds d_y at idx.
 //   avg_pool2d: y = sum of the window / (count_include_pad ? window clipped to
 //            the padded input : window clipped to the input).
 //   adaptive_avg_pool2d: window i = [floor(i*H/OH), ceil((i+1)*H/OH)).
 //   batch_norm (per channel c over n, h, w; m = N*H*W):
-//            training: mean, var = biased batch statistics, y = (x-mean)*invstd*w + b,
-//                      invstd = 1/sqrt(var+eps); running_mean = (1-momentum)*rm + momentum*mean,
+//            training: mean, var = biased batch statistics, y = (x-mean)*rstd*w + b,
+//                      rstd = 1/sqrt(var+eps); running_mean = (1-momentum)*rm + momentum*mean,
 //                      running_var = (1-momentum)*rv + momentum*var*m/(m-1)
-//            eval:     mean = running_mean, invstd = 1/sqrt(running_var + eps)
-//            backward (training): dx = w*invstd/m * (m*dy - sum(dy) - xhat*sum(dy*xhat))
-//            backward (eval):     dx = dy*w*invstd;  both: dw = sum(dy*xhat), db = sum(dy)
+//            eval:     mean = running_mean, rstd = 1/sqrt(running_var + eps)
+//            backward (training): d_x = w*rstd/m * (m*d_y - sum(d_y) - xhat*sum(d_y*xhat))
+//            backward (eval):     d_x = d_y*w*rstd;  both: d_w = sum(d_y*xhat), d_b = sum(d_y)
 //
 // Precision contract: f16/bf16 tensors are widened to fp32, every sum runs in
 // fp32 (the CPU reference sums in double where cheap: BN statistics, bias
 // gradients), one rounding on store; f64 is f64 throughout (gradcheck).
 // batch_norm takes 16-bit x with f32 weight, bias and running statistics (the
-// autocast contract) or all in one dtype; its saved mean/invstd are f32 (f64
+// autocast contract) or all in one dtype; its saved mean/rstd are f32 (f64
 // for f64 x).
 #pragma once
 
@@ -78,63 +78,63 @@ bool is_channels_last(const Tensor& t);
 namespace hg::ops {
 
 Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv2dParams& p);
-// Gradients wanted: {dx, dw, db}; the ones not wanted come back undefined.
-std::tuple<Tensor, Tensor, Tensor> conv2d_backward(const Tensor& dy, const Tensor& x, const Tensor& w,
+// Gradients wanted: {d_x, d_w, d_b}; the ones not wanted come back undefined.
+std::tuple<Tensor, Tensor, Tensor> conv2d_backward(const Tensor& d_y, const Tensor& x, const Tensor& w,
                                                    const Conv2dParams& p, std::array<bool, 3> need);
 
 // (y, indices i64 with y's shape)
 std::tuple<Tensor, Tensor> max_pool2d(const Tensor& x, const Pool2dParams& p);
-// p: the forward's params (the CUDA kernel gathers over the windows holding each dx element).
-Tensor max_pool2d_backward(const Tensor& dy, const Tensor& x, const Tensor& indices, const Pool2dParams& p);
+// p: the forward's params (the CUDA kernel gathers over the windows holding each d_x element).
+Tensor max_pool2d_backward(const Tensor& d_y, const Tensor& x, const Tensor& indices, const Pool2dParams& p);
 Tensor avg_pool2d(const Tensor& x, const Pool2dParams& p);
-Tensor avg_pool2d_backward(const Tensor& dy, const Tensor& x, const Pool2dParams& p);
+Tensor avg_pool2d_backward(const Tensor& d_y, const Tensor& x, const Pool2dParams& p);
 Tensor adaptive_avg_pool2d(const Tensor& x, std::array<int64_t, 2> output_size);
-Tensor adaptive_avg_pool2d_backward(const Tensor& dy, const Tensor& x);
+Tensor adaptive_avg_pool2d_backward(const Tensor& d_y, const Tensor& x);
 
 struct BatchNormResult {
   Tensor y;
-  Tensor save_mean;    // [C] f32 (f64 for f64 x): batch mean (training) or running mean (eval)
-  Tensor save_invstd;  // [C] 1/sqrt(var + eps) of the statistics used
+  Tensor save_mean;  // [C] f32 (f64 for f64 x): batch mean (training) or running mean (eval)
+  Tensor save_rstd;  // [C] 1/sqrt(var + eps) of the statistics used
 };
 // running_mean/var may be undefined (then training must be true: batch
 // statistics always, as track_running_stats=False); when given and training,
 // they are updated in place.
 BatchNormResult batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
                            const Tensor& running_var, bool training, double momentum, double eps);
-// {dx, dweight, dbias}; dweight/dbias in weight's dtype, undefined when weight is.
-std::tuple<Tensor, Tensor, Tensor> batch_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight,
-                                                       const Tensor& save_mean, const Tensor& save_invstd,
-                                                       bool training, std::array<bool, 3> need);
+// {d_x, d_weight, d_bias}; d_weight/d_bias in weight's dtype, undefined when weight is.
+std::tuple<Tensor, Tensor, Tensor> batch_norm_backward(const Tensor& d_y, const Tensor& x, const Tensor& weight,
+                                                       const Tensor& save_mean, const Tensor& save_rstd, bool training,
+                                                       std::array<bool, 3> need);
 
 }  // namespace hg::ops
 
 // The backend kernels. Preconditions (kernels/conv_ops.cpp): every tensor on
-// one device; x, y, dy, dx 4-D with any strides, sharing one dtype; w [O,Cg,KH,KW]
+// one device; x, y, d_y, d_x 4-D with any strides, sharing one dtype; w [O,Cg,KH,KW]
 // and bias [O] in x's dtype; outputs allocated with their final shapes;
 // indices i64 shaped like y. BN: weight/bias (may be undefined) and running
 // stats contiguous [C] in the accumulation dtype (f32, f64 for f64 x);
-// save_mean/save_invstd/dweight/dbias contiguous [C] in that dtype.
+// save_mean/save_rstd/d_weight/d_bias contiguous [C] in that dtype.
 // clang-format off
 #define HG_DECLARE_CONV_KERNELS                                                                        \
   void conv2d_forward(const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& bias,            \
                       const Conv2dParams& p);                                                          \
-  /* dx, dw, db: undefined = not wanted */                                                             \
-  void conv2d_backward(const Tensor& dx, const Tensor& dw, const Tensor& db, const Tensor& dy,          \
+  /* d_x, d_w, d_b: undefined = not wanted */                                                             \
+  void conv2d_backward(const Tensor& d_x, const Tensor& d_w, const Tensor& d_b, const Tensor& d_y,          \
                        const Tensor& x, const Tensor& w, const Conv2dParams& p);                       \
   void max_pool2d_forward(const Tensor& y, const Tensor& indices, const Tensor& x, const Pool2dParams& p); \
-  void max_pool2d_backward(const Tensor& dx, const Tensor& dy, const Tensor& indices,                  \
+  void max_pool2d_backward(const Tensor& d_x, const Tensor& d_y, const Tensor& indices,                  \
                            const Pool2dParams& p);                                                     \
   void avg_pool2d_forward(const Tensor& y, const Tensor& x, const Pool2dParams& p);                    \
-  void avg_pool2d_backward(const Tensor& dx, const Tensor& dy, const Pool2dParams& p);                 \
+  void avg_pool2d_backward(const Tensor& d_x, const Tensor& d_y, const Pool2dParams& p);                 \
   void adaptive_avg_pool2d_forward(const Tensor& y, const Tensor& x);                                  \
-  void adaptive_avg_pool2d_backward(const Tensor& dx, const Tensor& dy);                               \
-  void batch_norm_forward(const Tensor& y, const Tensor& save_mean, const Tensor& save_invstd,         \
+  void adaptive_avg_pool2d_backward(const Tensor& d_x, const Tensor& d_y);                               \
+  void batch_norm_forward(const Tensor& y, const Tensor& save_mean, const Tensor& save_rstd,         \
                           const Tensor& x, const Tensor& weight, const Tensor& bias,                   \
                           const Tensor& running_mean, const Tensor& running_var, bool training,        \
                           double momentum, double eps);                                                \
-  void batch_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dbias,               \
-                           const Tensor& dy, const Tensor& x, const Tensor& weight,                    \
-                           const Tensor& save_mean, const Tensor& save_invstd, bool training);
+  void batch_norm_backward(const Tensor& d_x, const Tensor& d_weight, const Tensor& d_bias,               \
+                           const Tensor& d_y, const Tensor& x, const Tensor& weight,                    \
+                           const Tensor& save_mean, const Tensor& save_rstd, bool training);
 // clang-format on
 
 namespace hg::cpu {

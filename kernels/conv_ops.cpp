@@ -41,7 +41,7 @@ namespace {
 #define HG_CONV_CALL(op, device, fn, ...) HG_BACKEND_CALL(device, fn, __VA_ARGS__)
 
 // The profiler's record of a convolution (Note [Profiler]): 2 FLOPs per
-// multiply-add, 2 N OC OH OW (C / groups) KH KW per product (forward; dx and dw
+// multiply-add, 2 N OC OH OW (C / groups) KH KW per product (forward; d_x and d_w
 // one each), the bytes of the tensors it reads and writes. On CUDA the cuDNN
 // call is a library record of its own; on the CPU the backend call carries it.
 struct ConvRecord {
@@ -55,7 +55,7 @@ struct ConvRecord {
     }
     profiler::declare_work((0.0 + ... + (touched.defined() ? static_cast<double>(touched.nbytes()) : 0.0)), flops);
     index = profiler::detail::begin_work(profiler::Kind::library, name, 0, nullptr, nullptr, 0);
-    profiler::declare_work(static_cast<double>(y.nbytes()));  // the bias kernel's (reads or writes y / dy)
+    profiler::declare_work(static_cast<double>(y.nbytes()));  // the bias kernel's (reads or writes y / d_y)
   }
   ~ConvRecord() {
     if (index >= 0) profiler::detail::end(index);
@@ -138,27 +138,27 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv2d
   return y;
 }
 
-std::tuple<Tensor, Tensor, Tensor> conv2d_backward(const Tensor& dy, const Tensor& x, const Tensor& w,
+std::tuple<Tensor, Tensor, Tensor> conv2d_backward(const Tensor& d_y, const Tensor& x, const Tensor& w,
                                                    const Conv2dParams& p, std::array<bool, 3> need) {
   check_conv(x, w, Tensor(), p);
   const auto o = conv_output(x, w, p);
-  check_4d("conv2d_backward", dy, "dy");
-  HG_CHECK(dy.size(0) == x.size(0) && dy.size(1) == w.size(0) && dy.size(2) == o[0] && dy.size(3) == o[1],
-           "conv2d_backward: dy ", dy.shape_str(), " is not the output shape [", x.size(0), ", ", w.size(0), ", ", o[0],
-           ", ", o[1], "] of input ", x.shape_str(), " and weight ", w.shape_str());
-  const Tensor g = dy.to(x.dtype());
-  Tensor dx = need[0] ? empty_4d(x.size(0), x.size(1), x.size(2), x.size(3), x.dtype(), x) : Tensor();
-  Tensor dw = need[1] ? empty(w.sizes(), {.dtype = w.dtype(), .device = w.device()}) : Tensor();
-  Tensor db = need[2] ? empty({w.size(0)}, {.dtype = w.dtype(), .device = w.device()}) : Tensor();
-  if (x.numel() == 0 || dy.numel() == 0) {
-    for (Tensor* t : {&dx, &dw, &db})
+  check_4d("conv2d_backward", d_y, "d_y");
+  HG_CHECK(d_y.size(0) == x.size(0) && d_y.size(1) == w.size(0) && d_y.size(2) == o[0] && d_y.size(3) == o[1],
+           "conv2d_backward: d_y ", d_y.shape_str(), " is not the output shape [", x.size(0), ", ", w.size(0), ", ",
+           o[0], ", ", o[1], "] of input ", x.shape_str(), " and weight ", w.shape_str());
+  const Tensor g = d_y.to(x.dtype());
+  Tensor d_x = need[0] ? empty_4d(x.size(0), x.size(1), x.size(2), x.size(3), x.dtype(), x) : Tensor();
+  Tensor d_w = need[1] ? empty(w.sizes(), {.dtype = w.dtype(), .device = w.device()}) : Tensor();
+  Tensor d_b = need[2] ? empty({w.size(0)}, {.dtype = w.dtype(), .device = w.device()}) : Tensor();
+  if (x.numel() == 0 || d_y.numel() == 0) {
+    for (Tensor* t : {&d_x, &d_w, &d_b})
       if (t->defined()) t->zero_();
-    return {dx, dw, db};
+    return {d_x, d_w, d_b};
   }
   const ConvRecord profiled("cudnn conv2d backward", g, w, static_cast<int>(need[0]) + static_cast<int>(need[1]), g, x,
-                            w, dx, dw);
-  HG_CONV_CALL("conv2d_backward", x.device(), conv2d_backward, dx, dw, db, g, x, w, p);
-  return {dx, dw, db};
+                            w, d_x, d_w);
+  HG_CONV_CALL("conv2d_backward", x.device(), conv2d_backward, d_x, d_w, d_b, g, x, w, p);
+  return {d_x, d_w, d_b};
 }
 
 namespace {
@@ -183,12 +183,12 @@ std::array<int64_t, 2> check_pool(const char* op, const Tensor& x, const Pool2dP
   return out;
 }
 
-void check_grad_like(const char* op, const Tensor& dy, const Shape& want) {
+void check_grad_like(const char* op, const Tensor& d_y, const Shape& want) {
   std::ostringstream w;
   w << "[";
   for (size_t i = 0; i < want.size(); ++i) w << (i ? ", " : "") << want[i];
   w << "]";
-  HG_CHECK(dy.defined() && dy.sizes() == want, op, ": dy ", dy.defined() ? dy.shape_str() : "(undefined)",
+  HG_CHECK(d_y.defined() && d_y.sizes() == want, op, ": d_y ", d_y.defined() ? d_y.shape_str() : "(undefined)",
            " must have the forward output's shape ", w.str());
 }
 
@@ -202,14 +202,14 @@ std::tuple<Tensor, Tensor> max_pool2d(const Tensor& x, const Pool2dParams& p) {
   return {y, idx};
 }
 
-Tensor max_pool2d_backward(const Tensor& dy, const Tensor& x, const Tensor& indices, const Pool2dParams& p) {
+Tensor max_pool2d_backward(const Tensor& d_y, const Tensor& x, const Tensor& indices, const Pool2dParams& p) {
   check_4d("max_pool2d_backward", x, "input");
-  check_grad_like("max_pool2d_backward", dy, indices.sizes());
-  Tensor dx = empty_4d(x.size(0), x.size(1), x.size(2), x.size(3), x.dtype(), x);
-  if (dx.numel() == 0) return dx;
-  if (dy.numel() == 0) return dx.zero_(), dx;
-  HG_CONV_CALL("max_pool2d_backward", x.device(), max_pool2d_backward, dx, dy.to(x.dtype()), indices, p);
-  return dx;
+  check_grad_like("max_pool2d_backward", d_y, indices.sizes());
+  Tensor d_x = empty_4d(x.size(0), x.size(1), x.size(2), x.size(3), x.dtype(), x);
+  if (d_x.numel() == 0) return d_x;
+  if (d_y.numel() == 0) return d_x.zero_(), d_x;
+  HG_CONV_CALL("max_pool2d_backward", x.device(), max_pool2d_backward, d_x, d_y.to(x.dtype()), indices, p);
+  return d_x;
 }
 
 Tensor avg_pool2d(const Tensor& x, const Pool2dParams& p) {
@@ -221,13 +221,13 @@ Tensor avg_pool2d(const Tensor& x, const Pool2dParams& p) {
   return y;
 }
 
-Tensor avg_pool2d_backward(const Tensor& dy, const Tensor& x, const Pool2dParams& p) {
+Tensor avg_pool2d_backward(const Tensor& d_y, const Tensor& x, const Pool2dParams& p) {
   const auto o = check_pool("avg_pool2d_backward", x, p);
-  check_grad_like("avg_pool2d_backward", dy, {x.size(0), x.size(1), o[0], o[1]});
-  Tensor dx = empty_4d(x.size(0), x.size(1), x.size(2), x.size(3), x.dtype(), x);
-  if (dx.numel() == 0) return dx;
-  HG_CONV_CALL("avg_pool2d_backward", x.device(), avg_pool2d_backward, dx, dy.to(x.dtype()), p);
-  return dx;
+  check_grad_like("avg_pool2d_backward", d_y, {x.size(0), x.size(1), o[0], o[1]});
+  Tensor d_x = empty_4d(x.size(0), x.size(1), x.size(2), x.size(3), x.dtype(), x);
+  if (d_x.numel() == 0) return d_x;
+  HG_CONV_CALL("avg_pool2d_backward", x.device(), avg_pool2d_backward, d_x, d_y.to(x.dtype()), p);
+  return d_x;
 }
 
 Tensor adaptive_avg_pool2d(const Tensor& x, std::array<int64_t, 2> output_size) {
@@ -240,15 +240,15 @@ Tensor adaptive_avg_pool2d(const Tensor& x, std::array<int64_t, 2> output_size) 
   return y;
 }
 
-Tensor adaptive_avg_pool2d_backward(const Tensor& dy, const Tensor& x) {
+Tensor adaptive_avg_pool2d_backward(const Tensor& d_y, const Tensor& x) {
   check_4d("adaptive_avg_pool2d_backward", x, "input");
-  check_4d("adaptive_avg_pool2d_backward", dy, "dy");
-  HG_CHECK(dy.size(0) == x.size(0) && dy.size(1) == x.size(1), "adaptive_avg_pool2d_backward: dy ", dy.shape_str(),
+  check_4d("adaptive_avg_pool2d_backward", d_y, "d_y");
+  HG_CHECK(d_y.size(0) == x.size(0) && d_y.size(1) == x.size(1), "adaptive_avg_pool2d_backward: d_y ", d_y.shape_str(),
            " does not match input ", x.shape_str());
-  Tensor dx = empty_4d(x.size(0), x.size(1), x.size(2), x.size(3), x.dtype(), x);
-  if (dx.numel() == 0) return dx;
-  HG_CONV_CALL("adaptive_avg_pool2d_backward", x.device(), adaptive_avg_pool2d_backward, dx, dy.to(x.dtype()));
-  return dx;
+  Tensor d_x = empty_4d(x.size(0), x.size(1), x.size(2), x.size(3), x.dtype(), x);
+  if (d_x.numel() == 0) return d_x;
+  HG_CONV_CALL("adaptive_avg_pool2d_backward", x.device(), adaptive_avg_pool2d_backward, d_x, d_y.to(x.dtype()));
+  return d_x;
 }
 
 namespace {
@@ -287,9 +287,9 @@ BatchNormResult batch_norm(const Tensor& x, const Tensor& weight, const Tensor& 
   BatchNormResult r;
   r.y = empty_4d(x.size(0), x.size(1), x.size(2), x.size(3), x.dtype(), x);
   r.save_mean = empty({x.size(1)}, {.dtype = acc, .device = x.device()});
-  r.save_invstd = empty({x.size(1)}, {.dtype = acc, .device = x.device()});
+  r.save_rstd = empty({x.size(1)}, {.dtype = acc, .device = x.device()});
   if (x.numel() == 0) return r;
-  HG_CONV_CALL("batch_norm", x.device(), batch_norm_forward, r.y, r.save_mean, r.save_invstd, x, w, b, rm, rv, training,
+  HG_CONV_CALL("batch_norm", x.device(), batch_norm_forward, r.y, r.save_mean, r.save_rstd, x, w, b, rm, rv, training,
                momentum, eps);
   // The kernel updated its [C] copies; write back when they were copies.
   if (training && running_mean.defined()) {
@@ -299,28 +299,28 @@ BatchNormResult batch_norm(const Tensor& x, const Tensor& weight, const Tensor& 
   return r;
 }
 
-std::tuple<Tensor, Tensor, Tensor> batch_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight,
-                                                       const Tensor& save_mean, const Tensor& save_invstd,
-                                                       bool training, std::array<bool, 3> need) {
+std::tuple<Tensor, Tensor, Tensor> batch_norm_backward(const Tensor& d_y, const Tensor& x, const Tensor& weight,
+                                                       const Tensor& save_mean, const Tensor& save_rstd, bool training,
+                                                       std::array<bool, 3> need) {
   check_4d("batch_norm_backward", x, "input");
-  check_grad_like("batch_norm_backward", dy, x.sizes());
+  check_grad_like("batch_norm_backward", d_y, x.sizes());
   const DType acc = bn_acc(x.dtype());
   const Tensor w = bn_param(weight, x, "weight");
-  Tensor dx = need[0] ? empty_4d(x.size(0), x.size(1), x.size(2), x.size(3), x.dtype(), x) : Tensor();
-  Tensor dw = need[1] ? empty({x.size(1)}, {.dtype = acc, .device = x.device()}) : Tensor();
-  Tensor db = need[2] ? empty({x.size(1)}, {.dtype = acc, .device = x.device()}) : Tensor();
+  Tensor d_x = need[0] ? empty_4d(x.size(0), x.size(1), x.size(2), x.size(3), x.dtype(), x) : Tensor();
+  Tensor d_w = need[1] ? empty({x.size(1)}, {.dtype = acc, .device = x.device()}) : Tensor();
+  Tensor d_b = need[2] ? empty({x.size(1)}, {.dtype = acc, .device = x.device()}) : Tensor();
   if (x.numel() == 0) {
-    for (Tensor* t : {&dw, &db})
+    for (Tensor* t : {&d_w, &d_b})
       if (t->defined()) t->zero_();
   } else {
-    HG_CONV_CALL("batch_norm_backward", x.device(), batch_norm_backward, dx, dw, db, dy.to(x.dtype()), x, w,
-                 bn_param(save_mean, x, "save_mean"), bn_param(save_invstd, x, "save_invstd"), training);
+    HG_CONV_CALL("batch_norm_backward", x.device(), batch_norm_backward, d_x, d_w, d_b, d_y.to(x.dtype()), x, w,
+                 bn_param(save_mean, x, "save_mean"), bn_param(save_rstd, x, "save_rstd"), training);
   }
   if (weight.defined()) {
-    if (dw.defined()) dw = dw.to(weight.dtype());
-    if (db.defined()) db = db.to(weight.dtype());
+    if (d_w.defined()) d_w = d_w.to(weight.dtype());
+    if (d_b.defined()) d_b = d_b.to(weight.dtype());
   }
-  return {dx, dw, db};
+  return {d_x, d_w, d_b};
 }
 
 }  // namespace hg::ops

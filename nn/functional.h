@@ -14,7 +14,7 @@ namespace hg::nn::functional {
 
 inline Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b = Tensor()) { return hg::linear(x, w, b); }
 inline Tensor relu(const Tensor& x) { return hg::relu(x); }
-inline Tensor gelu(const Tensor& x, bool tanh_approximation = false) { return hg::gelu(x, tanh_approximation); }
+inline Tensor gelu(const Tensor& x, bool tanh_approx = false) { return hg::gelu(x, tanh_approx); }
 inline Tensor silu(const Tensor& x) { return hg::silu(x); }
 inline Tensor softmax(const Tensor& x) { return hg::softmax(x); }
 inline Tensor log_softmax(const Tensor& x) { return hg::log_softmax(x); }

@@ -45,7 +45,7 @@ std::string Linear::type_name() const {
 }
 
 Tensor ReLU::forward(const Tensor& x) { return hg::relu(x); }
-Tensor GELU::forward(const Tensor& x) { return hg::gelu(x, tanh_); }
+Tensor GELU::forward(const Tensor& x) { return hg::gelu(x, tanh_approx_); }
 Tensor SiLU::forward(const Tensor& x) { return hg::silu(x); }
 Tensor Tanh::forward(const Tensor& x) { return hg::tanh(x); }
 

@@ -55,12 +55,12 @@ class ReLU : public Module {
 
 class GELU : public Module {
  public:
-  explicit GELU(bool tanh_approximation = false) : tanh_(tanh_approximation) {}
+  explicit GELU(bool tanh_approx = false) : tanh_approx_(tanh_approx) {}
   Tensor forward(const Tensor& x) override;
-  std::string type_name() const override { return tanh_ ? "GELU(tanh)" : "GELU"; }
+  std::string type_name() const override { return tanh_approx_ ? "GELU(tanh)" : "GELU"; }
 
  private:
-  bool tanh_;
+  bool tanh_approx_;
 };
 
 class SiLU : public Module {

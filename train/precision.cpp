@@ -23,7 +23,7 @@ struct Mode {
 constexpr Mode kPrecisionModes[] = {
     {"fp32", {kF32, false, kF16, false}},        {"fp16-master", {kF16, true, kF16, true}},
     {"bf16-master", {kBF16, true, kBF16, true}}, {"amp-fp16", {kF32, true, kF16, true}},
-    {"amp-bf16", {kF32, true, kBF16, true}},    {"amp-fp8", {kF32, true, kBF16, true, true}},
+    {"amp-bf16", {kF32, true, kBF16, true}},     {"amp-fp8", {kF32, true, kBF16, true, true}},
 };
 
 }  // namespace

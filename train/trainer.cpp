@@ -120,7 +120,7 @@ void Trainer::place(const std::shared_ptr<nn::Module>& model) {
   // Broadcasts rank 0's parameters (identical anyway with the same seed).
   if (options_.group) ddp_ = std::make_unique<distributed::DistributedDataParallel>(model_, options_.group);
   scaler_.set_parameter_names(model_->named_parameters());  // overflow reports name the parameters
-  if (precision_.fp8) {  // refuses a GPU without fp8 GEMMs, naming amp-bf16
+  if (precision_.fp8) {                                     // refuses a GPU without fp8 GEMMs, naming amp-bf16
     fp8_ = std::make_unique<amp::Fp8Training>(*model_, options_.device, amp::Fp8Recipe{},
                                               amp::keep_layers(options_.fp8_keep));
     term_->paragraph(options_.program + ": " + fp8_->summary());
@@ -289,8 +289,7 @@ void Trainer::save(const Job& job, const std::map<std::string, std::string>& cou
   for (const auto& [key, value] : counters) p.extra[key] = value;
   p.extra["interval_loss_sum"] = optim::exact_double_string(interval_sum_.item<double>());
   p.extra["interval_batches"] = std::to_string(interval_batches_);
-  optim::save_training_checkpoint(file("checkpoint.safetensors"), *model_, *opt_, p,
-                                  amp_state());
+  optim::save_training_checkpoint(file("checkpoint.safetensors"), *model_, *opt_, p, amp_state());
 }
 
 // What a resumed run must share with the one that wrote the checkpoint: the
@@ -346,8 +345,9 @@ optim::TrainingProgress Trainer::load(const Job& job,
     });
     scaler_.load_state_dict(scaler_state);
     if (fp8_) {
-      HG_CHECK(!fp8_state.empty(), "--resume: the checkpoint holds no fp8 scaling state; it was not written by an "
-                                   "amp-fp8 run");
+      HG_CHECK(!fp8_state.empty(),
+               "--resume: the checkpoint holds no fp8 scaling state; it was not written by an "
+               "amp-fp8 run");
       fp8_->load_state_dict(fp8_state);
     }
   }

@@ -101,8 +101,8 @@ struct TrainerOptions {
   int64_t epochs = 1;
   int64_t steps = 0;
   int64_t eval_every = 0;
-  int64_t accumulate = 1;        // micro-batches per step: each batch splits into this many along dim 0
-  double clip_grad = 0.0;        // clip the global gradient norm (after unscale_) to this; 0: off
+  int64_t accumulate = 1;  // micro-batches per step: each batch splits into this many along dim 0
+  double clip_grad = 0.0;  // clip the global gradient norm (after unscale_) to this; 0: off
   // amp-fp8: Linear layers kept in bf16, by dotted name or a prefix of it
   // (amp::keep_layers); layers whose dims are not multiples of 16 are kept anyway.
   std::vector<std::string> fp8_keep;

@@ -46,7 +46,7 @@ void forward_rows(const AttnSoftmaxParams& prm, const T* s, T* y, T* p) {
       y_row[c] = static_cast<T>(yc);
       if (p != nullptr) p[r * cols + c] = static_cast<T>(yc * static_cast<A>(attn_dropout_factor(prm, r, c)));
     }
-    });
+  });
 }
 
 template <typename T>
@@ -64,7 +64,7 @@ void backward_rows(const AttnSoftmaxParams& prm, const T* d_p, const T* y, T* d_
       const A dy = static_cast<A>(d_p[base + c]) * static_cast<A>(attn_dropout_factor(prm, r, c));
       d_s[base + c] = static_cast<T>(static_cast<A>(prm.scale) * static_cast<A>(y[base + c]) * (dy - dot));
     }
-    });
+  });
 }
 
 }  // namespace

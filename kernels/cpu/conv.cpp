@@ -7,7 +7,7 @@
 //   col[Kg, nb*P]  = im2col(x)                  Kg = Cg*KH*KW, P = OH*OW
 //   out[Og, nb*P]  = W_g[Og, Kg] @ col          (one GEMM per group and chunk)
 //   dW_g          += dy_g[Og, nb*P] @ col^T
-//   dcol[Kg, nb*P] = W_g^T @ dy_g,  dx = col2im(dcol)
+//   dcol[Kg, nb*P] = W_g^T @ dy_g,  d_x = col2im(dcol)
 // Chunks keep col under kColLimit elements; the GEMMs run OpenBLAS's threads.
 // Pooling and batch normalisation: kernels/cpu/pool_norm.cpp.
 #include <algorithm>
@@ -177,29 +177,29 @@ void conv2d_forward_typed(const Tensor& y, const Tensor& x, const Tensor& w, con
 }
 
 template <typename T>
-void conv2d_backward_typed(const Tensor& dx, const Tensor& dw, const Tensor& db, const Tensor& dy, const Tensor& x,
+void conv2d_backward_typed(const Tensor& d_x, const Tensor& d_w, const Tensor& d_b, const Tensor& d_y, const Tensor& x,
                            const Tensor& w, const Conv2dParams& prm) {
   using S = acc_t<T>;
-  const ConvGeom g(x, w, dy.size(2), dy.size(3), prm);
-  const View4<const T> xv(x), dyv(dy);
-  if (db.defined()) {  // db[o] = sum over n, i, j of dy (double sums, one rounding)
-    T* dbp = static_cast<T*>(db.data_ptr());
+  const ConvGeom g(x, w, d_y.size(2), d_y.size(3), prm);
+  const View4<const T> xv(x), dyv(d_y);
+  if (d_b.defined()) {  // d_b[o] = sum over n, i, j of d_y (double sums, one rounding)
+    T* dbp = static_cast<T*>(d_b.data_ptr());
     parallel_for(g.O, g.N * g.O * g.P >= kParallelGrain, [&](int64_t o) {
       double s = 0;
       for (int64_t n = 0; n < g.N; ++n)
         for (int64_t i = 0; i < g.OH; ++i)
           for (int64_t j = 0; j < g.OW; ++j) s += static_cast<double>(dyv.at(n, o, i, j));
-      dbp[o * db.stride(0)] = static_cast<T>(s);
+      dbp[o * d_b.stride(0)] = static_cast<T>(s);
     });
   }
-  if (!dx.defined() && !dw.defined()) return;
+  if (!d_x.defined() && !d_w.defined()) return;
   const std::vector<S> wd = dense_weight<S, T>(w, g);
-  std::vector<S> dwd(dw.defined() ? static_cast<size_t>(g.O * g.Kg) : 0, S(0));
+  std::vector<S> dwd(d_w.defined() ? static_cast<size_t>(g.O * g.Kg) : 0, S(0));
   const int64_t nbmax = g.chunk();
   const std::unique_ptr<S[]> col(new S[static_cast<size_t>(g.Kg * nbmax * g.P)]);
   const std::unique_ptr<S[]> dyg(new S[static_cast<size_t>(g.Og * nbmax * g.P)]);
-  std::vector<S> dxb(dx.defined() ? static_cast<size_t>(nbmax * g.Cg * g.H * g.W) : 0);
-  const View4<T> dxv = dx.defined() ? View4<T>(dx) : View4<T>(dy);
+  std::vector<S> dxb(d_x.defined() ? static_cast<size_t>(nbmax * g.Cg * g.H * g.W) : 0);
+  const View4<T> dxv = d_x.defined() ? View4<T>(d_x) : View4<T>(d_y);
   bool first_chunk = true;
   for (int64_t n0 = 0; n0 < g.N; n0 += nbmax) {
     const int64_t nb = std::min(nbmax, g.N - n0), cols = nb * g.P;
@@ -211,12 +211,12 @@ void conv2d_backward_typed(const Tensor& dx, const Tensor& dw, const Tensor& db,
               dyg[static_cast<size_t>(o * cols + n * g.P + i * g.OW + j)] =
                   static_cast<S>(dyv.at(n0 + n, grp * g.Og + o, i, j));
       });
-      if (dw.defined()) {
+      if (d_w.defined()) {
         im2col<S, T>(xv, g, grp, n0, nb, col.get());
         gemm_acc<S, T>(false, true, g.Og, g.Kg, cols, dyg.get(), cols, col.get(), cols, dwd.data() + grp * g.Og * g.Kg,
                        g.Kg, first_chunk ? 0.0f : 1.0f);
       }
-      if (dx.defined()) {
+      if (d_x.defined()) {
         // dcol reuses col (im2col of this group is no longer needed).
         gemm_acc<S, T>(true, false, g.Kg, cols, g.Og, wd.data() + grp * g.Og * g.Kg, g.Kg, dyg.get(), cols, col.get(),
                        cols, 0.0f);
@@ -233,8 +233,8 @@ void conv2d_backward_typed(const Tensor& dx, const Tensor& dw, const Tensor& db,
     }
     first_chunk = false;
   }
-  if (dw.defined()) {
-    const View4<T> dwv(dw);
+  if (d_w.defined()) {
+    const View4<T> dwv(d_w);
     for (int64_t o = 0; o < g.O; ++o)
       for (int64_t c = 0; c < g.Cg; ++c)
         for (int64_t kh = 0; kh < g.KH; ++kh)
@@ -249,10 +249,10 @@ void conv2d_forward(const Tensor& y, const Tensor& x, const Tensor& w, const Ten
   dispatch_floating(x.dtype(), "conv2d", [&](auto tag) { conv2d_forward_typed<decltype(tag)>(y, x, w, bias, p); });
 }
 
-void conv2d_backward(const Tensor& dx, const Tensor& dw, const Tensor& db, const Tensor& dy, const Tensor& x,
+void conv2d_backward(const Tensor& d_x, const Tensor& d_w, const Tensor& d_b, const Tensor& d_y, const Tensor& x,
                      const Tensor& w, const Conv2dParams& p) {
   dispatch_floating(x.dtype(), "conv2d_backward",
-                    [&](auto tag) { conv2d_backward_typed<decltype(tag)>(dx, dw, db, dy, x, w, p); });
+                    [&](auto tag) { conv2d_backward_typed<decltype(tag)>(d_x, d_w, d_b, d_y, x, w, p); });
 }
 
 }  // namespace hg::cpu

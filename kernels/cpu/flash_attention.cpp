@@ -75,7 +75,7 @@ void forward_impl(T* out, acc_t<T>* lse, const T* q, const T* k, const T* v, int
     T* oi = out + task * d;
     for (int64_t c = 0; c < d; ++c) oi[c] = static_cast<T>(acc[static_cast<size_t>(c)] / sum);
     lse[task] = m + std::log(sum);
-    });
+  });
 }
 
 template <typename T>
@@ -86,9 +86,10 @@ void backward_impl(T* dq, T* dk, T* dv, const T* d_out, const T* q, const T* k, 
   const bool parallel = bh * l * s * d >= kParallelGrain;
   // D_i = dO_i . O_i, the row term of the softmax backward (O(BH * L)).
   std::vector<A> delta(static_cast<size_t>(bh * l));
-  parallel_for(bh * l, parallel, [&](int64_t r) { delta[static_cast<size_t>(r)] = dot<T, A>(d_out + r * d, out + r * d, d); });
+  parallel_for(bh * l, parallel,
+               [&](int64_t r) { delta[static_cast<size_t>(r)] = dot<T, A>(d_out + r * d, out + r * d, d); });
 
-    // Pass 1: dk_j and dv_j, one key row per task, query rows in order.
+  // Pass 1: dk_j and dv_j, one key row per task, query rows in order.
   parallel_for(bh * s, parallel, [&](int64_t task) {
     const int64_t b = task / s, j = task % s;
     const T* kj = k + task * d;
@@ -109,7 +110,7 @@ void backward_impl(T* dq, T* dk, T* dv, const T* d_out, const T* q, const T* k, 
       dk[task * d + c] = static_cast<T>(scale * acc_k[static_cast<size_t>(c)]);
       dv[task * d + c] = static_cast<T>(acc_v[static_cast<size_t>(c)]);
     }
-    });
+  });
 
   // Pass 2: dq_i, one query row per task, key rows in order.
   parallel_for(bh * l, parallel, [&](int64_t task) {
@@ -125,7 +126,7 @@ void backward_impl(T* dq, T* dk, T* dv, const T* d_out, const T* q, const T* k, 
       for (int64_t c = 0; c < d; ++c) acc[static_cast<size_t>(c)] += ds * static_cast<A>(kj[c]);
     }
     for (int64_t c = 0; c < d; ++c) dq[task * d + c] = static_cast<T>(scale * acc[static_cast<size_t>(c)]);
-    });
+  });
 }
 
 }  // namespace

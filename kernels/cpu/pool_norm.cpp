@@ -101,20 +101,20 @@ void max_pool2d_forward_typed(const Tensor& y, const Tensor& idx, const Tensor& 
 }
 
 template <typename T>
-void max_pool2d_backward_typed(const Tensor& dx, const Tensor& dy, const Tensor& idx) {
+void max_pool2d_backward_typed(const Tensor& d_x, const Tensor& d_y, const Tensor& idx) {
   using S = acc_t<T>;
-  const int64_t N = dx.size(0), C = dx.size(1), W = dx.size(3), OH = dy.size(2), OW = dy.size(3);
-  const View4<const T> dyv(dy);
+  const int64_t N = d_x.size(0), C = d_x.size(1), W = d_x.size(3), OH = d_y.size(2), OW = d_y.size(3);
+  const View4<const T> dyv(d_y);
   const View4<const int64_t> iv(idx);
-  const View4<T> dxv(dx);
-  // Overlapping windows may route several dy to one x: sum per plane in S.
+  const View4<T> dxv(d_x);
+  // Overlapping windows may route several d_y to one x: sum per plane in S.
   parallel_for(N * C, N * C * OH * OW >= kParallelGrain, [&](int64_t nc) {
     const int64_t n = nc / C, c = nc % C;
-    std::vector<S> plane(static_cast<size_t>(dx.size(2) * W), S(0));
+    std::vector<S> plane(static_cast<size_t>(d_x.size(2) * W), S(0));
     for (int64_t i = 0; i < OH; ++i)
       for (int64_t j = 0; j < OW; ++j)
         plane[static_cast<size_t>(iv.at(n, c, i, j))] += static_cast<S>(dyv.at(n, c, i, j));
-    for (int64_t h = 0; h < dx.size(2); ++h)
+    for (int64_t h = 0; h < d_x.size(2); ++h)
       for (int64_t w = 0; w < W; ++w) dxv.at(n, c, h, w) = static_cast<T>(plane[static_cast<size_t>(h * W + w)]);
   });
 }
@@ -133,7 +133,7 @@ inline Window avg_window(int64_t o, int64_t in, int64_t k, int64_t s, int64_t pa
 }
 
 // Average pooling of both kinds, forward (out = y, in = x) and backward
-// (out = dx, in = dy): window_at(i, j) gives output (i, j)'s window and its
+// (out = d_x, in = d_y): window_at(i, j) gives output (i, j)'s window and its
 // divisor; the backward spreads g / divisor over the window into an f32
 // (acc_t) plane per (n, c), written out once.
 struct AvgWindow {
@@ -242,7 +242,7 @@ struct ChannelRuns {
 };
 
 template <typename T>
-void batch_norm_forward_typed(const Tensor& y, const Tensor& save_mean, const Tensor& save_invstd, const Tensor& x,
+void batch_norm_forward_typed(const Tensor& y, const Tensor& save_mean, const Tensor& save_rstd, const Tensor& x,
                               const Tensor& weight, const Tensor& bias, const Tensor& rm, const Tensor& rv,
                               bool training, double momentum, double eps) {
   using S = acc_t<T>;
@@ -252,14 +252,14 @@ void batch_norm_forward_typed(const Tensor& y, const Tensor& save_mean, const Te
   const bool flat = dense_rows(xv, H, W) && dense_rows(yv, H, W);
   const ChannelRuns xr(xv, N, H, W, flat), yr(yv, N, H, W, flat);
   S* mean_out = static_cast<S*>(save_mean.data_ptr());
-  S* invstd_out = static_cast<S*>(save_invstd.data_ptr());
+  S* rstd_out = static_cast<S*>(save_rstd.data_ptr());
   const S* wp = weight.defined() ? static_cast<const S*>(weight.data_ptr()) : nullptr;
   const S* bp = bias.defined() ? static_cast<const S*>(bias.data_ptr()) : nullptr;
   S* rmp = rm.defined() ? static_cast<S*>(rm.data_ptr()) : nullptr;
   S* rvp = rv.defined() ? static_cast<S*>(rv.data_ptr()) : nullptr;
   parallel_for(C, N * C * H * W >= kParallelGrain, [&](int64_t c) {
     const T* xc = xv.p + c * xv.s1;
-    double mean, invstd;
+    double mean, rstd;
     if (training) {  // two passes in double, fixed order: mean, then the centred sum of squares
       double sum = 0;
       for (int64_t r = 0; r < xr.outer; ++r)
@@ -273,7 +273,7 @@ void batch_norm_forward_typed(const Tensor& y, const Tensor& save_mean, const Te
         });
       }
       const double var = ss / static_cast<double>(m);
-      invstd = 1.0 / std::sqrt(var + eps);
+      rstd = 1.0 / std::sqrt(var + eps);
       if (rmp != nullptr) {
         rmp[c] = static_cast<S>((1.0 - momentum) * static_cast<double>(rmp[c]) + momentum * mean);
         const double unbiased = m > 1 ? ss / static_cast<double>(m - 1) : var;
@@ -281,12 +281,12 @@ void batch_norm_forward_typed(const Tensor& y, const Tensor& save_mean, const Te
       }
     } else {
       mean = static_cast<double>(rmp[c]);
-      invstd = 1.0 / std::sqrt(static_cast<double>(rvp[c]) + eps);
+      rstd = 1.0 / std::sqrt(static_cast<double>(rvp[c]) + eps);
     }
     mean_out[c] = static_cast<S>(mean);
-    invstd_out[c] = static_cast<S>(invstd);
-    // y = (x - mean) * invstd * w + b, in S, from the stored (rounded) statistics.
-    const S sm = mean_out[c], si = invstd_out[c];
+    rstd_out[c] = static_cast<S>(rstd);
+    // y = (x - mean) * rstd * w + b, in S, from the stored (rounded) statistics.
+    const S sm = mean_out[c], si = rstd_out[c];
     const S scale = si * (wp ? wp[c] : S(1)), bc = bp ? bp[c] : S(0);
     T* yc = yv.p + c * yv.s1;
     for (int64_t r = 0; r < xr.outer; ++r) {
@@ -303,25 +303,25 @@ void batch_norm_forward_typed(const Tensor& y, const Tensor& save_mean, const Te
 }
 
 template <typename T>
-void batch_norm_backward_typed(const Tensor& dx, const Tensor& dweight, const Tensor& dbias, const Tensor& dy,
-                               const Tensor& x, const Tensor& weight, const Tensor& save_mean,
-                               const Tensor& save_invstd, bool training) {
+void batch_norm_backward_typed(const Tensor& d_x, const Tensor& d_weight, const Tensor& d_bias, const Tensor& d_y,
+                               const Tensor& x, const Tensor& weight, const Tensor& save_mean, const Tensor& save_rstd,
+                               bool training) {
   using S = acc_t<T>;
   const int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3), m = N * H * W;
-  const View4<const T> xv(x), dyv(dy);
+  const View4<const T> xv(x), dyv(d_y);
   const bool flat =
-      dense_rows(xv, H, W) && dense_rows(dyv, H, W) && (!dx.defined() || dense_rows(View4<const T>(dx), H, W));
+      dense_rows(xv, H, W) && dense_rows(dyv, H, W) && (!d_x.defined() || dense_rows(View4<const T>(d_x), H, W));
   const ChannelRuns xr(xv, N, H, W, flat), gr(dyv, N, H, W, flat);
   const S* mp = static_cast<const S*>(save_mean.data_ptr());
-  const S* ip = static_cast<const S*>(save_invstd.data_ptr());
+  const S* ip = static_cast<const S*>(save_rstd.data_ptr());
   const S* wp = weight.defined() ? static_cast<const S*>(weight.data_ptr()) : nullptr;
-  S* dwp = dweight.defined() ? static_cast<S*>(dweight.data_ptr()) : nullptr;
-  S* dbp = dbias.defined() ? static_cast<S*>(dbias.data_ptr()) : nullptr;
+  S* dwp = d_weight.defined() ? static_cast<S*>(d_weight.data_ptr()) : nullptr;
+  S* dbp = d_bias.defined() ? static_cast<S*>(d_bias.data_ptr()) : nullptr;
   parallel_for(C, N * C * H * W >= kParallelGrain, [&](int64_t c) {
-    const double mean = static_cast<double>(mp[c]), invstd = static_cast<double>(ip[c]);
+    const double mean = static_cast<double>(mp[c]), rstd = static_cast<double>(ip[c]);
     const T* xc = xv.p + c * xv.s1;
     const T* gc = dyv.p + c * dyv.s1;
-    // sum(dy) and sum(dy * (x - mean)) in double, fixed order; xhat = (x - mean) * invstd.
+    // sum(d_y) and sum(d_y * (x - mean)) in double, fixed order; xhat = (x - mean) * rstd.
     double sum_dy = 0, sum_dy_xc = 0;
     for (int64_t r = 0; r < xr.outer; ++r) {
       const T* p = xc + xr.base(r);
@@ -332,18 +332,18 @@ void batch_norm_backward_typed(const Tensor& dx, const Tensor& dweight, const Te
         sum_dy_xc += gk * (static_cast<double>(p[k * xr.step]) - mean);
       }
     }
-    const double sum_dy_xhat = sum_dy_xc * invstd;
+    const double sum_dy_xhat = sum_dy_xc * rstd;
     if (dwp) dwp[c] = static_cast<S>(sum_dy_xhat);
     if (dbp) dbp[c] = static_cast<S>(sum_dy);
-    if (!dx.defined()) return;
-    const View4<T> dxv(dx);
+    if (!d_x.defined()) return;
+    const View4<T> dxv(d_x);
     const ChannelRuns dr(dxv, N, H, W, flat);
     T* dc = dxv.p + c * dxv.s1;
     const double wc = wp ? static_cast<double>(wp[c]) : 1.0;
-    // training: dx = k * (m*dy - sum_dy - xhat*sum_dy_xhat), k = w*invstd/m; eval: dx = w*invstd*dy.
-    const S k = static_cast<S>(training ? wc * invstd / static_cast<double>(m) : wc * invstd);
+    // training: d_x = k * (m*d_y - sum_dy - xhat*sum_dy_xhat), k = w*rstd/m; eval: d_x = w*rstd*d_y.
+    const S k = static_cast<S>(training ? wc * rstd / static_cast<double>(m) : wc * rstd);
     const S a = static_cast<S>(sum_dy), b = static_cast<S>(sum_dy_xhat), fm = static_cast<S>(m);
-    const S sm = static_cast<S>(mean), si = static_cast<S>(invstd);
+    const S sm = static_cast<S>(mean), si = static_cast<S>(rstd);
     for (int64_t r = 0; r < xr.outer; ++r) {
       const T* p = xc + xr.base(r);
       const T* g = gc + gr.base(r);
@@ -372,18 +372,18 @@ void max_pool2d_forward(const Tensor& y, const Tensor& indices, const Tensor& x,
                     [&](auto tag) { max_pool2d_forward_typed<decltype(tag)>(y, indices, x, p); });
 }
 
-void max_pool2d_backward(const Tensor& dx, const Tensor& dy, const Tensor& indices, const Pool2dParams&) {
-  dispatch_floating(dx.dtype(), "max_pool2d_backward",
-                    [&](auto tag) { max_pool2d_backward_typed<decltype(tag)>(dx, dy, indices); });
+void max_pool2d_backward(const Tensor& d_x, const Tensor& d_y, const Tensor& indices, const Pool2dParams&) {
+  dispatch_floating(d_x.dtype(), "max_pool2d_backward",
+                    [&](auto tag) { max_pool2d_backward_typed<decltype(tag)>(d_x, d_y, indices); });
 }
 
 void avg_pool2d_forward(const Tensor& y, const Tensor& x, const Pool2dParams& p) {
   dispatch_floating(x.dtype(), "avg_pool2d", [&](auto tag) { avg_pool2d_typed<decltype(tag), false>(y, x, p); });
 }
 
-void avg_pool2d_backward(const Tensor& dx, const Tensor& dy, const Pool2dParams& p) {
-  dispatch_floating(dx.dtype(), "avg_pool2d_backward",
-                    [&](auto tag) { avg_pool2d_typed<decltype(tag), true>(dx, dy, p); });
+void avg_pool2d_backward(const Tensor& d_x, const Tensor& d_y, const Pool2dParams& p) {
+  dispatch_floating(d_x.dtype(), "avg_pool2d_backward",
+                    [&](auto tag) { avg_pool2d_typed<decltype(tag), true>(d_x, d_y, p); });
 }
 
 void adaptive_avg_pool2d_forward(const Tensor& y, const Tensor& x) {
@@ -391,25 +391,25 @@ void adaptive_avg_pool2d_forward(const Tensor& y, const Tensor& x) {
                     [&](auto tag) { adaptive_avg_pool2d_typed<decltype(tag), false>(y, x); });
 }
 
-void adaptive_avg_pool2d_backward(const Tensor& dx, const Tensor& dy) {
-  dispatch_floating(dx.dtype(), "adaptive_avg_pool2d_backward",
-                    [&](auto tag) { adaptive_avg_pool2d_typed<decltype(tag), true>(dx, dy); });
+void adaptive_avg_pool2d_backward(const Tensor& d_x, const Tensor& d_y) {
+  dispatch_floating(d_x.dtype(), "adaptive_avg_pool2d_backward",
+                    [&](auto tag) { adaptive_avg_pool2d_typed<decltype(tag), true>(d_x, d_y); });
 }
 
-void batch_norm_forward(const Tensor& y, const Tensor& save_mean, const Tensor& save_invstd, const Tensor& x,
+void batch_norm_forward(const Tensor& y, const Tensor& save_mean, const Tensor& save_rstd, const Tensor& x,
                         const Tensor& weight, const Tensor& bias, const Tensor& running_mean, const Tensor& running_var,
                         bool training, double momentum, double eps) {
   dispatch_floating(x.dtype(), "batch_norm", [&](auto tag) {
-    batch_norm_forward_typed<decltype(tag)>(y, save_mean, save_invstd, x, weight, bias, running_mean, running_var,
+    batch_norm_forward_typed<decltype(tag)>(y, save_mean, save_rstd, x, weight, bias, running_mean, running_var,
                                             training, momentum, eps);
   });
 }
 
-void batch_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dbias, const Tensor& dy,
-                         const Tensor& x, const Tensor& weight, const Tensor& save_mean, const Tensor& save_invstd,
+void batch_norm_backward(const Tensor& d_x, const Tensor& d_weight, const Tensor& d_bias, const Tensor& d_y,
+                         const Tensor& x, const Tensor& weight, const Tensor& save_mean, const Tensor& save_rstd,
                          bool training) {
   dispatch_floating(x.dtype(), "batch_norm_backward", [&](auto tag) {
-    batch_norm_backward_typed<decltype(tag)>(dx, dweight, dbias, dy, x, weight, save_mean, save_invstd, training);
+    batch_norm_backward_typed<decltype(tag)>(d_x, d_weight, d_bias, d_y, x, weight, save_mean, save_rstd, training);
   });
 }
 

@@ -14,9 +14,9 @@
 //
 // Layouts: x NCHW-contiguous runs with an NCHW (KCRS) filter; x channels-last
 // runs with an NHWC (KRSC) filter (w copied to channels-last when it is not),
-// dy is brought to x's layout, so cuDNN sees one consistent layout. A pass
+// d_y is brought to x's layout, so cuDNN sees one consistent layout. A pass
 // for which cuDNN offers no deterministic algorithm in channels-last (real
-// cuDNN 9: depthwise f32 backward-data) runs in NCHW instead: x, w and dy are
+// cuDNN 9: depthwise f32 backward-data) runs in NCHW instead: x, w and d_y are
 // transposed, the result is copied back into the caller's layout. Other
 // strides are made contiguous first; f64 always runs NCHW (copied back into
 // channels-last outputs), since cuDNN's NHWC kernels target 16-bit and f32. Asymmetric padding (padding "same" with
@@ -69,14 +69,14 @@ BiasView bias_view(const Tensor& t) {
 }
 
 // conv_bias_fill_kernel<T>                              | conv_bias_backward_kernel<T>
-//   formula  y[n,o,i,j] = b[o] (then the conv adds to    |   db[o] = sum_{n,i,j} dy[n,o,i,j]
+//   formula  y[n,o,i,j] = b[o] (then the conv adds to    |   d_b[o] = sum_{n,i,j} d_y[n,o,i,j]
 //            it with beta = 1)                           |
 //   split    one thread per y element (flat index in     |   one block per output channel (grid-stride
 //            logical NCHW order, through y's strides)    |   over O); threads stride over the N*OH*OW
 //                                                        |   elements, block_allreduce in warp order
 //   launch   256 threads, ceil(numel/256) blocks capped  |   256 threads, min(O, 65535) blocks
 //            at 8192, grid-stride                        |
-//   bytes    per element: 1 write of T (b from cache);   |   1 read of T per dy element, O writes
+//   bytes    per element: 1 write of T (b from cache);   |   1 read of T per d_y element, O writes
 //            the conv then reads y once more (beta = 1)  |
 //   precision exact copy of b                            |   acc_t<T> sum (fixed order, no atomics),
 //                                                        |   one rounding on store
@@ -98,7 +98,7 @@ __device__ __forceinline__ A add_values(A a, A b) {
 
 template <typename T>
 __global__ void __launch_bounds__(kBlockThreads)
-    conv_bias_backward_kernel(const T* __restrict__ dy, BiasView v, T* __restrict__ db) {
+    conv_bias_backward_kernel(const T* __restrict__ d_y, BiasView v, T* __restrict__ d_b) {
   using A = acc_t<T>;
   __shared__ A partials[kBlockThreads / kWarpSize];
   const int64_t m = v.n * v.h * v.w, hw = v.h * v.w;
@@ -106,10 +106,10 @@ __global__ void __launch_bounds__(kBlockThreads)
     A s = A(0);
     for (int64_t k = threadIdx.x; k < m; k += blockDim.x) {
       const int64_t n = k / hw, r = k % hw;
-      s += static_cast<A>(dy[n * v.sn + c * v.sc + (r / v.w) * v.sh + (r % v.w) * v.sw]);
+      s += static_cast<A>(d_y[n * v.sn + c * v.sc + (r / v.w) * v.sh + (r % v.w) * v.sw]);
     }
     s = block_allreduce(s, add_values<A>, partials);
-    if (threadIdx.x == 0) db[c] = static_cast<T>(s);
+    if (threadIdx.x == 0) d_b[c] = static_cast<T>(s);
   }
 }
 
@@ -359,16 +359,16 @@ bool run_forward(const Tensor& y, const Prepared& pr, const Tensor& bias, DType 
   return true;
 }
 
-// dx from dy (already in pr's layout); x gives the unpadded extent.
-bool run_backward_data(const Tensor& dx, const Prepared& pr, const Tensor& g, const Tensor& x) {
+// d_x from d_y (already in pr's layout); x gives the unpadded extent.
+bool run_backward_data(const Tensor& d_x, const Prepared& pr, const Tensor& g, const Tensor& x) {
   cudnnHandle_t handle = cudnn_handle();
   const Scales s(x.dtype());
   const TensorDesc gd(g);
   const ConvDesc cd(pr.p, x.dtype());
   const bool padded = pr.x.size(2) != x.size(2) || pr.x.size(3) != x.size(3);
-  const bool direct = !padded && (pr.channels_last ? ::hg::is_channels_last(dx) : dx.is_contiguous());
+  const bool direct = !padded && (pr.channels_last ? ::hg::is_channels_last(d_x) : d_x.is_contiguous());
   const Tensor out =
-      direct ? dx : empty_in_layout(pr.x.size(0), pr.x.size(1), pr.x.size(2), pr.x.size(3), x, pr.channels_last);
+      direct ? d_x : empty_in_layout(pr.x.size(0), pr.x.size(1), pr.x.size(2), pr.x.size(3), x, pr.channels_last);
   const TensorDesc xd(out);
   const FilterDesc wd(pr.w);
   const int found = cached_algorithm(problem_key(Pass::kBackwardData, pr.x, pr.w, pr.p), [&] {
@@ -386,23 +386,23 @@ bool run_backward_data(const Tensor& dx, const Prepared& pr, const Tensor& g, co
   HG_CUDNN_CHECK(cudnnConvolutionBackwardData(handle, s.one(), wd.d, pr.w.data_ptr(), gd.d, g.data_ptr(), cd.d, algo,
                                               ws.ptr, bytes, s.zero(), xd.d, out.data_ptr()));
   if (!direct) {
-    const_cast<Tensor&>(dx).copy_(out.narrow(2, pr.extra_lo[0], x.size(2)).narrow(3, pr.extra_lo[1], x.size(3)));
+    const_cast<Tensor&>(d_x).copy_(out.narrow(2, pr.extra_lo[0], x.size(2)).narrow(3, pr.extra_lo[1], x.size(3)));
   }
   return true;
 }
 
-// dw (contiguous, KCRS) from x and dy (in pr's layout).
-bool run_backward_filter(const Tensor& dw, const Prepared& pr, const Tensor& g, const Tensor& w) {
+// d_w (contiguous, KCRS) from x and d_y (in pr's layout).
+bool run_backward_filter(const Tensor& d_w, const Prepared& pr, const Tensor& g, const Tensor& w) {
   cudnnHandle_t handle = cudnn_handle();
   const Scales s(w.dtype());
   const TensorDesc gd(g);
   const ConvDesc cd(pr.p, w.dtype());
-  // The filter gradient in the filter layout cuDNN runs with; copied into dw (contiguous) when that differs.
+  // The filter gradient in the filter layout cuDNN runs with; copied into d_w (contiguous) when that differs.
   const Tensor out =
       pr.channels_last
           ? to_layout(empty({w.size(0), w.size(1), w.size(2), w.size(3)}, {.dtype = w.dtype(), .device = w.device()}),
                       true)
-          : dw;
+          : d_w;
   const TensorDesc xd(pr.x);
   const FilterDesc wd(out);
   const int found = cached_algorithm(problem_key(Pass::kBackwardFilter, pr.x, pr.w, pr.p), [&] {
@@ -419,7 +419,7 @@ bool run_backward_filter(const Tensor& dw, const Prepared& pr, const Tensor& g, 
   const Workspace ws(bytes);
   HG_CUDNN_CHECK(cudnnConvolutionBackwardFilter(handle, s.one(), xd.d, pr.x.data_ptr(), gd.d, g.data_ptr(), cd.d, algo,
                                                 ws.ptr, bytes, s.zero(), wd.d, out.data_ptr()));
-  if (out.data_ptr() != dw.data_ptr()) const_cast<Tensor&>(dw).copy_(out);
+  if (out.data_ptr() != d_w.data_ptr()) const_cast<Tensor&>(d_w).copy_(out);
   return true;
 }
 
@@ -441,35 +441,36 @@ void conv2d_forward(const Tensor& y, const Tensor& x, const Tensor& w, const Ten
     no_deterministic_algorithm("forward");
 }
 
-void conv2d_backward(const Tensor& dx, const Tensor& dw, const Tensor& db, const Tensor& dy, const Tensor& x,
+void conv2d_backward(const Tensor& d_x, const Tensor& d_w, const Tensor& d_b, const Tensor& d_y, const Tensor& x,
                      const Tensor& w, const Conv2dParams& p) {
   DeviceGuard guard(x.device().index);
   const Prepared pr = prepare(x, w, p);
-  const Tensor g = to_layout(dy, pr.channels_last);
-  // The NCHW problem, made on first need (one transpose of x, w and dy for both passes).
+  const Tensor g = to_layout(d_y, pr.channels_last);
+  // The NCHW problem, made on first need (one transpose of x, w and d_y for both passes).
   std::optional<Prepared> nchw;
   Tensor g_nchw;
   auto fallback = [&]() -> const Prepared& {
     if (!nchw) {
       nchw = prepare(x, w, p, false);
-      g_nchw = to_layout(dy, false);
+      g_nchw = to_layout(d_y, false);
     }
     return *nchw;
   };
-  if (dx.defined() && !run_backward_data(dx, pr, g, x)) {
-    if (!pr.channels_last || !run_backward_data(dx, fallback(), g_nchw, x)) no_deterministic_algorithm("backward-data");
+  if (d_x.defined() && !run_backward_data(d_x, pr, g, x)) {
+    if (!pr.channels_last || !run_backward_data(d_x, fallback(), g_nchw, x))
+      no_deterministic_algorithm("backward-data");
   }
-  if (dw.defined() && !run_backward_filter(dw, pr, g, w)) {
-    if (!pr.channels_last || !run_backward_filter(dw, fallback(), g_nchw, w))
+  if (d_w.defined() && !run_backward_filter(d_w, pr, g, w)) {
+    if (!pr.channels_last || !run_backward_filter(d_w, fallback(), g_nchw, w))
       no_deterministic_algorithm("backward-filter");
   }
-  if (db.defined()) {
+  if (d_b.defined()) {
     const cudaStream_t stream = current_stream().handle();
     dispatch_floating(x.dtype(), "conv2d bias backward", [&](auto tag) {
       using T = decltype(tag);
       HG_LAUNCH(conv_bias_backward_kernel<T>, dim3(static_cast<unsigned>(std::min<int64_t>(g.size(1), 65535))),
                 dim3(kBlockThreads), 0, stream, static_cast<const T*>(g.data_ptr()), bias_view(g),
-                static_cast<T*>(db.data_ptr()));
+                static_cast<T*>(d_b.data_ptr()));
     });
   }
 }

@@ -53,8 +53,8 @@ __global__ void glu_backward_kernel(T* __restrict__ d_x, const T* __restrict__ d
     const int64_t r = e / half, j = e - r * half;
     const int64_t at = r * 2 * half + j;
     A d_a, d_b;
-    glu_math::backward(swiglu, convert_value<A>(d_y[e]), convert_value<A>(x[at]), convert_value<A>(x[at + half]),
-                       &d_a, &d_b);
+    glu_math::backward(swiglu, convert_value<A>(d_y[e]), convert_value<A>(x[at]), convert_value<A>(x[at + half]), &d_a,
+                       &d_b);
     d_x[at] = convert_value<T>(d_a);
     d_x[at + half] = convert_value<T>(d_b);
   }

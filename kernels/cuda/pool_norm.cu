@@ -9,13 +9,13 @@
 // their stores coalesce in both layouts.
 //
 // Determinism: no atomics anywhere. The pooling backwards are gathers (one
-// thread per dx element sums the dy elements whose window holds it, in a fixed
+// thread per d_x element sums the d_y elements whose window holds it, in a fixed
 // order); batch_norm reduces each channel inside one block with the fixed-order
 // warp/block reduction of kernels/cuda/block_reduce.cuh.
 //
 // Precision contract: 16-bit in/out, fp32 math (f64 for f64 tensors), one
 // rounding on store; max-pool indices are exact. batch_norm: statistics,
-// weight, bias, running statistics and saved mean/invstd in fp32 (f64 for
+// weight, bias, running statistics and saved mean/rstd in fp32 (f64 for
 // f64 x), two passes (mean, then the centred sum of squares) in fp32. The CPU
 // reference sums BN statistics in double, so f32 results agree to the f32
 // tolerance, not bit for bit.
@@ -59,7 +59,7 @@ View view_of(const Tensor& t) {
 }
 
 struct PoolGeom {
-  int64_t kh, kw, sh, sw, ph, pw, dh, dw;
+  int64_t kh, kw, sh, sw, ph, pw, dh, d_w;
   bool count_include_pad;
 };
 
@@ -101,13 +101,13 @@ __device__ __forceinline__ int64_t grid_step() { return static_cast<int64_t>(gri
 // ---- max_pool2d ---------------------------------------------------------------------------
 
 // max_pool2d_forward_kernel<T>                         | max_pool2d_backward_kernel<T>
-//   formula  y[n,c,i,j] = max over the dilated window   |   dx[n,c,h,w] = sum of dy[n,c,i,j] over the
+//   formula  y[n,c,i,j] = max over the dilated window   |   d_x[n,c,h,w] = sum of d_y[n,c,i,j] over the
 //            (padding -inf, NaN wins, first max on ties),|   windows (i,j) containing (h,w) whose
 //            idx = h*W + w of that element               |   idx == h*W + w (a gather: no atomics)
-//   split    one thread per y element                    |   one thread per dx element; it visits the
+//   split    one thread per y element                    |   one thread per d_x element; it visits the
 //                                                        |   <= KH*KW windows that can hold (h,w)
 //   launch   256 threads, ceil(numel/256) blocks capped at 8192, grid-stride
-//   bytes    per y: KH*KW reads of T, 1 write of T + i64 |   per dx: <= KH*KW (i64 + T) reads, 1 write
+//   bytes    per y: KH*KW reads of T, 1 write of T + i64 |   per d_x: <= KH*KW (i64 + T) reads, 1 write
 //   precision comparisons in acc_t<T>, y exact           |   fp32 (f64) sum, one rounding on store
 template <typename T>
 __global__ void __launch_bounds__(kBlockThreads)
@@ -121,13 +121,13 @@ __global__ void __launch_bounds__(kBlockThreads)
     const int64_t h1 = min64(h0 + (p.kh - 1) * p.dh + 1, H);
     while (h0 < 0) h0 += p.dh;
     int64_t w0 = o.w * p.sw - p.pw;
-    const int64_t w1 = min64(w0 + (p.kw - 1) * p.dw + 1, W);
-    while (w0 < 0) w0 += p.dw;
+    const int64_t w1 = min64(w0 + (p.kw - 1) * p.d_w + 1, W);
+    while (w0 < 0) w0 += p.d_w;
     A best = A(-INFINITY);
     int64_t arg = h0 * W + w0;
     const T* xp = x + o.n * xv.stride.n + o.c * xv.stride.c;
     for (int64_t h = h0; h < h1; h += p.dh) {
-      for (int64_t w = w0; w < w1; w += p.dw) {
+      for (int64_t w = w0; w < w1; w += p.d_w) {
         const A v = static_cast<A>(xp[h * xv.stride.h + w * xv.stride.w]);
         if (v > best || v != v) {  // NaN wins; strict > keeps the first maximum
           best = v;
@@ -142,8 +142,8 @@ __global__ void __launch_bounds__(kBlockThreads)
 
 template <typename T>
 __global__ void __launch_bounds__(kBlockThreads)
-    max_pool2d_backward_kernel(const T* __restrict__ dy, View dyv, const int64_t* __restrict__ idx, View iv,
-                               T* __restrict__ dx, View dxv, PoolGeom p) {
+    max_pool2d_backward_kernel(const T* __restrict__ d_y, View dyv, const int64_t* __restrict__ idx, View iv,
+                               T* __restrict__ d_x, View dxv, PoolGeom p) {
   using A = acc_t<T>;
   const int64_t total = numel(dxv), OH = dyv.size.h, OW = dyv.size.w, W = dxv.size.w;
   for (int64_t e = grid_start(); e < total; e += grid_step()) {
@@ -156,14 +156,14 @@ __global__ void __launch_bounds__(kBlockThreads)
       if (th % p.sh != 0 || th / p.sh >= OH) continue;
       const int64_t i = th / p.sh;
       for (int64_t kw = 0; kw < p.kw; ++kw) {
-        const int64_t tw = d.w + p.pw - kw * p.dw;
+        const int64_t tw = d.w + p.pw - kw * p.d_w;
         if (tw < 0) break;
         if (tw % p.sw != 0 || tw / p.sw >= OW) continue;
         const int64_t j = tw / p.sw;
-        if (idx[offset(iv, d.n, d.c, i, j)] == at) acc += static_cast<A>(dy[offset(dyv, d.n, d.c, i, j)]);
+        if (idx[offset(iv, d.n, d.c, i, j)] == at) acc += static_cast<A>(d_y[offset(dyv, d.n, d.c, i, j)]);
       }
     }
-    dx[offset(dxv, d.n, d.c, d.h, d.w)] = static_cast<T>(acc);
+    d_x[offset(dxv, d.n, d.c, d.h, d.w)] = static_cast<T>(acc);
   }
 }
 
@@ -188,13 +188,13 @@ __device__ __forceinline__ int64_t avg_divisor(const Window& a, const Window& b,
 }
 
 // avg_pool2d_forward_kernel<T>                        | avg_pool2d_backward_kernel<T>
-//   formula  y = sum(window clipped to x) / divisor    |   dx[h,w] = sum over windows (i,j) holding
-//            divisor = count_include_pad ? window      |   (h,w) of dy[i,j] / divisor(i,j)
+//   formula  y = sum(window clipped to x) / divisor    |   d_x[h,w] = sum over windows (i,j) holding
+//            divisor = count_include_pad ? window      |   (h,w) of d_y[i,j] / divisor(i,j)
 //            clipped to the padded x : window in x     |   (a gather over i in [ceil((h+p-k+1)/s),
 //                                                      |   floor((h+p)/s)], likewise j)
-//   split    one thread per y element                  |   one thread per dx element
+//   split    one thread per y element                  |   one thread per d_x element
 //   launch   256 threads, ceil(numel/256) blocks capped at 8192, grid-stride
-//   bytes    per y: KH*KW reads, 1 write               |   per dx: ~(KH/sh)*(KW/sw) reads, 1 write
+//   bytes    per y: KH*KW reads, 1 write               |   per d_x: ~(KH/sh)*(KW/sw) reads, 1 write
 //   precision fp32 (f64) sum and divide, one rounding  |   fp32 (f64), one rounding on store
 template <typename T>
 __global__ void __launch_bounds__(kBlockThreads)
@@ -215,7 +215,7 @@ __global__ void __launch_bounds__(kBlockThreads)
 
 template <typename T>
 __global__ void __launch_bounds__(kBlockThreads)
-    avg_pool2d_backward_kernel(const T* __restrict__ dy, View dyv, T* __restrict__ dx, View dxv, PoolGeom p) {
+    avg_pool2d_backward_kernel(const T* __restrict__ d_y, View dyv, T* __restrict__ d_x, View dxv, PoolGeom p) {
   using A = acc_t<T>;
   const int64_t total = numel(dxv), H = dxv.size.h, W = dxv.size.w, OH = dyv.size.h, OW = dyv.size.w;
   for (int64_t e = grid_start(); e < total; e += grid_step()) {
@@ -233,22 +233,22 @@ __global__ void __launch_bounds__(kBlockThreads)
         const Window ww = avg_window(j, W, p.kw, p.sw, p.pw);
         if (d.w < ww.lo || d.w >= ww.hi) continue;
         const int64_t div = avg_divisor(wh, ww, p.count_include_pad);
-        acc += static_cast<A>(dy[offset(dyv, d.n, d.c, i, j)]) / static_cast<A>(div);
+        acc += static_cast<A>(d_y[offset(dyv, d.n, d.c, i, j)]) / static_cast<A>(div);
       }
     }
-    dx[offset(dxv, d.n, d.c, d.h, d.w)] = static_cast<T>(acc);
+    d_x[offset(dxv, d.n, d.c, d.h, d.w)] = static_cast<T>(acc);
   }
 }
 
 // ---- adaptive_avg_pool2d --------------------------------------------------------------------
 
 // adaptive_avg_pool2d_forward_kernel<T>                | adaptive_avg_pool2d_backward_kernel<T>
-//   formula  window i = [floor(i*H/OH), ceil((i+1)*H/OH))|   dx[h,w] = sum over windows holding (h,w)
-//            y = mean of x over the window              |   of dy / window size (i in
+//   formula  window i = [floor(i*H/OH), ceil((i+1)*H/OH))|   d_x[h,w] = sum over windows holding (h,w)
+//            y = mean of x over the window              |   of d_y / window size (i in
 //                                                       |   (h*OH/H - 1, (h+1)*OH/H), checked)
-//   split    one thread per y element                   |   one thread per dx element
+//   split    one thread per y element                   |   one thread per d_x element
 //   launch   256 threads, ceil(numel/256) blocks capped at 8192, grid-stride
-//   bytes    per y: window reads, 1 write               |   per dx: ~(OH/H+2)*(OW/W+2) reads, 1 write
+//   bytes    per y: window reads, 1 write               |   per d_x: ~(OH/H+2)*(OW/W+2) reads, 1 write
 //   precision fp32 (f64) sum, one rounding on store     |   fp32 (f64), one rounding on store
 template <typename T>
 __global__ void __launch_bounds__(kBlockThreads)
@@ -268,7 +268,7 @@ __global__ void __launch_bounds__(kBlockThreads)
 
 template <typename T>
 __global__ void __launch_bounds__(kBlockThreads)
-    adaptive_avg_pool2d_backward_kernel(const T* __restrict__ dy, View dyv, T* __restrict__ dx, View dxv) {
+    adaptive_avg_pool2d_backward_kernel(const T* __restrict__ d_y, View dyv, T* __restrict__ d_x, View dxv) {
   using A = acc_t<T>;
   const int64_t total = numel(dxv), H = dxv.size.h, W = dxv.size.w, OH = dyv.size.h, OW = dyv.size.w;
   for (int64_t e = grid_start(); e < total; e += grid_step()) {
@@ -282,10 +282,10 @@ __global__ void __launch_bounds__(kBlockThreads)
       for (int64_t j = j0; j <= j1; ++j) {
         const int64_t w0 = j * W / OW, w1 = ((j + 1) * W + OW - 1) / OW;
         if (d.w < w0 || d.w >= w1) continue;
-        acc += static_cast<A>(dy[offset(dyv, d.n, d.c, i, j)]) / static_cast<A>((h1 - h0) * (w1 - w0));
+        acc += static_cast<A>(d_y[offset(dyv, d.n, d.c, i, j)]) / static_cast<A>((h1 - h0) * (w1 - w0));
       }
     }
-    dx[offset(dxv, d.n, d.c, d.h, d.w)] = static_cast<T>(acc);
+    d_x[offset(dxv, d.n, d.c, d.h, d.w)] = static_cast<T>(acc);
   }
 }
 
@@ -304,18 +304,18 @@ __device__ __forceinline__ A add(A a, A b) {
 }
 
 // batch_norm_forward_kernel<T>                          | batch_norm_backward_kernel<T>
-//   formula  training: mean = sum x / m,                 |   sdy = sum dy, sdx = sum dy*(x-mean),
-//            var = sum (x-mean)^2 / m (two passes),      |   dw = sdx*invstd, db = sdy;
-//            rm = (1-mom)*rm + mom*mean,                 |   training: dx = w*invstd/m *
-//            rv = (1-mom)*rv + mom*var*m/(m-1);          |     (m*dy - sdy - xhat*dw), xhat = (x-mean)*invstd
-//            eval: mean = rm, var = rv;                  |   eval: dx = w*invstd*dy
-//            y = (x-mean)*invstd*w + b, invstd = 1/sqrt(var+eps)
+//   formula  training: mean = sum x / m,                 |   sdy = sum d_y, sdx = sum d_y*(x-mean),
+//            var = sum (x-mean)^2 / m (two passes),      |   d_w = sdx*rstd, d_b = sdy;
+//            rm = (1-mom)*rm + mom*mean,                 |   training: d_x = w*rstd/m *
+//            rv = (1-mom)*rv + mom*var*m/(m-1);          |     (m*d_y - sdy - xhat*d_w), xhat = (x-mean)*rstd
+//            eval: mean = rm, var = rv;                  |   eval: d_x = w*rstd*d_y
+//            y = (x-mean)*rstd*w + b, rstd = 1/sqrt(var+eps)
 //   split    one block per channel (grid-stride over C); |   the same split: the block reduces the two
-//            each thread strides over the channel's m    |   sums, then every thread writes its dx
+//            each thread strides over the channel's m    |   sums, then every thread writes its d_x
 //            elements; block_allreduce in warp order     |
 //   launch   256 threads, min(C, 65535) blocks             |   the same
-//   bytes    training: 3 reads of x + 1 write per elem   |   2 reads of x and dy + 1 write per element
-//            (eval: 1 read + 1 write), 4 [C] params      |   (eval: 1 read of dy), 3 [C] reads, 2 writes
+//   bytes    training: 3 reads of x + 1 write per elem   |   2 reads of x and d_y + 1 write per element
+//            (eval: 1 read + 1 write), 4 [C] params      |   (eval: 1 read of d_y), 3 [C] reads, 2 writes
 //   precision fp32 (f64 for f64 x) sums and params,      |   fp32 (f64) sums, one rounding on store
 //            one rounding on store of y                  |
 // A channel with a large m and few channels leaves most of the GPU idle: a
@@ -323,7 +323,7 @@ __device__ __forceinline__ A add(A a, A b) {
 template <typename T>
 __global__ void __launch_bounds__(kBlockThreads)
     batch_norm_forward_kernel(const T* __restrict__ x, View xv, T* __restrict__ y, View yv,
-                              acc_t<T>* __restrict__ save_mean, acc_t<T>* __restrict__ save_invstd,
+                              acc_t<T>* __restrict__ save_mean, acc_t<T>* __restrict__ save_rstd,
                               const acc_t<T>* __restrict__ weight, const acc_t<T>* __restrict__ bias,
                               acc_t<T>* __restrict__ running_mean, acc_t<T>* __restrict__ running_var, bool training,
                               double momentum, double eps) {
@@ -331,7 +331,7 @@ __global__ void __launch_bounds__(kBlockThreads)
   __shared__ A partials[kBlockThreads / kWarpSize];
   const int64_t C = xv.size.c, m = xv.size.n * xv.size.h * xv.size.w;
   for (int64_t c = blockIdx.x; c < C; c += gridDim.x) {
-    A mean, invstd;
+    A mean, rstd;
     if (training) {
       A s = A(0);
       for (int64_t k = threadIdx.x; k < m; k += blockDim.x) s += static_cast<A>(x[channel_offset(xv, c, k)]);
@@ -343,7 +343,7 @@ __global__ void __launch_bounds__(kBlockThreads)
       }
       ss = block_allreduce(ss, add<A>, partials);
       const A var = ss / static_cast<A>(m);
-      invstd = A(1) / dmath::sqrt(var + static_cast<A>(eps));
+      rstd = A(1) / dmath::sqrt(var + static_cast<A>(eps));
       if (threadIdx.x == 0 && running_mean != nullptr) {
         const A mom = static_cast<A>(momentum);
         const A unbiased = m > 1 ? ss / static_cast<A>(m - 1) : var;
@@ -352,13 +352,13 @@ __global__ void __launch_bounds__(kBlockThreads)
       }
     } else {
       mean = running_mean[c];
-      invstd = A(1) / dmath::sqrt(running_var[c] + static_cast<A>(eps));
+      rstd = A(1) / dmath::sqrt(running_var[c] + static_cast<A>(eps));
     }
     if (threadIdx.x == 0) {
       save_mean[c] = mean;
-      save_invstd[c] = invstd;
+      save_rstd[c] = rstd;
     }
-    const A scale = invstd * (weight != nullptr ? weight[c] : A(1));
+    const A scale = rstd * (weight != nullptr ? weight[c] : A(1));
     const A shift = bias != nullptr ? bias[c] : A(0);
     for (int64_t k = threadIdx.x; k < m; k += blockDim.x) {
       y[channel_offset(yv, c, k)] =
@@ -369,42 +369,42 @@ __global__ void __launch_bounds__(kBlockThreads)
 
 template <typename T>
 __global__ void __launch_bounds__(kBlockThreads)
-    batch_norm_backward_kernel(const T* __restrict__ dy, View dyv, const T* __restrict__ x, View xv, T* __restrict__ dx,
-                               View dxv, const acc_t<T>* __restrict__ save_mean,
-                               const acc_t<T>* __restrict__ save_invstd, const acc_t<T>* __restrict__ weight,
-                               acc_t<T>* __restrict__ dweight, acc_t<T>* __restrict__ dbias, bool training) {
+    batch_norm_backward_kernel(const T* __restrict__ d_y, View dyv, const T* __restrict__ x, View xv,
+                               T* __restrict__ d_x, View dxv, const acc_t<T>* __restrict__ save_mean,
+                               const acc_t<T>* __restrict__ save_rstd, const acc_t<T>* __restrict__ weight,
+                               acc_t<T>* __restrict__ d_weight, acc_t<T>* __restrict__ d_bias, bool training) {
   using A = acc_t<T>;
   __shared__ A partials[kBlockThreads / kWarpSize];
   const int64_t C = xv.size.c, m = xv.size.n * xv.size.h * xv.size.w;
   for (int64_t c = blockIdx.x; c < C; c += gridDim.x) {
-    const A mean = save_mean[c], invstd = save_invstd[c];
+    const A mean = save_mean[c], rstd = save_rstd[c];
     A sdy = A(0), sdx = A(0);
     for (int64_t k = threadIdx.x; k < m; k += blockDim.x) {
-      const A g = static_cast<A>(dy[channel_offset(dyv, c, k)]);
+      const A g = static_cast<A>(d_y[channel_offset(dyv, c, k)]);
       sdy += g;
       sdx += g * (static_cast<A>(x[channel_offset(xv, c, k)]) - mean);
     }
     sdy = block_allreduce(sdy, add<A>, partials);
     sdx = block_allreduce(sdx, add<A>, partials);
-    const A sum_dy_xhat = sdx * invstd;
+    const A sum_dy_xhat = sdx * rstd;
     if (threadIdx.x == 0) {
-      if (dweight != nullptr) dweight[c] = sum_dy_xhat;
-      if (dbias != nullptr) dbias[c] = sdy;
+      if (d_weight != nullptr) d_weight[c] = sum_dy_xhat;
+      if (d_bias != nullptr) d_bias[c] = sdy;
     }
-    if (dx == nullptr) continue;
+    if (d_x == nullptr) continue;
     const A wc = weight != nullptr ? weight[c] : A(1);
     const A fm = static_cast<A>(m);
-    const A k_scale = training ? wc * invstd / fm : wc * invstd;
+    const A k_scale = training ? wc * rstd / fm : wc * rstd;
     for (int64_t k = threadIdx.x; k < m; k += blockDim.x) {
-      const A g = static_cast<A>(dy[channel_offset(dyv, c, k)]);
+      const A g = static_cast<A>(d_y[channel_offset(dyv, c, k)]);
       A v;
       if (training) {
-        const A xhat = (static_cast<A>(x[channel_offset(xv, c, k)]) - mean) * invstd;
+        const A xhat = (static_cast<A>(x[channel_offset(xv, c, k)]) - mean) * rstd;
         v = k_scale * (fm * g - sdy - xhat * sum_dy_xhat);
       } else {
         v = k_scale * g;
       }
-      dx[channel_offset(dxv, c, k)] = static_cast<T>(v);
+      d_x[channel_offset(dxv, c, k)] = static_cast<T>(v);
     }
   }
 }
@@ -438,13 +438,14 @@ void max_pool2d_forward(const Tensor& y, const Tensor& indices, const Tensor& x,
   });
 }
 
-void max_pool2d_backward(const Tensor& dx, const Tensor& dy, const Tensor& indices, const Pool2dParams& p) {
-  DeviceGuard guard(dx.device().index);
+void max_pool2d_backward(const Tensor& d_x, const Tensor& d_y, const Tensor& indices, const Pool2dParams& p) {
+  DeviceGuard guard(d_x.device().index);
   const cudaStream_t stream = current_stream().handle();
-  dispatch_floating(dx.dtype(), "max_pool2d_backward", [&](auto tag) {
+  dispatch_floating(d_x.dtype(), "max_pool2d_backward", [&](auto tag) {
     using T = decltype(tag);
-    HG_LAUNCH(max_pool2d_backward_kernel<T>, elementwise_grid(dx.numel()), dim3(kBlockThreads), 0, stream, cptr<T>(dy),
-              view_of(dy), cptr<int64_t>(indices), view_of(indices), mptr<T>(dx), view_of(dx), pool_geom(p));
+    HG_LAUNCH(max_pool2d_backward_kernel<T>, elementwise_grid(d_x.numel()), dim3(kBlockThreads), 0, stream,
+              cptr<T>(d_y), view_of(d_y), cptr<int64_t>(indices), view_of(indices), mptr<T>(d_x), view_of(d_x),
+              pool_geom(p));
   });
 }
 
@@ -458,13 +459,13 @@ void avg_pool2d_forward(const Tensor& y, const Tensor& x, const Pool2dParams& p)
   });
 }
 
-void avg_pool2d_backward(const Tensor& dx, const Tensor& dy, const Pool2dParams& p) {
-  DeviceGuard guard(dx.device().index);
+void avg_pool2d_backward(const Tensor& d_x, const Tensor& d_y, const Pool2dParams& p) {
+  DeviceGuard guard(d_x.device().index);
   const cudaStream_t stream = current_stream().handle();
-  dispatch_floating(dx.dtype(), "avg_pool2d_backward", [&](auto tag) {
+  dispatch_floating(d_x.dtype(), "avg_pool2d_backward", [&](auto tag) {
     using T = decltype(tag);
-    HG_LAUNCH(avg_pool2d_backward_kernel<T>, elementwise_grid(dx.numel()), dim3(kBlockThreads), 0, stream, cptr<T>(dy),
-              view_of(dy), mptr<T>(dx), view_of(dx), pool_geom(p));
+    HG_LAUNCH(avg_pool2d_backward_kernel<T>, elementwise_grid(d_x.numel()), dim3(kBlockThreads), 0, stream,
+              cptr<T>(d_y), view_of(d_y), mptr<T>(d_x), view_of(d_x), pool_geom(p));
   });
 }
 
@@ -478,17 +479,17 @@ void adaptive_avg_pool2d_forward(const Tensor& y, const Tensor& x) {
   });
 }
 
-void adaptive_avg_pool2d_backward(const Tensor& dx, const Tensor& dy) {
-  DeviceGuard guard(dx.device().index);
+void adaptive_avg_pool2d_backward(const Tensor& d_x, const Tensor& d_y) {
+  DeviceGuard guard(d_x.device().index);
   const cudaStream_t stream = current_stream().handle();
-  dispatch_floating(dx.dtype(), "adaptive_avg_pool2d_backward", [&](auto tag) {
+  dispatch_floating(d_x.dtype(), "adaptive_avg_pool2d_backward", [&](auto tag) {
     using T = decltype(tag);
-    HG_LAUNCH(adaptive_avg_pool2d_backward_kernel<T>, elementwise_grid(dx.numel()), dim3(kBlockThreads), 0, stream,
-              cptr<T>(dy), view_of(dy), mptr<T>(dx), view_of(dx));
+    HG_LAUNCH(adaptive_avg_pool2d_backward_kernel<T>, elementwise_grid(d_x.numel()), dim3(kBlockThreads), 0, stream,
+              cptr<T>(d_y), view_of(d_y), mptr<T>(d_x), view_of(d_x));
   });
 }
 
-void batch_norm_forward(const Tensor& y, const Tensor& save_mean, const Tensor& save_invstd, const Tensor& x,
+void batch_norm_forward(const Tensor& y, const Tensor& save_mean, const Tensor& save_rstd, const Tensor& x,
                         const Tensor& weight, const Tensor& bias, const Tensor& running_mean, const Tensor& running_var,
                         bool training, double momentum, double eps) {
   DeviceGuard guard(x.device().index);
@@ -497,24 +498,24 @@ void batch_norm_forward(const Tensor& y, const Tensor& save_mean, const Tensor& 
     using T = decltype(tag);
     using A = acc_t<T>;
     HG_LAUNCH(batch_norm_forward_kernel<T>, channel_grid(x.size(1)), dim3(kBlockThreads), 0, stream, cptr<T>(x),
-              view_of(x), mptr<T>(y), view_of(y), mptr<A>(save_mean), mptr<A>(save_invstd), cptr<A>(weight),
+              view_of(x), mptr<T>(y), view_of(y), mptr<A>(save_mean), mptr<A>(save_rstd), cptr<A>(weight),
               cptr<A>(bias), mptr<A>(running_mean), mptr<A>(running_var), training, momentum, eps);
   });
 }
 
-void batch_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dbias, const Tensor& dy,
-                         const Tensor& x, const Tensor& weight, const Tensor& save_mean, const Tensor& save_invstd,
+void batch_norm_backward(const Tensor& d_x, const Tensor& d_weight, const Tensor& d_bias, const Tensor& d_y,
+                         const Tensor& x, const Tensor& weight, const Tensor& save_mean, const Tensor& save_rstd,
                          bool training) {
   DeviceGuard guard(x.device().index);
   const cudaStream_t stream = current_stream().handle();
   dispatch_floating(x.dtype(), "batch_norm_backward", [&](auto tag) {
     using T = decltype(tag);
     using A = acc_t<T>;
-    // An undefined dx still needs a View; the kernel skips the dx pass then.
-    const View dxv = dx.defined() ? view_of(dx) : view_of(x);
-    HG_LAUNCH(batch_norm_backward_kernel<T>, channel_grid(x.size(1)), dim3(kBlockThreads), 0, stream, cptr<T>(dy),
-              view_of(dy), cptr<T>(x), view_of(x), mptr<T>(dx), dxv, cptr<A>(save_mean), cptr<A>(save_invstd),
-              cptr<A>(weight), mptr<A>(dweight), mptr<A>(dbias), training);
+    // An undefined d_x still needs a View; the kernel skips the d_x pass then.
+    const View dxv = d_x.defined() ? view_of(d_x) : view_of(x);
+    HG_LAUNCH(batch_norm_backward_kernel<T>, channel_grid(x.size(1)), dim3(kBlockThreads), 0, stream, cptr<T>(d_y),
+              view_of(d_y), cptr<T>(x), view_of(x), mptr<T>(d_x), dxv, cptr<A>(save_mean), cptr<A>(save_rstd),
+              cptr<A>(weight), mptr<A>(d_weight), mptr<A>(d_bias), training);
   });
 }
 

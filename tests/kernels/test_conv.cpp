@@ -140,19 +140,19 @@ TEST_CASE("conv2d backward matches the f64 gradients in 16-bit and f32", "[kerne
   for (DType dt : {kF32, kF16, kBF16}) {
     for (bool cl : {false, true}) {
       INFO(dtype_name(dt) << (cl ? " channels-last" : " NCHW"));
-      Tensor x = x64.to(dt), w = w64.to(dt), dy = dy64.to(dt);
+      Tensor x = x64.to(dt), w = w64.to(dt), d_y = dy64.to(dt);
       auto [rdx, rdw, rdb] =
-          ops::conv2d_backward(dy.to(kF64), x.to(kF64), w.to(kF64),
+          ops::conv2d_backward(d_y.to(kF64), x.to(kF64), w.to(kF64),
                                Conv2dParams{.pad_lo = {1, 1}, .pad_hi = {1, 1}, .groups = 2}, {true, true, true});
-      auto [dx, dw, db] =
-          ops::conv2d_backward(cl ? channels_last(dy) : dy, cl ? channels_last(x) : x, w,
+      auto [d_x, d_w, d_b] =
+          ops::conv2d_backward(cl ? channels_last(d_y) : d_y, cl ? channels_last(x) : x, w,
                                Conv2dParams{.pad_lo = {1, 1}, .pad_hi = {1, 1}, .groups = 2}, {true, true, true});
-      if (cl) CHECK(is_channels_last(dx));
+      if (cl) CHECK(is_channels_last(d_x));
       // Sums of up to 72 products: the 16-bit rows hold with fp32 sums and one rounding.
       const Tolerance tol = tolerance_for(dt, OpKind::kReduction);
-      CHECK(compare_values(values_of(dx.contiguous()), round_to(values_of(rdx), dt), tol) == "");
-      CHECK(compare_values(values_of(dw), round_to(values_of(rdw), dt), tol) == "");
-      CHECK(compare_values(values_of(db), round_to(values_of(rdb), dt), tol) == "");
+      CHECK(compare_values(values_of(d_x.contiguous()), round_to(values_of(rdx), dt), tol) == "");
+      CHECK(compare_values(values_of(d_w), round_to(values_of(rdw), dt), tol) == "");
+      CHECK(compare_values(values_of(d_b), round_to(values_of(rdb), dt), tol) == "");
     }
   }
 }
@@ -397,11 +397,11 @@ TEST_CASE("batch_norm forward, running statistics and eval mode match the formul
         for (int64_t n = 0; n < N; ++n)
           for (int64_t k = 0; k < H * W; ++k)
             ss += std::pow(xv[static_cast<size_t>((n * C + c) * H * W + k)] - mean, 2);
-        const double invstd = 1.0 / std::sqrt(ss / m + 1e-5);
+        const double rstd = 1.0 / std::sqrt(ss / m + 1e-5);
         for (int64_t n = 0; n < N; ++n)
           for (int64_t k = 0; k < H * W; ++k) {
             const size_t i = static_cast<size_t>((n * C + c) * H * W + k);
-            ref[i] = (xv[i] - mean) * invstd * wv[c] + bv[c];
+            ref[i] = (xv[i] - mean) * rstd * wv[c] + bv[c];
           }
         rm_ref.push_back(0.1 * mean);
         rv_ref.push_back(0.9 + 0.1 * ss / (m - 1));

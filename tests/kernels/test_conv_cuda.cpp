@@ -100,29 +100,29 @@ TEST_CASE("conv2d on CUDA (cuDNN) matches the CPU: forward and all gradients", "
         if (cl && c.w[0] > 1) CHECK(is_channels_last(y));
         CHECK(same(y, y_cpu, dt) == "");
 
-        Tensor dy = input(y_cpu.sizes(), dt, 4);
-        if (cl) dy = channels_last(dy);
-        auto [dx_cpu, dw_cpu, db_cpu] = ops::conv2d_backward(dy, x, w, c.p, {true, true, c.bias});
-        auto [dx, dw, db] = ops::conv2d_backward(cu(dy), cu(x), cu(w), c.p, {true, true, c.bias});
-        if (cl) CHECK(is_channels_last(dx));
-        CHECK(same(dx, dx_cpu, dt) == "");
-        CHECK(same(dw, dw_cpu, dt) == "");
-        if (c.bias) CHECK(same(db, db_cpu, dt) == "");
+        Tensor d_y = input(y_cpu.sizes(), dt, 4);
+        if (cl) d_y = channels_last(d_y);
+        auto [dx_cpu, dw_cpu, db_cpu] = ops::conv2d_backward(d_y, x, w, c.p, {true, true, c.bias});
+        auto [d_x, d_w, d_b] = ops::conv2d_backward(cu(d_y), cu(x), cu(w), c.p, {true, true, c.bias});
+        if (cl) CHECK(is_channels_last(d_x));
+        CHECK(same(d_x, dx_cpu, dt) == "");
+        CHECK(same(d_w, dw_cpu, dt) == "");
+        if (c.bias) CHECK(same(d_b, db_cpu, dt) == "");
       }
     }
   }
 }
 
-TEST_CASE("conv2d on CUDA: a dy in the other layout and only some gradients", "[kernels][conv][cuda]") {
+TEST_CASE("conv2d on CUDA: a d_y in the other layout and only some gradients", "[kernels][conv][cuda]") {
   const Case c = cases()[4];  // groups 2
   Tensor x = channels_last(input(c.x, kF32, 5)), w = input(c.w, kF32, 6);
-  Tensor dy = input({2, 6, 6, 6}, kF32, 7);  // NCHW dy for a channels-last x
-  auto [dx_cpu, dw_cpu, db_cpu] = ops::conv2d_backward(dy, x, w, c.p, {true, true, true});
-  auto [dx, dw, db] = ops::conv2d_backward(cu(dy), cu(x), cu(w), c.p, {false, true, false});
-  CHECK_FALSE(dx.defined());
-  CHECK_FALSE(db.defined());
-  CHECK(same(dw, dw_cpu, kF32) == "");
-  auto [dx2, dw2, db2] = ops::conv2d_backward(cu(dy), cu(x), cu(w), c.p, {true, false, true});
+  Tensor d_y = input({2, 6, 6, 6}, kF32, 7);  // NCHW d_y for a channels-last x
+  auto [dx_cpu, dw_cpu, db_cpu] = ops::conv2d_backward(d_y, x, w, c.p, {true, true, true});
+  auto [d_x, d_w, d_b] = ops::conv2d_backward(cu(d_y), cu(x), cu(w), c.p, {false, true, false});
+  CHECK_FALSE(d_x.defined());
+  CHECK_FALSE(d_b.defined());
+  CHECK(same(d_w, dw_cpu, kF32) == "");
+  auto [dx2, dw2, db2] = ops::conv2d_backward(cu(d_y), cu(x), cu(w), c.p, {true, false, true});
   CHECK(same(dx2, dx_cpu, kF32) == "");
   CHECK(same(db2, db_cpu, kF32) == "");
   // The autograd op end to end: conv2d + sum, gradients on the device.
@@ -190,8 +190,8 @@ TEST_CASE(
   const Conv2dParams p{.stride = {1, 2}, .pad_lo = {1, 1}, .pad_hi = {1, 1}, .groups = 4};
   const Tensor x = channels_last(input({2, 4, 7, 6}, kF32, 41)), w = input({4, 1, 3, 3}, kF32, 42);
   const Tensor y_cpu = ops::conv2d(x, w, Tensor(), p);
-  const Tensor dy = channels_last(input(y_cpu.sizes(), kF32, 43));
-  const auto [data_listed, filter_listed] = deterministic_backward_listed(cu(x), channels_last(cu(w)), cu(dy), p);
+  const Tensor d_y = channels_last(input(y_cpu.sizes(), kF32, 43));
+  const auto [data_listed, filter_listed] = deterministic_backward_listed(cu(x), channels_last(cu(w)), cu(d_y), p);
   INFO("deterministic algorithm listed: backward-data " << data_listed << ", backward-filter " << filter_listed);
 #if defined(HG_CUDA_EMU)
   // The stand-in refuses as real cuDNN 9 does, so this case runs the fallback.
@@ -199,19 +199,19 @@ TEST_CASE(
   REQUIRE_FALSE(filter_listed);
 #endif
   CHECK(same(ops::conv2d(cu(x), cu(w), Tensor(), p), y_cpu, kF32) == "");
-  auto [dx_cpu, dw_cpu, db_cpu] = ops::conv2d_backward(dy, x, w, p, {true, true, true});
-  auto [dx, dw, db] = ops::conv2d_backward(cu(dy), cu(x), cu(w), p, {true, true, true});
-  CHECK(is_channels_last(dx));
-  CHECK(same(dx, dx_cpu, kF32) == "");
-  CHECK(same(dw, dw_cpu, kF32) == "");
-  CHECK(same(db, db_cpu, kF32) == "");
-  auto [dx2, dw2, db2] = ops::conv2d_backward(cu(dy), cu(x), cu(w), p, {true, true, true});
-  CHECK(values_of(dx.to(Device::cpu())) == values_of(dx2.to(Device::cpu())));
-  CHECK(values_of(dw.to(Device::cpu())) == values_of(dw2.to(Device::cpu())));
+  auto [dx_cpu, dw_cpu, db_cpu] = ops::conv2d_backward(d_y, x, w, p, {true, true, true});
+  auto [d_x, d_w, d_b] = ops::conv2d_backward(cu(d_y), cu(x), cu(w), p, {true, true, true});
+  CHECK(is_channels_last(d_x));
+  CHECK(same(d_x, dx_cpu, kF32) == "");
+  CHECK(same(d_w, dw_cpu, kF32) == "");
+  CHECK(same(d_b, db_cpu, kF32) == "");
+  auto [dx2, dw2, db2] = ops::conv2d_backward(cu(d_y), cu(x), cu(w), p, {true, true, true});
+  CHECK(values_of(d_x.to(Device::cpu())) == values_of(dx2.to(Device::cpu())));
+  CHECK(values_of(d_w.to(Device::cpu())) == values_of(dw2.to(Device::cpu())));
   // Only one gradient: each pass falls back on its own.
-  auto [dx3, dw3, db3] = ops::conv2d_backward(cu(dy), cu(x), cu(w), p, {false, true, false});
+  auto [dx3, dw3, db3] = ops::conv2d_backward(cu(d_y), cu(x), cu(w), p, {false, true, false});
   CHECK_FALSE(dx3.defined());
-  CHECK(values_of(dw3.to(Device::cpu())) == values_of(dw.to(Device::cpu())));
+  CHECK(values_of(dw3.to(Device::cpu())) == values_of(d_w.to(Device::cpu())));
   // Through autograd, as training meets it.
   Tensor xg = cu(x).requires_grad_(true), wg = cu(w).requires_grad_(true);
   hg::sum(hg::conv2d(xg, wg, Tensor(), {.stride = {1, 2}, .padding = {1, 1}, .groups = 4})).backward();
@@ -245,17 +245,19 @@ TEST_CASE("pooling on CUDA matches the CPU: max (exact, same indices), avg, adap
         if (cl) CHECK(is_channels_last(y));
         CHECK(values_of(y.to(Device::cpu()).contiguous()) == values_of(y_cpu.contiguous()));
         CHECK(idx.to(Device::cpu()).contiguous().to_vector<int64_t>() == i_cpu.contiguous().to_vector<int64_t>());
-        Tensor dy = input(y_cpu.sizes(), dt, 12);
-        CHECK(same(ops::max_pool2d_backward(cu(dy), xc, idx, p), ops::max_pool2d_backward(dy, x, i_cpu, p), dt) == "");
+        Tensor d_y = input(y_cpu.sizes(), dt, 12);
+        CHECK(same(ops::max_pool2d_backward(cu(d_y), xc, idx, p), ops::max_pool2d_backward(d_y, x, i_cpu, p), dt) ==
+              "");
         if (p.dilation[0] != 1) continue;  // avg_pool2d has no dilation
         CHECK(same(ops::avg_pool2d(xc, p), ops::avg_pool2d(x, p), dt) == "");
-        CHECK(same(ops::avg_pool2d_backward(cu(dy), xc, p), ops::avg_pool2d_backward(dy, x, p), dt) == "");
+        CHECK(same(ops::avg_pool2d_backward(cu(d_y), xc, p), ops::avg_pool2d_backward(d_y, x, p), dt) == "");
       }
       for (std::array<int64_t, 2> out : {std::array<int64_t, 2>{1, 1}, {3, 5}, {7, 8}, {4, 3}}) {
         INFO("adaptive " << out[0] << "x" << out[1] << " " << dtype_name(dt) << (cl ? " NHWC" : " NCHW"));
         CHECK(same(ops::adaptive_avg_pool2d(xc, out), ops::adaptive_avg_pool2d(x, out), dt) == "");
-        Tensor dy = input({2, 3, out[0], out[1]}, dt, 13);
-        CHECK(same(ops::adaptive_avg_pool2d_backward(cu(dy), xc), ops::adaptive_avg_pool2d_backward(dy, x), dt) == "");
+        Tensor d_y = input({2, 3, out[0], out[1]}, dt, 13);
+        CHECK(same(ops::adaptive_avg_pool2d_backward(cu(d_y), xc), ops::adaptive_avg_pool2d_backward(d_y, x), dt) ==
+              "");
       }
     }
   }
@@ -274,7 +276,7 @@ TEST_CASE("batch_norm on CUDA matches the CPU: training, running stats, eval, ba
         const Tensor rm_cpu = input({4}, pdt, 24), rv_cpu = input({4}, pdt, 25) + 2.0;
         const Tensor rm = cu(rm_cpu), rv = cu(rv_cpu);
         const Tensor wc = affine ? cu(w) : Tensor(), bc = affine ? cu(b) : Tensor();
-        const Tensor dy = input(x.sizes(), dt, 26);
+        const Tensor d_y = input(x.sizes(), dt, 26);
         for (bool training : {true, false}) {
           INFO((training ? "training" : "eval"));
           auto r_cpu = ops::batch_norm(x, w, b, rm_cpu, rv_cpu, training, 0.1, 1e-5);
@@ -282,16 +284,16 @@ TEST_CASE("batch_norm on CUDA matches the CPU: training, running stats, eval, ba
           if (cl) CHECK(is_channels_last(r.y));
           CHECK(same(r.y, r_cpu.y, dt) == "");
           CHECK(same(r.save_mean, r_cpu.save_mean, pdt) == "");
-          CHECK(same(r.save_invstd, r_cpu.save_invstd, pdt) == "");
+          CHECK(same(r.save_rstd, r_cpu.save_rstd, pdt) == "");
           CHECK(same(rm, rm_cpu, pdt) == "");
           CHECK(same(rv, rv_cpu, pdt) == "");
           auto [dx_cpu, dw_cpu, db_cpu] =
-              ops::batch_norm_backward(dy, x, w, r_cpu.save_mean, r_cpu.save_invstd, training, {true, true, true});
-          auto [dx, dw, db] =
-              ops::batch_norm_backward(cu(dy), cu(x), wc, r.save_mean, r.save_invstd, training, {true, true, true});
-          CHECK(same(dx, dx_cpu, dt) == "");
-          CHECK(same(dw, dw_cpu, pdt) == "");
-          CHECK(same(db, db_cpu, pdt) == "");
+              ops::batch_norm_backward(d_y, x, w, r_cpu.save_mean, r_cpu.save_rstd, training, {true, true, true});
+          auto [d_x, d_w, d_b] =
+              ops::batch_norm_backward(cu(d_y), cu(x), wc, r.save_mean, r.save_rstd, training, {true, true, true});
+          CHECK(same(d_x, dx_cpu, dt) == "");
+          CHECK(same(d_w, dw_cpu, pdt) == "");
+          CHECK(same(d_b, db_cpu, pdt) == "");
         }
       }
     }
@@ -300,13 +302,13 @@ TEST_CASE("batch_norm on CUDA matches the CPU: training, running stats, eval, ba
 
 TEST_CASE("batch_norm on CUDA is deterministic (no atomics): two runs are bit-identical",
           "[kernels][batchnorm][cuda]") {
-  const Tensor x = input({8, 3, 9, 7}, kF32, 31).to(kCuda), dy = input({8, 3, 9, 7}, kF32, 32).to(kCuda);
+  const Tensor x = input({8, 3, 9, 7}, kF32, 31).to(kCuda), d_y = input({8, 3, 9, 7}, kF32, 32).to(kCuda);
   const Tensor w = ones({3}).to(kCuda);
   auto a = ops::batch_norm(x, w, Tensor(), Tensor(), Tensor(), true, 0.1, 1e-5);
   auto b = ops::batch_norm(x, w, Tensor(), Tensor(), Tensor(), true, 0.1, 1e-5);
   CHECK(values_of(a.y.to(Device::cpu())) == values_of(b.y.to(Device::cpu())));
-  auto ga = ops::batch_norm_backward(dy, x, w, a.save_mean, a.save_invstd, true, {true, true, true});
-  auto gb = ops::batch_norm_backward(dy, x, w, b.save_mean, b.save_invstd, true, {true, true, true});
+  auto ga = ops::batch_norm_backward(d_y, x, w, a.save_mean, a.save_rstd, true, {true, true, true});
+  auto gb = ops::batch_norm_backward(d_y, x, w, b.save_mean, b.save_rstd, true, {true, true, true});
   CHECK(values_of(std::get<0>(ga).to(Device::cpu())) == values_of(std::get<0>(gb).to(Device::cpu())));
   CHECK(values_of(std::get<1>(ga).to(Device::cpu())) == values_of(std::get<1>(gb).to(Device::cpu())));
 }

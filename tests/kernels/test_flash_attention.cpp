@@ -322,7 +322,7 @@ TEST_CASE("flash attention: bad input names the shapes", "[flash]") {
   }
 }
 
-// Issue 14's acceptance: the flash kernels agree with the math path of
+// The flash kernels agree with the math path of
 // hg::scaled_dot_product_attention (batched GEMMs and the fused softmax
 // kernel, run on the CPU in the same dtype) in values and gradients, at
 // L = S in {1, 17, 64, 257, 1024}, head dims 64 and 128, causal and not, f16
