@@ -76,7 +76,7 @@ struct Options {
   std::string schedule = "cosine";
   int64_t warmup_steps = 200;
   double clip_grad = 0.0;
-  std::vector<std::string> fp8_keep;  // amp-fp8: Linear layers kept in bf16
+  std::vector<std::string> fp8_keep = {};  // amp-fp8: Linear layers kept in bf16
   uint64_t seed = 0;
   int64_t limit = 0;
   int64_t test_limit = 0;

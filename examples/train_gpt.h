@@ -34,7 +34,7 @@ struct GptJobOptions {
   std::string schedule = "cosine";  // cosine | constant
   int64_t warmup_steps = 100;
   double clip_grad = 1.0;
-  std::vector<std::string> fp8_keep;  // amp-fp8: Linear layers kept in bf16 (TrainerOptions::fp8_keep)
+  std::vector<std::string> fp8_keep = {};  // amp-fp8: Linear layers kept in bf16 (TrainerOptions::fp8_keep)
   uint64_t seed = 0;
   std::string data = "/usr/share/games/fortunes";  // a folder of text files, or one file
   std::string out = "runs/hg-train-gpt";

@@ -105,7 +105,7 @@ struct TrainerOptions {
   double clip_grad = 0.0;  // clip the global gradient norm (after unscale_) to this; 0: off
   // amp-fp8: Linear layers kept in bf16, by dotted name or a prefix of it
   // (amp::keep_layers); layers whose dims are not multiples of 16 are kept anyway.
-  std::vector<std::string> fp8_keep;
+  std::vector<std::string> fp8_keep = {};
   int64_t checkpoint_every = 0;  // also a checkpoint every N steps (0: at the epochs / evaluations only)
   int64_t max_steps = 0;         // stop (with a checkpoint) after this many steps in all; 0: no limit
   int64_t log_every = 0;         // a train-loss point every N steps (0: ~1% of an epoch, or eval_every / 25)

@@ -159,15 +159,88 @@ TEST_CASE("Trainer: accumulate = 4 micro-batches gives the step of the whole bat
   std::filesystem::remove_all(dir);
 }
 
+namespace {
+// amp-fp8: both Linear layers have dims that are multiples of 16, so both run
+// in fp8 (the quadrant points padded with 14 noise features).
+struct Quadrants16 : hg::nn::Module {
+  explicit Quadrants16(hg::Generator* gen)
+      : hidden(register_module("hidden", std::make_shared<hg::nn::Linear>(16, 32, true, gen))),
+        out(register_module("out", std::make_shared<hg::nn::Linear>(32, 16, true, gen))) {}
+  hg::Tensor forward(const hg::Tensor& x) override { return out->forward(hg::relu(hidden->forward(x))); }
+  std::shared_ptr<hg::nn::Linear> hidden, out;
+};
+
+hg::train::Batch quadrant_batch16(int64_t n, hg::Generator& gen) {
+  const hg::train::Batch b = quadrant_batch(n, gen);
+  const hg::Tensor noise = hg::rand({n, 14}, {}, &gen) * 0.1;
+  return {hg::cat({b.first, noise}, 1), b.second};
+}
+
+hg::train::FitResult train_fp8(const std::string& out, int64_t max_steps, bool resume,
+                               std::vector<std::string> keep = {}) {
+  hg::train::Trainer trainer({.out = out,
+                              .resume = resume,
+                              .overwrite = !resume,
+                              .precision = "amp-fp8",
+                              .steps = 200,
+                              .eval_every = 100,
+                              .clip_grad = 1.0,
+                              .fp8_keep = std::move(keep),
+                              .max_steps = max_steps});
+  hg::Generator gen(0);
+  auto model = std::make_shared<Quadrants16>(&gen);
+  trainer.place(model);
+  hg::optim::AdamW opt(model->parameters(), {.lr = 1e-2});
+  trainer.set_optimizer(opt);
+  hg::Generator test_gen(1);
+  const hg::train::Batch test = quadrant_batch16(512, test_gen);
+  return trainer.fit({
+      .loss = [&](const hg::Tensor& x, const hg::Tensor& y) { return hg::cross_entropy(trainer.forward(x), y); },
+      .next_batch = [&] { return quadrant_batch16(64, gen); },
+      .evaluate =
+          [&](const hg::train::EvalProgress&) {
+            const hg::Tensor logits = model->forward(test.first);
+            const hg::Tensor hit = (logits.argmax(1) == test.second).to(hg::kF32);
+            return hg::train::Evaluation{hg::cross_entropy(logits, test.second).item<double>(),
+                                         hit.mean().item<double>()};
+          },
+      .generator = &gen,
+      .title = "quadrants16, amp-fp8",
+  });
+}
+}  // namespace
+
+TEST_CASE("Trainer amp-fp8: Linear layers in fp8 learn, and the fp8 state resumes bit-exactly", "[train][fp8]") {
+  const auto full = work_dir("fp8_full"), split = work_dir("fp8_split"), kept = work_dir("fp8_kept");
+  REQUIRE(train_fp8(full.string(), 0, false).finished);
+  const hg::train::Metrics m = hg::train::read_metrics((full / "metrics.jsonl").string());
+  REQUIRE(m.evals.size() == 2);
+  CHECK(m.evals.back().val_accuracy > 0.85);
+  // The checkpoint carries the fp8 recipe's state beside the scaler's.
+  const std::string ckpt = read_all(full / "checkpoint.safetensors");
+  CHECK(ckpt.find("scaler.fp8.") != std::string::npos);
+  // Stopped at step 130, resumed: the same bytes (histories and scales included).
+  CHECK_FALSE(train_fp8(split.string(), 130, false).finished);
+  REQUIRE(train_fp8(split.string(), 0, true).finished);
+  CHECK(read_all(split / "checkpoint.safetensors") == ckpt);
+  // Keeping a layer changes the arithmetic: a resume with another --fp8-keep is refused.
+  CHECK_FALSE(train_fp8(kept.string(), 50, false).finished);
+  CHECK_THROWS_WITH(train_fp8(kept.string(), 0, true, {"out"}), Catch::Contains("--fp8-keep"));
+  for (const auto& dir : {full, split, kept}) std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("precision modes: one table, 'auto' resolved per device", "[train]") {
   const std::vector<std::string> names = hg::train::precision_names();
-  CHECK(names == std::vector<std::string>{"fp32", "fp16-master", "bf16-master", "amp-fp16", "amp-bf16"});
+  CHECK(names == std::vector<std::string>{"fp32", "fp16-master", "bf16-master", "amp-fp16", "amp-bf16", "amp-fp8"});
   const hg::train::Precision fp32 = hg::train::precision_of("fp32");
   CHECK((fp32.weights == hg::kF32 && !fp32.autocast && !fp32.scaler));
   const hg::train::Precision master = hg::train::precision_of("bf16-master");
   CHECK((master.weights == hg::kBF16 && master.autocast && master.autocast_dtype == hg::kBF16 && master.scaler));
   const hg::train::Precision amp = hg::train::precision_of("amp-fp16");
   CHECK((amp.weights == hg::kF32 && amp.autocast && amp.autocast_dtype == hg::kF16 && amp.scaler));
+  const hg::train::Precision fp8 = hg::train::precision_of("amp-fp8");
+  CHECK((fp8.weights == hg::kF32 && fp8.autocast && fp8.autocast_dtype == hg::kBF16 && fp8.scaler && fp8.fp8));
+  CHECK_FALSE(amp.fp8);
   CHECK_THROWS_WITH(hg::train::precision_of("fp8"), Catch::Contains("not a precision mode"));
   const std::string cpu = hg::train::resolve_precision("auto", hg::Device::cpu());
   CHECK(cpu == (hg::train::native_bf16_matmul(hg::Device::cpu()) ? "amp-bf16" : "fp32"));
