@@ -156,40 +156,24 @@ Tensor sdpa_math(const Tensor& q, const Tensor& k, const Tensor& v, const SdpaOp
   return out;
 }
 
-// Flash path: the fused kernels (kernels/flash_attention.h); the backward
-// recomputes the probabilities from the saved log-sum-exp.
-Tensor sdpa_flash(const Tensor& q, const Tensor& k, const Tensor& v, const SdpaOptions& o) {
+// The fused paths. flash: the fused kernels (kernels/flash_attention.h).
+// cudnn: the forward through cuDNN's fused graph, the backward through the
+// flash kernels from its out and lse (kernels/attention_cudnn.h). Either
+// backward recomputes the probabilities from the saved log-sum-exp.
+Tensor sdpa_fused(const Tensor& q, const Tensor& k, const Tensor& v, const SdpaOptions& o, bool cudnn) {
   const double scale = o.scale.value_or(1.0 / std::sqrt(static_cast<double>(q.size(-1))));
   const bool causal = o.is_causal;
-  ops::FlashForward f = ops::flash_attention_forward(q, k, v, scale, causal);
+  ops::FlashForward f = cudnn ? ops::cudnn_attention_forward(q, k, v, scale, causal)
+                              : ops::flash_attention_forward(q, k, v, scale, causal);
   if (any_requires_grad({&q, &k, &v})) {
     record("scaled_dot_product_attention", f.out, {&q, &k, &v},
            {SavedTensor(q), SavedTensor(k), SavedTensor(v), SavedTensor(f.out), SavedTensor(f.lse)},
-           [scale, causal](const Tensor& g, const FunctionNode& self) -> Grads {
+           [scale, causal, cudnn](const Tensor& g, const FunctionNode& self) -> Grads {
              const Tensor qs = self.saved(0), ks = self.saved(1), vs = self.saved(2);
              const Tensor gc = g.dtype() == qs.dtype() ? g : g.to(qs.dtype());
              ops::FlashBackward b =
-                 ops::flash_attention_backward(gc, qs, ks, vs, self.saved(3), self.saved(4), scale, causal);
-             return {b.dq, b.dk, b.dv};
-           });
-  }
-  return f.out;
-}
-
-// cuDNN path: the forward through cuDNN's fused graph, the backward through
-// the flash kernels from its out and lse (kernels/attention_cudnn.h).
-Tensor sdpa_cudnn(const Tensor& q, const Tensor& k, const Tensor& v, const SdpaOptions& o) {
-  const double scale = o.scale.value_or(1.0 / std::sqrt(static_cast<double>(q.size(-1))));
-  const bool causal = o.is_causal;
-  ops::FlashForward f = ops::cudnn_attention_forward(q, k, v, scale, causal);
-  if (any_requires_grad({&q, &k, &v})) {
-    record("scaled_dot_product_attention", f.out, {&q, &k, &v},
-           {SavedTensor(q), SavedTensor(k), SavedTensor(v), SavedTensor(f.out), SavedTensor(f.lse)},
-           [scale, causal](const Tensor& g, const FunctionNode& self) -> Grads {
-             const Tensor qs = self.saved(0), ks = self.saved(1), vs = self.saved(2);
-             const Tensor gc = g.dtype() == qs.dtype() ? g : g.to(qs.dtype());
-             ops::FlashBackward b =
-                 ops::cudnn_attention_backward(gc, qs, ks, vs, self.saved(3), self.saved(4), scale, causal);
+                 cudnn ? ops::cudnn_attention_backward(gc, qs, ks, vs, self.saved(3), self.saved(4), scale, causal)
+                       : ops::flash_attention_backward(gc, qs, ks, vs, self.saved(3), self.saved(4), scale, causal);
              return {b.dq, b.dk, b.dv};
            });
   }
@@ -212,9 +196,9 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
     case AttentionPath::math:
       return sdpa_math(q, k, v, options);
     case AttentionPath::flash:
-      return sdpa_flash(q, k, v, options);
+      return sdpa_fused(q, k, v, options, /*cudnn=*/false);
     case AttentionPath::cudnn:
-      return sdpa_cudnn(q, k, v, options);
+      return sdpa_fused(q, k, v, options, /*cudnn=*/true);
   }
   HG_FAIL("scaled_dot_product_attention: unknown path ", static_cast<int>(path));
 }
