@@ -233,6 +233,64 @@ TEST_CASE("fp8_cast: q = sat(x * scale) and amax = max |x| in one pass", "[kerne
   }
 }
 
+TEST_CASE("fp8_cast on large inputs: every f16 value and random f32 patterns, bit for bit with the element rule",
+          "[kernels][fp8]") {
+  // The CPU cast runs a branch-free form of fp8_quantize / fp8_clips in
+  // parallel chunks (kernels/cpu/fp8.cpp); these inputs are past the parallel
+  // grain and hold every class: zeros, fp8 subnormals and f32 subnormals,
+  // ties, saturation, inf and NaN. The reference is the scalar element rule of
+  // kernels/fp8.h (itself checked against an integer-only reference in
+  // tests/core/test_float8.cpp), one element at a time.
+  std::vector<uint16_t> f16_bits(65536);
+  for (size_t i = 0; i < f16_bits.size(); ++i) f16_bits[i] = static_cast<uint16_t>(i);
+  std::vector<float> f32_values(1 << 18);
+  uint64_t state = 0x9e3779b97f4a7c15ull;
+  for (float& v : f32_values) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    const auto bits = static_cast<uint32_t>(state >> 32);
+    std::memcpy(&v, &bits, sizeof v);
+  }
+  std::vector<float> f16_values(f16_bits.size());
+  for (size_t i = 0; i < f16_bits.size(); ++i) f16_values[i] = static_cast<float>(half::from_bits(f16_bits[i]));
+  const Tensor f16_input = from_vector(f16_values).to(kF16);
+  const Tensor f32_input = from_vector(f32_values);
+  for (const Tensor* x : {&f16_input, &f32_input}) {
+    const std::vector<float> xs = x->to(kF32).to_vector<float>();
+    for (const DType fp8 : {kF8E4M3, kF8E5M2}) {
+      for (const float s : {1.0f, 0.3712f, 3.0e4f, std::numeric_limits<float>::quiet_NaN()}) {
+        INFO(x->dtype() << " -> " << fp8 << " scale " << s);
+        const Tensor amax = f32_scalar(-1.0f, Device::cpu());
+        const Tensor saturated = zeros({1}, {.dtype = kI64});
+        const Tensor q = ops::fp8_cast(*x, fp8, f32_scalar(s, Device::cpu()), amax, saturated);
+        const std::vector<uint8_t> got = bits_of(q);
+        std::vector<uint8_t> want(xs.size());
+        int64_t want_clipped = 0;
+        uint32_t want_amax = 0;
+        dispatch_fp8(fp8, [&](auto tag) {
+          using Q = decltype(tag);
+          for (size_t i = 0; i < xs.size(); ++i) {
+            want[i] = fp8_quantize<Q>(xs[i], s).bits();
+            want_clipped += fp8_clips<Q>(xs[i], s) ? 1 : 0;
+            want_amax = std::max(want_amax, fp8_abs_bits(xs[i]));
+          }
+        });
+        // NaN as a class: NaN x NaN (a NaN scale) keeps either operand's sign, as the compiler orders the product.
+        CHECK(same_fp8(got, want, fp8));
+        CHECK(saturated.item<int64_t>() == want_clipped);
+        // amax orders |x| by its bits, so a NaN anywhere wins (its payload may differ by the path that widened it).
+        float want_amax_value = 0;
+        std::memcpy(&want_amax_value, &want_amax, sizeof want_amax_value);
+        const float got_amax = scalar_of(amax);
+        if (std::isnan(want_amax_value)) {
+          CHECK(std::isnan(got_amax));
+        } else {
+          CHECK(got_amax == want_amax_value);
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("fp8_cast_blockwise: per 1x128 and 128x128 block scales, partial edge blocks", "[kernels][fp8]") {
   for (const Device dev : devices()) {
     for (const Fp8Block block : {Fp8Block::row_1x128, Fp8Block::tile_128x128}) {
