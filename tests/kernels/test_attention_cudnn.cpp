@@ -333,6 +333,14 @@ TEST_CASE("cudnn attention backward: strided operands in place, both graphs, pla
         CHECK(values_of(aq) == values_of(g.dq));
         CHECK(values_of(ak) == values_of(g.dk));
         CHECK(values_of(av) == values_of(g.dv));
+        // the differentiable op on views of a fused qkv leaf: its gradient holds the ops layer's dq, dk, dv
+        Tensor qkv_leaf = qkv.clone().requires_grad_();
+        const Tensor o_op = scaled_dot_product_attention(part(qkv_leaf, 0), part(qkv_leaf, 1), part(qkv_leaf, 2),
+                                                         {.is_causal = causal, .path = AttentionPath::cudnn});
+        sum(mul(o_op, d_out)).backward();
+        CHECK(values_of(part(qkv_leaf.grad(), 0)) == values_of(g.dq));
+        CHECK(values_of(part(qkv_leaf.grad(), 1)) == values_of(g.dk));
+        CHECK(values_of(part(qkv_leaf.grad(), 2)) == values_of(g.dv));
         // and the f64 reference
         const Case c{b, h, t, t, d, causal};
         const Reference r = reference(c, values_of(q.contiguous()), values_of(k.contiguous()),
