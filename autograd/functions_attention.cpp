@@ -157,9 +157,8 @@ Tensor sdpa_math(const Tensor& q, const Tensor& k, const Tensor& v, const SdpaOp
 }
 
 // The fused paths. flash: the fused kernels (kernels/flash_attention.h).
-// cudnn: the forward through cuDNN's fused graph, the backward through the
-// flash kernels from its out and lse (kernels/attention_cudnn.h). Either
-// backward recomputes the probabilities from the saved log-sum-exp.
+// cudnn: cuDNN's fused forward and backward graphs (kernels/attention_cudnn.h).
+// Either backward recomputes the probabilities from the saved log-sum-exp.
 Tensor sdpa_fused(const Tensor& q, const Tensor& k, const Tensor& v, const SdpaOptions& o, bool cudnn) {
   const double scale = o.scale.value_or(1.0 / std::sqrt(static_cast<double>(q.size(-1))));
   const bool causal = o.is_causal;

@@ -2,7 +2,7 @@
 // scaled_dot_product_attention (kernels/flash_attention.h), forward and
 // forward+backward, in TFLOP/s and as a fraction of the GEMM-peak ceiling of
 // the same dtype; on a GPU the cuDNN path (kernels/attention_cudnn.h: cuDNN's
-// fused forward, the flash backward) beside each flash row, named
+// fused forward and backward graphs) beside each flash row, named
 // ".../cudnn", so one run compares the two (a shape cuDNN cannot run reports
 // the reason and is skipped).
 //
@@ -84,7 +84,9 @@ void add_one(std::vector<Workload>& out, DType dt, const AttnShape& s, bool back
                    const Stats st = bb.time([&] {
                      hg::ops::FlashForward f = cudnn ? hg::ops::cudnn_attention_forward(q, k, v, scale, s.causal)
                                                      : hg::ops::flash_attention_forward(q, k, v, scale, s.causal);
-                     if (backward)
+                     if (backward && cudnn)
+                       (void)hg::ops::cudnn_attention_backward(d_out, q, k, v, f.out, f.lse, scale, s.causal);
+                     else if (backward)
                        (void)hg::ops::flash_attention_backward(d_out, q, k, v, f.out, f.lse, scale, s.causal);
                    });
                    const double flops = forward_flops(s) * (backward ? 3.5 : 1.0);

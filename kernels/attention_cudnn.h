@@ -1,4 +1,4 @@
-// Scaled-dot-product attention through cuDNN's fused flash-attention graph
+// Scaled-dot-product attention through cuDNN's fused flash-attention graphs
 // (the third path of hg::scaled_dot_product_attention, beside math and flash;
 // docs/kernels.md "Attention: the cuDNN path").
 //
@@ -9,15 +9,16 @@
 // Same formulas, shapes and outputs as kernels/flash_attention.h: q [B, H, L, D],
 // k and v [B, H, S, D], out [B, H, L, D] (stored heads last, [B, L, H, D]),
 // lse [B, H, L] f32, the natural log-sum-exp of the scaled, causal-masked scores
-// (top-left aligned). The forward is cuDNN's fused attention (one execution
-// plan per shape, stride and dtype, cached); the backward runs the flash
-// kernels of kernels/flash_attention.h from the cuDNN forward's out and lse
-// (the cuDNN backward graph is not built: see the docs).
+// (top-left aligned); dq, dk, dv in q's, k's, v's shapes (stored heads last).
+// The forward is cuDNN's fused attention fprop graph, the backward its fused
+// bprop graph fed the forward's out and lse (Stats); one execution plan per
+// graph, shape, stride and dtype, cached.
 //
-// Precision contract (the forward): f16/bf16 in and out, scores, softmax and
-// accumulation in fp32 (the graph's compute type); cuDNN rounds P to the input
-// dtype before the P V product, as the flash kernels do; the cuda-emu stand-in
-// keeps P in fp32.
+// Precision contract: f16/bf16 in and out, scores, softmax and accumulation
+// in fp32 (the graphs' compute type); cuDNN rounds P (and, in the backward,
+// dS) to the input dtype before the products that take them, as the flash
+// kernels do; the cuda-emu stand-in keeps P in fp32 in the forward and rounds
+// P^T and dS^T where the backward graph declares them 16-bit.
 #pragma once
 
 #include <string>
@@ -40,8 +41,11 @@ std::string cudnn_attention_unsupported_reason(const Tensor& q, const Tensor& k,
 // are not supported or cuDNN builds no plan for them.
 FlashForward cudnn_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, double scale, bool causal);
 
-// The backward of cudnn_attention_forward: the flash kernels, fed the cuDNN
-// forward's out and lse (same definitions).
+// The backward of cudnn_attention_forward through cuDNN's fused bprop graph:
+// d_out and out in q's shape, lse the forward's; the same support rules (d_out
+// and out are read in place when flash_attention_rows_ok holds, else copied
+// once). Throws hg::Error with the reason when unsupported or when cuDNN
+// builds no plan.
 FlashBackward cudnn_attention_backward(const Tensor& d_out, const Tensor& q, const Tensor& k, const Tensor& v,
                                        const Tensor& out, const Tensor& lse, double scale, bool causal);
 
@@ -54,9 +58,21 @@ namespace hg::cuda {
 // with rows_ok strides; lse [B, H, L] f32 contiguous.
 void cudnn_attention_forward(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
                              double scale, bool causal);
+// Which backward graph: cuDNN's deterministic one (dQ written by the dS K
+// product), or the one that accumulates dQ in an f32 buffer with atomics
+// (not bit-reproducible). automatic: the deterministic graph, the
+// accumulating one (with a warning) only when cuDNN has no plan for it.
+enum class CudnnSdpaBackwardGraph { automatic, direct_dq, accumulate_dq };
+// Preconditions (checked by the ops layer): those of the forward; d_out and
+// out [B, H, L, D], dq, dk, dv in q's, k's, v's shapes, all in q's dtype with
+// rows_ok strides; lse [B, H, L] f32 contiguous. Returns the graph it ran.
+CudnnSdpaBackwardGraph cudnn_attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv,
+                                                const Tensor& d_out, const Tensor& q, const Tensor& k, const Tensor& v,
+                                                const Tensor& out, const Tensor& lse, double scale, bool causal,
+                                                CudnnSdpaBackwardGraph graph = CudnnSdpaBackwardGraph::automatic);
 // Empty when the device and the loaded cuDNN can run the fused graph, else why not.
 std::string cudnn_attention_device_reason();
-// Execution plans built so far (the plan cache's size; for tests).
+// Execution plans built so far, forward and backward (the plan cache's size; for tests).
 size_t cudnn_attention_plan_count();
 }  // namespace hg::cuda
 #endif

@@ -1,6 +1,6 @@
 // Support rules, output allocation and dispatch for the cuDNN attention path
-// (kernels/attention_cudnn.h). The forward calls cuDNN's fused graph
-// (kernels/cuda/attention_cudnn.cpp); the backward is the flash kernels'.
+// (kernels/attention_cudnn.h). Forward and backward call cuDNN's fused graphs
+// (kernels/cuda/attention_cudnn.cpp).
 #include <algorithm>
 #include <cstdint>
 #include <string>
@@ -68,7 +68,43 @@ FlashForward cudnn_attention_forward(const Tensor& q, const Tensor& k, const Ten
 
 FlashBackward cudnn_attention_backward(const Tensor& d_out, const Tensor& q, const Tensor& k, const Tensor& v,
                                        const Tensor& out, const Tensor& lse, double scale, bool causal) {
-  return flash_attention_backward(d_out, q, k, v, out, lse, scale, causal);
+  const char* what = "cudnn_attention_backward";
+  const std::string why = cudnn_attention_unsupported_reason(q, k, v, false, 0.0);
+  HG_CHECK(why.empty(), what, ": ", why);
+  HG_CHECK(d_out.defined() && out.defined() && lse.defined(), what, ": d_out, out and lse must be defined");
+  HG_CHECK(d_out.sizes() == q.sizes() && out.sizes() == q.sizes(), what, ": d_out ", d_out.shape_str(), " and out ",
+           out.shape_str(), " must have q's shape ", q.shape_str());
+  HG_CHECK(d_out.device() == q.device() && out.device() == q.device() && lse.device() == q.device(), what,
+           ": d_out, out and lse must be on q's device ", q.device());
+#if defined(HG_WITH_CUDA)
+  const int64_t b = q.size(0), h = q.size(1), l = q.size(2), s = k.size(2), d = q.size(3);
+  HG_CHECK(lse.sizes() == Shape({b, h, l}), what, ": lse ", lse.shape_str(), " must be [B, H, L] = [", b, ", ", h, ", ",
+           l, "] (the forward's lse)");
+  // d_out and out in place when the graph can read their strides, else one
+  // aligned copy (clone: contiguous() keeps misaligned rows)
+  const auto rows = [&](const Tensor& x) {
+    const Tensor t = x.to(q.dtype());
+    return flash_attention_rows_ok(t) ? t : t.clone();
+  };
+  const Tensor g = rows(d_out), o = rows(out), stats = lse.to(kF32).contiguous();
+  const TensorOptions opts{.dtype = q.dtype(), .device = q.device()};
+  // heads last ([B, N, H, D] storage), as the flash path returns them
+  const auto heads_last = [&](const Tensor& x) {
+    return empty({x.size(0), x.size(2), x.size(1), x.size(3)}, opts).transpose(1, 2);
+  };
+  FlashBackward r{heads_last(q), heads_last(k), heads_last(v)};
+  double pairs = 0;
+  for (int64_t i = 0; i < l; ++i) pairs += static_cast<double>(causal ? std::min<int64_t>(i + 1, s) : s);
+  profiler::declare_call_flops(8.0 * pairs * static_cast<double>(b * h * d));  // dV dP dQ dK, as flash declares
+  const profiler::BackendCallScope call(false, what,
+                                        [&] { return detail::operand_bytes(r.dq, r.dk, r.dv, g, q, k, v, o, stats); });
+  (void)cuda::cudnn_attention_backward(r.dq, r.dk, r.dv, g, q, k, v, o, stats, scale, causal);
+  return r;
+#else
+  (void)scale;
+  (void)causal;
+  HG_FAIL(what, ": unreachable without CUDA");
+#endif
 }
 
 }  // namespace hg::ops

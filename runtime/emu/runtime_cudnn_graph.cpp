@@ -1,7 +1,7 @@
 // cuda-emu stand-in for cuDNN's graph (backend) API: the descriptor calls
 // (create, set/get attribute, finalize, destroy), engine heuristics, execution
 // plans, variant packs and execute, as kernels/cuda/attention_cudnn.cpp uses
-// them for fused scaled-dot-product attention.
+// them for fused scaled-dot-product attention, forward and backward.
 //
 // Semantics (cuDNN 9 backend API reference):
 //  - Attributes are typed arrays: set stores (type, count, elements) and get
@@ -14,25 +14,40 @@
 //  - finalize checks what each kind needs (a tensor's type, dims, strides and
 //    unique id; an operation's finalized tensors and op descriptor; a graph's
 //    finalized operations with unique tensor ids) and answers BAD_PARAM.
-//  - The engine heuristics recognise one graph, structurally, by its data
-//    flow: the fused flash-attention forward ("Fused Flash Attention fprop" of
-//    the cuDNN developer guide, the graph cudnn-frontend's sdpa node builds):
+//  - The engine heuristics recognise two graphs, structurally, by their data
+//    flow, after checking that every operation's operands agree in shape
+//    (matmul, pointwise broadcast, reduction, reshape element count):
+//    the fused flash-attention forward ("Fused Flash Attention fprop" of the
+//    cuDNN developer guide, the graph cudnn-frontend's sdpa node builds):
 //        S = matmul(Q, K^T) * scale            (scale: a by-value scalar)
 //        [causal] S = select(S, neg, gen_index(S, 2) >= gen_index(S, 3))
 //        M = max_j S, E = exp(S - M), Z = sum_j E, P = E / Z
 //        O = matmul(P, V),  [Stats = M + log Z]
 //    Q [B,H,L,D], K^T [B,H,D,S], V [B,H,S,Dv], O [B,H,L,Dv] (f16 or bf16,
-//    one dtype, any strides), Stats [B,H,L,1] f32. Every operation of the
-//    graph must belong to that pattern. Any other graph finalizes, but its
-//    heuristics (and a plan built from it) answer CUDNN_STATUS_NOT_SUPPORTED,
-//    as real cuDNN answers for a graph no engine supports.
+//    one dtype, any strides), Stats [B,H,L,1] f32; and the backward ("fused
+//    flash attention bprop", cudnn-frontend's sdpa_backward node):
+//        D = reduce_add(dO * O) * one          (D: a real f32 [B,H,L,1] tensor)
+//        S as above, P = exp(S - Stats)
+//        dV = matmul(reshape(P), dO),  dP = matmul(dO, V^T)
+//        dS = (dP - D) * P * scale,  dK = matmul(reshape(dS), Q)
+//        dQ = matmul(dS, reshape(K^T))  or  dQacc = ..., dQ = identity(dQacc)
+//    where each reshape is a transpose of the last two dims (dims and
+//    strides swapped; P^T and dS^T 16-bit), V^T [B,H,D,S], dO, O, dQ
+//    [B,H,L,D], dK, dV [B,H,S,D] in Q's dtype, Stats and dQacc f32, and
+//    the roles distinct tensors. Every operation of the graph must belong
+//    to its pattern. Any other graph finalizes, but its heuristics (and a
+//    plan built from it) answer CUDNN_STATUS_NOT_SUPPORTED, as real cuDNN
+//    answers for a graph no engine supports.
 //  - execute computes the recognised graph with the CPU reference: inputs
-//    widened to f32, f32 dot products, an f32 softmax (P stays f32; real
-//    cuDNN rounds P to the input dtype before the P V product), out rounded
-//    once to its dtype; Stats = M + log Z in f32. It writes a pattern over the
-//    plan's workspace (L * 4 bytes per (b, h): a row scratch) so a short
-//    workspace shows up under ASan, and needs every non-virtual tensor's
-//    pointer in the variant pack (BAD_PARAM otherwise).
+//    widened to f32, f32 dot products and softmax, outputs rounded once to
+//    their dtype. Forward: P stays f32 (real cuDNN rounds P to the input
+//    dtype before the P V product); Stats = M + log Z in f32. Backward: P
+//    and dS rounded to the dtypes of P^T and dS^T for dV and dK, dS f32 for
+//    dQ; D written to its tensor; dQ added into dQacc (which the caller
+//    zeroes, as real cuDNN before 9.6 requires) and dQ = dQacc. It writes a
+//    pattern over the plan's workspace (L * 4 bytes per (b, h): a row
+//    scratch) so a short workspace shows up under ASan, and needs every
+//    non-virtual tensor's pointer in the variant pack (BAD_PARAM otherwise).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -71,6 +86,10 @@ struct TensorInfo {
 struct SdpaProblem {
   int64_t q = 0, kt = 0, v = 0, o = 0, stats = -1, scale = 0, neg = -1;
   bool causal = false;
+  // the backward graph: v is then V^T [B,H,D,S]; stats is read, not written
+  bool backward = false;
+  int64_t d_o = -1, dq = -1, dk = -1, dv = -1, row_sum = -1, one = -1, dq_accum = -1;
+  cudnnDataType_t pt_type = CUDNN_DATA_FLOAT, dst_type = CUDNN_DATA_FLOAT;  // the reshaped P^T and dS^T
   std::map<int64_t, TensorInfo> tensors;
 };
 
@@ -161,6 +180,8 @@ bool attribute_type(cudnnBackendDescriptorType_t kind, int name, cudnnBackendAtt
        CUDNN_TYPE_BACKEND_DESCRIPTOR},
       {CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR, CUDNN_ATTR_OPERATION_REDUCTION_DESC,
        CUDNN_TYPE_BACKEND_DESCRIPTOR},
+      {CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR, CUDNN_ATTR_OPERATION_RESHAPE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR},
+      {CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR, CUDNN_ATTR_OPERATION_RESHAPE_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR},
       {CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR},
       {CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE},
       {CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR},
@@ -200,6 +221,7 @@ bool known_kind(cudnnBackendDescriptorType_t k) {
     case CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR:
     case CUDNN_BACKEND_REDUCTION_DESCRIPTOR:
     case CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR:
+    case CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR:
       return true;
   }
   return false;
@@ -253,7 +275,7 @@ bool is_finalized_tensor(const Desc* t) {
 // The tensor attributes each operation kind must have, and may have.
 struct OpSlots {
   std::vector<int> required, optional;
-  int op_desc = -1;  // the attribute holding the pointwise/matmul/reduction descriptor
+  int op_desc = -1;  // the attribute holding the pointwise/matmul/reduction descriptor (reshape: none)
   cudnnBackendDescriptorType_t op_kind{};
 };
 
@@ -276,6 +298,9 @@ bool op_slots(cudnnBackendDescriptorType_t kind, OpSlots* s) {
             {},
             CUDNN_ATTR_OPERATION_REDUCTION_DESC,
             CUDNN_BACKEND_REDUCTION_DESCRIPTOR};
+      return true;
+    case CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR:
+      *s = {{CUDNN_ATTR_OPERATION_RESHAPE_XDESC, CUDNN_ATTR_OPERATION_RESHAPE_YDESC}, {}, -1, {}};
       return true;
     default:
       return false;
@@ -302,7 +327,8 @@ cudnnStatus_t finalize_checks(const Desc* d) {
       return find(d, CUDNN_ATTR_REDUCTION_OPERATOR) != nullptr ? CUDNN_STATUS_SUCCESS : CUDNN_STATUS_BAD_PARAM;
     case CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR:
     case CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR:
-    case CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR: {
+    case CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR:
+    case CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR: {
       OpSlots s;
       (void)op_slots(d->kind, &s);
       for (int name : s.required) {
@@ -311,6 +337,7 @@ cudnnStatus_t finalize_checks(const Desc* d) {
       for (int name : s.optional) {
         if (find(d, name) != nullptr && !is_finalized_tensor(desc_attr(d, name))) return CUDNN_STATUS_BAD_PARAM;
       }
+      if (s.op_desc < 0) return CUDNN_STATUS_SUCCESS;
       const Desc* op = desc_attr(d, s.op_desc);
       if (op == nullptr || op->kind != s.op_kind || !op->finalized) return CUDNN_STATUS_BAD_PARAM;
       return CUDNN_STATUS_SUCCESS;
@@ -370,6 +397,8 @@ int64_t output_uid(const Desc* op) {
       return uid_of(op, CUDNN_ATTR_OPERATION_POINTWISE_YDESC);
     case CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR:
       return uid_of(op, CUDNN_ATTR_OPERATION_MATMUL_CDESC);
+    case CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR:
+      return uid_of(op, CUDNN_ATTR_OPERATION_RESHAPE_YDESC);
     default:
       return uid_of(op, CUDNN_ATTR_OPERATION_REDUCTION_YDESC);
   }
@@ -405,24 +434,78 @@ const Desc* matmul(Graph& g, int64_t uid) {
 
 bool is_16bit(cudnnDataType_t t) { return t == CUDNN_DATA_HALF || t == CUDNN_DATA_BFLOAT16; }
 
-// Matches the pattern in the file comment; true with `p` filled in.
-bool recognise(const Desc* graph_desc, SdpaProblem* p) {
-  Graph g;
+// The graph's operations, who produces each tensor, and every tensor's
+// description; false when two operations write one tensor.
+bool load(const Desc* graph_desc, Graph* g) {
   for (void* ptr : values<void*>(graph_desc, CUDNN_ATTR_OPERATIONGRAPH_OPS)) {
     const Desc* op = lookup(ptr);
     if (op == nullptr) return false;
-    g.ops.push_back(op);
+    g->ops.push_back(op);
     const int64_t out = output_uid(op);
-    if (g.producer.count(out) != 0) return false;  // two ops writing one tensor
-    g.producer[out] = op;
+    if (g->producer.count(out) != 0) return false;  // two ops writing one tensor
+    g->producer[out] = op;
     OpSlots s;
     (void)op_slots(op->kind, &s);
     std::vector<int> names = s.required;
     names.insert(names.end(), s.optional.begin(), s.optional.end());
     for (int name : names) {
-      if (const Desc* t = desc_attr(op, name)) g.tensors[tensor_info(t).uid] = tensor_info(t);
+      if (const Desc* t = desc_attr(op, name)) g->tensors[tensor_info(t).uid] = tensor_info(t);
     }
   }
+  return true;
+}
+
+// The reshape op producing uid (marked used), else null.
+const Desc* reshape(Graph& g, int64_t uid) {
+  auto it = g.producer.find(uid);
+  if (it == g.producer.end() || it->second->kind != CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR) return nullptr;
+  g.used.insert(it->second);
+  return it->second;
+}
+
+// y is x transposed in its last two dims: dims and strides swapped.
+bool is_transpose(const TensorInfo& x, const TensorInfo& y) {
+  if (x.dims.size() != 4 || y.dims.size() != 4) return false;
+  return y.dims == std::vector<int64_t>{x.dims[0], x.dims[1], x.dims[3], x.dims[2]} &&
+         y.strides == std::vector<int64_t>{x.strides[0], x.strides[1], x.strides[3], x.strides[2]};
+}
+
+// The scores `s`: scale * matmul(Q, K^T), causal-masked or not (the first
+// nodes of both graphs). Fills q, kt, scale, neg, causal.
+bool match_scores(Graph& g, int64_t s, SdpaProblem* p) {
+  int64_t scaled = s;
+  p->causal = false;
+  if (const Desc* sel = pointwise(g, s, CUDNN_POINTWISE_BINARY_SELECT)) {
+    scaled = uid_of(sel, CUDNN_ATTR_OPERATION_POINTWISE_XDESC);
+    p->neg = uid_of(sel, CUDNN_ATTR_OPERATION_POINTWISE_BDESC);
+    const Desc* ge = pointwise(g, uid_of(sel, CUDNN_ATTR_OPERATION_POINTWISE_TDESC), CUDNN_POINTWISE_CMP_GE);
+    if (ge == nullptr) return false;
+    const Desc* row = pointwise(g, uid_of(ge, CUDNN_ATTR_OPERATION_POINTWISE_XDESC), CUDNN_POINTWISE_GEN_INDEX);
+    const Desc* col = pointwise(g, uid_of(ge, CUDNN_ATTR_OPERATION_POINTWISE_BDESC), CUDNN_POINTWISE_GEN_INDEX);
+    if (row == nullptr || col == nullptr) return false;
+    int64_t row_axis = -1, col_axis = -1;
+    (void)value(desc_attr(row, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR), CUDNN_ATTR_POINTWISE_AXIS, &row_axis);
+    (void)value(desc_attr(col, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR), CUDNN_ATTR_POINTWISE_AXIS, &col_axis);
+    if (row_axis != 2 || col_axis != 3) return false;
+    if (uid_of(row, CUDNN_ATTR_OPERATION_POINTWISE_XDESC) != scaled ||
+        uid_of(col, CUDNN_ATTR_OPERATION_POINTWISE_XDESC) != scaled)
+      return false;
+    if (!g.tensors[p->neg].by_value || g.tensors[p->neg].type != CUDNN_DATA_FLOAT) return false;
+    p->causal = true;
+  }
+  const Desc* mul = pointwise(g, scaled, CUDNN_POINTWISE_MUL);
+  if (mul == nullptr) return false;
+  p->scale = uid_of(mul, CUDNN_ATTR_OPERATION_POINTWISE_BDESC);
+  const Desc* bmm1 = matmul(g, uid_of(mul, CUDNN_ATTR_OPERATION_POINTWISE_XDESC));
+  if (bmm1 == nullptr) return false;
+  p->q = uid_of(bmm1, CUDNN_ATTR_OPERATION_MATMUL_ADESC);
+  p->kt = uid_of(bmm1, CUDNN_ATTR_OPERATION_MATMUL_BDESC);
+  const TensorInfo& sc = g.tensors[p->scale];
+  return sc.by_value && sc.type == CUDNN_DATA_FLOAT;
+}
+
+// The forward pattern of the file comment; true with `p` filled in.
+bool recognise_forward(Graph g, SdpaProblem* p) {
   // O = matmul(P, V): the one matmul whose output is a real tensor
   const Desc* bmm2 = nullptr;
   for (const Desc* op : g.ops) {
@@ -460,47 +543,18 @@ bool recognise(const Desc* graph_desc, SdpaProblem* p) {
     if (log == nullptr || uid_of(log, CUDNN_ATTR_OPERATION_POINTWISE_XDESC) != z) return false;
     p->stats = out;
   }
-  // the scores, causal-masked or not
-  int64_t scaled = s;
-  p->causal = false;
-  if (const Desc* sel = pointwise(g, s, CUDNN_POINTWISE_BINARY_SELECT)) {
-    scaled = uid_of(sel, CUDNN_ATTR_OPERATION_POINTWISE_XDESC);
-    p->neg = uid_of(sel, CUDNN_ATTR_OPERATION_POINTWISE_BDESC);
-    const Desc* ge = pointwise(g, uid_of(sel, CUDNN_ATTR_OPERATION_POINTWISE_TDESC), CUDNN_POINTWISE_CMP_GE);
-    if (ge == nullptr) return false;
-    const Desc* row = pointwise(g, uid_of(ge, CUDNN_ATTR_OPERATION_POINTWISE_XDESC), CUDNN_POINTWISE_GEN_INDEX);
-    const Desc* col = pointwise(g, uid_of(ge, CUDNN_ATTR_OPERATION_POINTWISE_BDESC), CUDNN_POINTWISE_GEN_INDEX);
-    if (row == nullptr || col == nullptr) return false;
-    int64_t row_axis = -1, col_axis = -1;
-    (void)value(desc_attr(row, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR), CUDNN_ATTR_POINTWISE_AXIS, &row_axis);
-    (void)value(desc_attr(col, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR), CUDNN_ATTR_POINTWISE_AXIS, &col_axis);
-    if (row_axis != 2 || col_axis != 3) return false;
-    if (uid_of(row, CUDNN_ATTR_OPERATION_POINTWISE_XDESC) != scaled ||
-        uid_of(col, CUDNN_ATTR_OPERATION_POINTWISE_XDESC) != scaled)
-      return false;
-    if (!g.tensors[p->neg].by_value) return false;
-    p->causal = true;
-  }
-  const Desc* mul = pointwise(g, scaled, CUDNN_POINTWISE_MUL);
-  if (mul == nullptr) return false;
-  p->scale = uid_of(mul, CUDNN_ATTR_OPERATION_POINTWISE_BDESC);
-  const Desc* bmm1 = matmul(g, uid_of(mul, CUDNN_ATTR_OPERATION_POINTWISE_XDESC));
-  if (bmm1 == nullptr) return false;
-  p->q = uid_of(bmm1, CUDNN_ATTR_OPERATION_MATMUL_ADESC);
-  p->kt = uid_of(bmm1, CUDNN_ATTR_OPERATION_MATMUL_BDESC);
+  if (!match_scores(g, s, p)) return false;
   if (g.used.size() != g.ops.size()) return false;  // an operation outside the pattern
   // shapes and types
   const TensorInfo &q = g.tensors[p->q], &kt = g.tensors[p->kt], &v = g.tensors[p->v], &o = g.tensors[p->o];
-  const TensorInfo& sc = g.tensors[p->scale];
   if (q.dims.size() != 4 || kt.dims.size() != 4 || v.dims.size() != 4 || o.dims.size() != 4) return false;
-  if (q.is_virtual || kt.is_virtual || v.is_virtual || o.is_virtual || !sc.by_value) return false;
+  if (q.is_virtual || kt.is_virtual || v.is_virtual || o.is_virtual) return false;
   for (int i = 0; i < 2; ++i) {
     if (kt.dims[i] != q.dims[i] || v.dims[i] != q.dims[i] || o.dims[i] != q.dims[i]) return false;
   }
   if (kt.dims[2] != q.dims[3] || v.dims[2] != kt.dims[3] || o.dims[2] != q.dims[2] || o.dims[3] != v.dims[3])
     return false;
   if (!is_16bit(q.type) || kt.type != q.type || v.type != q.type || o.type != q.type) return false;
-  if (sc.type != CUDNN_DATA_FLOAT || (p->neg >= 0 && g.tensors[p->neg].type != CUDNN_DATA_FLOAT)) return false;
   if (p->stats >= 0) {
     const TensorInfo& st = g.tensors[p->stats];
     if (st.type != CUDNN_DATA_FLOAT || st.dims != std::vector<int64_t>{q.dims[0], q.dims[1], q.dims[2], 1})
@@ -508,6 +562,195 @@ bool recognise(const Desc* graph_desc, SdpaProblem* p) {
   }
   p->tensors = g.tensors;
   return true;
+}
+
+// The backward pattern of the file comment; true with `p` filled in. Every
+// node is checked for its kind, mode and operands, the reshapes for being
+// transposes (dims and strides swapped), the real tensors for their shapes
+// and dtypes; a node outside the pattern refuses the graph.
+bool recognise_backward(Graph g, SdpaProblem* p) {
+  p->backward = true;
+  // the matmuls writing real tensors: dV = P^T dO, dK = dS^T Q, dQ (or dQacc) = dS K
+  const Desc *mm_dv = nullptr, *mm_dk = nullptr, *mm_dq = nullptr;
+  for (const Desc* op : g.ops) {
+    if (op->kind != CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR || g.tensors[output_uid(op)].is_virtual) continue;
+    const Desc* a = reshape(g, uid_of(op, CUDNN_ATTR_OPERATION_MATMUL_ADESC));
+    const Desc*& slot = a == nullptr ? mm_dq
+                        : pointwise(g, uid_of(a, CUDNN_ATTR_OPERATION_RESHAPE_XDESC), CUDNN_POINTWISE_EXP) != nullptr
+                            ? mm_dv
+                            : mm_dk;
+    if (slot != nullptr) return false;
+    slot = op;
+    g.used.insert(op);
+  }
+  if (mm_dv == nullptr || mm_dk == nullptr || mm_dq == nullptr) return false;
+  // dV = matmul(reshape(P), dO),  P = exp(S - Stats)
+  const Desc* r_p = reshape(g, uid_of(mm_dv, CUDNN_ATTR_OPERATION_MATMUL_ADESC));
+  const int64_t prob = uid_of(r_p, CUDNN_ATTR_OPERATION_RESHAPE_XDESC);
+  const Desc* exp = pointwise(g, prob, CUDNN_POINTWISE_EXP);
+  const Desc* sub =
+      exp == nullptr ? nullptr : pointwise(g, uid_of(exp, CUDNN_ATTR_OPERATION_POINTWISE_XDESC), CUDNN_POINTWISE_SUB);
+  if (sub == nullptr) return false;
+  p->stats = uid_of(sub, CUDNN_ATTR_OPERATION_POINTWISE_BDESC);
+  if (!match_scores(g, uid_of(sub, CUDNN_ATTR_OPERATION_POINTWISE_XDESC), p)) return false;
+  p->d_o = uid_of(mm_dv, CUDNN_ATTR_OPERATION_MATMUL_BDESC);
+  p->dv = output_uid(mm_dv);
+  p->pt_type = g.tensors[output_uid(r_p)].type;
+  // dK = matmul(reshape(dS), Q),  dS = ((dP - D) * P) * scale,  dP = matmul(dO, V^T)
+  const Desc* r_ds = reshape(g, uid_of(mm_dk, CUDNN_ATTR_OPERATION_MATMUL_ADESC));
+  const int64_t ds = uid_of(r_ds, CUDNN_ATTR_OPERATION_RESHAPE_XDESC);
+  if (uid_of(mm_dk, CUDNN_ATTR_OPERATION_MATMUL_BDESC) != p->q) return false;
+  p->dk = output_uid(mm_dk);
+  p->dst_type = g.tensors[output_uid(r_ds)].type;
+  const Desc* mul_scale = pointwise(g, ds, CUDNN_POINTWISE_MUL);
+  if (mul_scale == nullptr || uid_of(mul_scale, CUDNN_ATTR_OPERATION_POINTWISE_BDESC) != p->scale) return false;
+  const Desc* mul_p = pointwise(g, uid_of(mul_scale, CUDNN_ATTR_OPERATION_POINTWISE_XDESC), CUDNN_POINTWISE_MUL);
+  if (mul_p == nullptr || uid_of(mul_p, CUDNN_ATTR_OPERATION_POINTWISE_BDESC) != prob) return false;
+  const Desc* sub_d = pointwise(g, uid_of(mul_p, CUDNN_ATTR_OPERATION_POINTWISE_XDESC), CUDNN_POINTWISE_SUB);
+  if (sub_d == nullptr) return false;
+  const Desc* mm_dp = matmul(g, uid_of(sub_d, CUDNN_ATTR_OPERATION_POINTWISE_XDESC));
+  if (mm_dp == nullptr || uid_of(mm_dp, CUDNN_ATTR_OPERATION_MATMUL_ADESC) != p->d_o) return false;
+  p->v = uid_of(mm_dp, CUDNN_ATTR_OPERATION_MATMUL_BDESC);
+  // D' = reduce_add(dO * O) * one, a real f32 tensor
+  p->row_sum = uid_of(sub_d, CUDNN_ATTR_OPERATION_POINTWISE_BDESC);
+  const Desc* mul_one = pointwise(g, p->row_sum, CUDNN_POINTWISE_MUL);
+  if (mul_one == nullptr) return false;
+  p->one = uid_of(mul_one, CUDNN_ATTR_OPERATION_POINTWISE_BDESC);
+  const Desc* red = reduction(g, uid_of(mul_one, CUDNN_ATTR_OPERATION_POINTWISE_XDESC), CUDNN_REDUCE_TENSOR_ADD);
+  if (red == nullptr) return false;
+  const Desc* mul_do = pointwise(g, uid_of(red, CUDNN_ATTR_OPERATION_REDUCTION_XDESC), CUDNN_POINTWISE_MUL);
+  if (mul_do == nullptr || uid_of(mul_do, CUDNN_ATTR_OPERATION_POINTWISE_XDESC) != p->d_o) return false;
+  p->o = uid_of(mul_do, CUDNN_ATTR_OPERATION_POINTWISE_BDESC);
+  // dQ = matmul(dS, reshape(K^T)), directly or through an f32 accumulator and identity
+  const Desc* r_k = reshape(g, uid_of(mm_dq, CUDNN_ATTR_OPERATION_MATMUL_BDESC));
+  if (uid_of(mm_dq, CUDNN_ATTR_OPERATION_MATMUL_ADESC) != ds || r_k == nullptr ||
+      uid_of(r_k, CUDNN_ATTR_OPERATION_RESHAPE_XDESC) != p->kt)
+    return false;
+  p->dq = output_uid(mm_dq);
+  for (const Desc* op : g.ops) {
+    if (g.used.count(op) != 0 || op->kind != CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR) continue;
+    const Desc* id = pointwise(g, output_uid(op), CUDNN_POINTWISE_IDENTITY);
+    if (id == nullptr || uid_of(id, CUDNN_ATTR_OPERATION_POINTWISE_XDESC) != p->dq || p->dq_accum >= 0) return false;
+    p->dq_accum = p->dq;
+    p->dq = output_uid(id);
+  }
+  if (g.used.size() != g.ops.size()) return false;  // an operation outside the pattern
+  // the reshapes are transposes; shapes, dtypes, and which tensors are real
+  for (const Desc* r : {r_p, r_ds, r_k}) {
+    if (!is_transpose(g.tensors[uid_of(r, CUDNN_ATTR_OPERATION_RESHAPE_XDESC)], g.tensors[output_uid(r)])) return false;
+  }
+  const std::map<int64_t, TensorInfo>& t = g.tensors;
+  const TensorInfo& q = t.at(p->q);
+  if (q.dims.size() != 4 || !is_16bit(q.type)) return false;
+  const int64_t nb = q.dims[0], nh = q.dims[1], l = q.dims[2], d = q.dims[3];
+  const TensorInfo& kt = t.at(p->kt);
+  if (kt.dims.size() != 4) return false;
+  const int64_t s = kt.dims[3];
+  const std::vector<int64_t> lxd{nb, nh, l, d}, dxs{nb, nh, d, s}, sxd{nb, nh, s, d}, lx1{nb, nh, l, 1};
+  const struct {
+    int64_t uid;
+    std::vector<int64_t> dims;
+    cudnnDataType_t type;
+  } real[] = {{p->kt, dxs, q.type},
+              {p->v, dxs, q.type},
+              {p->o, lxd, q.type},
+              {p->d_o, lxd, q.type},
+              {p->dq, lxd, q.type},
+              {p->dk, sxd, q.type},
+              {p->dv, sxd, q.type},
+              {p->stats, lx1, CUDNN_DATA_FLOAT},
+              {p->row_sum, lx1, CUDNN_DATA_FLOAT}};
+  for (const auto& r : real) {
+    auto it = t.find(r.uid);
+    if (it == t.end() || it->second.is_virtual || it->second.by_value || it->second.dims != r.dims ||
+        it->second.type != r.type)
+      return false;
+  }
+  if (p->dq_accum >= 0) {
+    const TensorInfo& acc = t.at(p->dq_accum);
+    if (acc.is_virtual || acc.type != CUDNN_DATA_FLOAT || acc.dims != lxd) return false;
+  }
+  auto one = t.find(p->one);
+  if (one == t.end() || !one->second.by_value || one->second.type != CUDNN_DATA_FLOAT) return false;
+  if (!is_16bit(p->pt_type) || !is_16bit(p->dst_type)) return false;
+  // the distinct roles are distinct tensors
+  const std::set<int64_t> uids{p->q,  p->kt, p->v,     p->o,       p->d_o,   p->dq,
+                               p->dk, p->dv, p->stats, p->row_sum, p->scale, p->one};
+  if (uids.size() != 12) return false;
+  p->tensors = g.tensors;
+  return true;
+}
+
+// Every operation's operands agree in shape: a matmul's A [.., m, k], B
+// [.., k, n], C [.., m, n] with equal batch dims; a pointwise op's y has x's
+// dims and b, t broadcast to them (each dim equal or 1); a reduction's y dims
+// are x's or 1; a reshape keeps the element count.
+bool shapes_agree(const Graph& g) {
+  const auto dims = [&](const Desc* op, int name) -> const std::vector<int64_t>* {
+    const int64_t uid = uid_of(op, name);
+    auto it = g.tensors.find(uid);
+    return uid < 0 || it == g.tensors.end() ? nullptr : &it->second.dims;
+  };
+  const auto broadcasts = [](const std::vector<int64_t>& from, const std::vector<int64_t>& to) {
+    if (from.size() != to.size()) return false;
+    for (size_t i = 0; i < to.size(); ++i) {
+      if (from[i] != to[i] && from[i] != 1) return false;
+    }
+    return true;
+  };
+  const auto count = [](const std::vector<int64_t>& d) {
+    int64_t n = 1;
+    for (int64_t x : d) n *= x;
+    return n;
+  };
+  for (const Desc* op : g.ops) {
+    switch (op->kind) {
+      case CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR: {
+        const auto *a = dims(op, CUDNN_ATTR_OPERATION_MATMUL_ADESC), *b = dims(op, CUDNN_ATTR_OPERATION_MATMUL_BDESC),
+                   *c = dims(op, CUDNN_ATTR_OPERATION_MATMUL_CDESC);
+        if (a == nullptr || b == nullptr || c == nullptr || a->size() != 4 || b->size() != 4 || c->size() != 4)
+          return false;
+        for (size_t i = 0; i < 2; ++i) {
+          if ((*b)[i] != (*a)[i] || (*c)[i] != (*a)[i]) return false;
+        }
+        if ((*a)[3] != (*b)[2] || (*c)[2] != (*a)[2] || (*c)[3] != (*b)[3]) return false;
+        break;
+      }
+      case CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR: {
+        const auto *x = dims(op, CUDNN_ATTR_OPERATION_POINTWISE_XDESC),
+                   *y = dims(op, CUDNN_ATTR_OPERATION_POINTWISE_YDESC);
+        if (x == nullptr || y == nullptr || *x != *y) return false;
+        for (int name : {CUDNN_ATTR_OPERATION_POINTWISE_BDESC, CUDNN_ATTR_OPERATION_POINTWISE_TDESC}) {
+          if (find(op, name) == nullptr) continue;
+          const auto* b = dims(op, name);
+          if (b == nullptr || !broadcasts(*b, *y)) return false;
+        }
+        break;
+      }
+      case CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR: {
+        const auto *x = dims(op, CUDNN_ATTR_OPERATION_REDUCTION_XDESC),
+                   *y = dims(op, CUDNN_ATTR_OPERATION_REDUCTION_YDESC);
+        if (x == nullptr || y == nullptr || !broadcasts(*y, *x)) return false;
+        break;
+      }
+      default: {
+        const auto *x = dims(op, CUDNN_ATTR_OPERATION_RESHAPE_XDESC), *y = dims(op, CUDNN_ATTR_OPERATION_RESHAPE_YDESC);
+        if (x == nullptr || y == nullptr || count(*x) != count(*y)) return false;
+        break;
+      }
+    }
+  }
+  return true;
+}
+
+// The forward or the backward graph; true with `p` filled in.
+bool recognise(const Desc* graph_desc, SdpaProblem* p) {
+  Graph g;
+  if (!load(graph_desc, &g) || !shapes_agree(g)) return false;
+  *p = SdpaProblem{};
+  if (recognise_forward(g, p)) return true;
+  *p = SdpaProblem{};
+  return recognise_backward(g, p);
 }
 
 // ---- execute ------------------------------------------------------------------------------------
@@ -559,6 +802,83 @@ void run_sdpa(const SdpaProblem& p, const std::map<int64_t, TensorInfo>& tensors
         if (p.stats >= 0) {
           const TensorInfo& st = tensors.at(p.stats);
           static_cast<float*>(ptr.at(p.stats))[offset(st, b, h, i, 0)] = m + std::log(z);
+        }
+      }
+    }
+  }
+}
+
+// The backward: D_i = dO_i . O_i (written to the row-sum tensor), P_ij =
+// exp(s_ij - Stats_i) (0 where masked), dP_ij = dO_i . v_j, dS_ij = scale
+// P_ij (dP_ij - D_i); dV_j = sum_i P_ij dO_i and dK_j = sum_i dS_ij q_i with
+// P and dS rounded to the dtype the graph gives P^T and dS^T; dQ_i = sum_j
+// dS_ij k_j with dS in f32 (added into the accumulator first when the graph
+// has one). f32 throughout otherwise; dq, dk, dv rounded once.
+void run_sdpa_backward(const SdpaProblem& p, const std::map<int64_t, TensorInfo>& tensors,
+                       const std::map<int64_t, void*>& ptr) {
+  const TensorInfo &q = tensors.at(p.q), &kt = tensors.at(p.kt), &vt = tensors.at(p.v), &o = tensors.at(p.o);
+  const TensorInfo &d_o = tensors.at(p.d_o), &dq = tensors.at(p.dq), &dk = tensors.at(p.dk), &dv = tensors.at(p.dv);
+  const TensorInfo &st = tensors.at(p.stats), &rs = tensors.at(p.row_sum);
+  const float scale = *static_cast<const float*>(ptr.at(p.scale));
+  const float one = *static_cast<const float*>(ptr.at(p.one));
+  const float neg = p.neg >= 0 ? *static_cast<const float*>(ptr.at(p.neg)) : 0.0f;
+  const int64_t nb = q.dims[0], nh = q.dims[1], l = q.dims[2], d = q.dims[3], s = kt.dims[3];
+  const cudnnDataType_t t = q.type;
+  const auto round_to = [](cudnnDataType_t type, float x) {
+    return type == CUDNN_DATA_HALF ? static_cast<float>(hg::half(x)) : static_cast<float>(hg::bfloat16(x));
+  };
+  const auto* stats = static_cast<const float*>(ptr.at(p.stats));
+  auto* row_sum = static_cast<float*>(ptr.at(p.row_sum));
+  float* acc = p.dq_accum >= 0 ? static_cast<float*>(ptr.at(p.dq_accum)) : nullptr;
+  const size_t sd = static_cast<size_t>(s * d);
+  std::vector<float> gk(sd), gv(sd), gq(static_cast<size_t>(d)), qi(static_cast<size_t>(d)),
+      doi(static_cast<size_t>(d));
+  for (int64_t b = 0; b < nb; ++b) {
+    for (int64_t h = 0; h < nh; ++h) {
+      std::fill(gk.begin(), gk.end(), 0.0f);
+      std::fill(gv.begin(), gv.end(), 0.0f);
+      for (int64_t i = 0; i < l; ++i) {
+        float row = 0.0f;
+        for (int64_t x = 0; x < d; ++x) {
+          qi[static_cast<size_t>(x)] = load16(ptr.at(p.q), t, offset(q, b, h, i, x));
+          doi[static_cast<size_t>(x)] = load16(ptr.at(p.d_o), t, offset(d_o, b, h, i, x));
+          row += doi[static_cast<size_t>(x)] * load16(ptr.at(p.o), t, offset(o, b, h, i, x));
+        }
+        row *= one;
+        row_sum[offset(rs, b, h, i, 0)] = row;
+        const float lse = stats[offset(st, b, h, i, 0)];
+        std::fill(gq.begin(), gq.end(), 0.0f);
+        for (int64_t j = 0; j < s; ++j) {
+          float dot = 0.0f, dp = 0.0f;
+          for (int64_t x = 0; x < d; ++x) {
+            dot += qi[static_cast<size_t>(x)] * load16(ptr.at(p.kt), t, offset(kt, b, h, x, j));
+            dp += doi[static_cast<size_t>(x)] * load16(ptr.at(p.v), t, offset(vt, b, h, x, j));
+          }
+          float e = dot * scale;
+          if (p.causal && !(i >= j)) e = neg;
+          const float pij = std::exp(e - lse);
+          const float ds = (dp - row) * pij * scale;
+          const float p16 = round_to(p.pt_type, pij), ds16 = round_to(p.dst_type, ds);
+          for (int64_t x = 0; x < d; ++x) {
+            const size_t jx = static_cast<size_t>(j * d + x);
+            gv[jx] += p16 * doi[static_cast<size_t>(x)];
+            gk[jx] += ds16 * qi[static_cast<size_t>(x)];
+            gq[static_cast<size_t>(x)] += ds * load16(ptr.at(p.kt), t, offset(kt, b, h, x, j));
+          }
+        }
+        for (int64_t x = 0; x < d; ++x) {
+          float g = gq[static_cast<size_t>(x)];
+          if (acc != nullptr) {
+            g = (acc[offset(tensors.at(p.dq_accum), b, h, i, x)] += g);
+          }
+          store16(ptr.at(p.dq), t, offset(dq, b, h, i, x), g);
+        }
+      }
+      for (int64_t j = 0; j < s; ++j) {
+        for (int64_t x = 0; x < d; ++x) {
+          const size_t jx = static_cast<size_t>(j * d + x);
+          store16(ptr.at(p.dk), t, offset(dk, b, h, j, x), gk[jx]);
+          store16(ptr.at(p.dv), t, offset(dv, b, h, j, x), gv[jx]);
         }
       }
     }
@@ -736,6 +1056,9 @@ cudnnStatus_t cudnnBackendExecute(cudnnHandle_t handle, cudnnBackendDescriptor_t
     if (workspace == nullptr) return CUDNN_STATUS_BAD_PARAM;
     std::memset(workspace, 0x5a, static_cast<size_t>(workspace_bytes));
   }
-  run_sdpa(problem, tensors, ptr);
+  if (problem.backward)
+    run_sdpa_backward(problem, tensors, ptr);
+  else
+    run_sdpa(problem, tensors, ptr);
   return CUDNN_STATUS_SUCCESS;
 }

@@ -1,12 +1,13 @@
-// The cuDNN attention path (kernels/attention_cudnn.h): the forward through
-// cuDNN's fused graph (on cuda-emu, the stand-in of
-// runtime/emu/runtime_cudnn_graph.cpp), the backward through the flash
-// kernels, and the path switch of scaled_dot_product_attention (SdpaOptions::
-// path, HG_ATTENTION). Compared against an f64 reference computed here from
+// The cuDNN attention path (kernels/attention_cudnn.h): forward and backward
+// through cuDNN's fused graphs (on cuda-emu, the stand-in of
+// runtime/emu/runtime_cudnn_graph.cpp), and the path switch of
+// scaled_dot_product_attention (SdpaOptions::path, HG_ATTENTION). Compared against an f64 reference computed here from
 // the rounded inputs (softmax(scale Q K^T + top-left causal mask) V, its
 // log-sum-exp and the analytic gradients) and against the math path, for head
 // dims 64 and 128, causal and not, odd T, L != S, and the fused [B, T, 3, H, D]
-// qkv layout read in place. Tolerances: tests/kernels/tolerance.h.
+// qkv layout read and its gradient written in place; both backward graphs
+// (the deterministic one and the dQ-accumulating one). Tolerances:
+// tests/kernels/tolerance.h.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -142,8 +143,9 @@ std::string cudnn_skip_reason() {
   return ops::cudnn_attention_unsupported_reason(probe, probe, probe, false, 0.0);
 }
 
-// The cuDNN path through the differentiable op: out, lse (from the ops
-// layer), and the gradients of sum(out * d_out), against the f64 reference.
+// The cuDNN path through the ops layer (out, lse, dq, dk, dv) and through the
+// differentiable op (the gradients of sum(out * d_out)), against the f64
+// reference; the op's gradients are the ops layer's.
 void check_case(const Case& c, DType dt) {
   INFO(case_name(c, dt));
   const uint64_t seed = static_cast<uint64_t>(c.l * 131 + c.s * 7 + c.d + (c.causal ? 1 : 0));
@@ -157,6 +159,15 @@ void check_case(const Case& c, DType dt) {
   REQUIRE(f.lse.sizes() == Shape({c.b, c.h, c.l}));
   CHECK(compare_values(values_of(f.lse), ref.lse, Tolerance{1e-5, 1e-5}) == "");
   CHECK(compare_with_terms(values_of(f.out), ref.out, ref.out_mag, dt, 1.0, 1.0) == "");
+  const ops::FlashBackward g =
+      ops::cudnn_attention_backward(d_out.to(cuda), q.to(cuda), k.to(cuda), v.to(cuda), f.out, f.lse, scale, c.causal);
+  REQUIRE(g.dq.sizes() == q.sizes());
+  REQUIRE(g.dk.sizes() == k.sizes());
+  REQUIRE(g.dv.sizes() == v.sizes());
+  CHECK(g.dq.dtype() == dt);
+  CHECK(compare_with_terms(values_of(g.dq), ref.dq, ref.dq_mag, dt, 1.0, 1.0) == "");
+  CHECK(compare_with_terms(values_of(g.dk), ref.dk, ref.dk_mag, dt, 1.0, 1.0) == "");
+  CHECK(compare_with_terms(values_of(g.dv), ref.dv, ref.dv_mag, dt, 1.0, 1.0) == "");
 
   Tensor qg = q.to(cuda).requires_grad_(), kg = k.to(cuda).requires_grad_(), vg = v.to(cuda).requires_grad_();
   const SdpaOptions opts{.is_causal = c.causal, .path = AttentionPath::cudnn};
@@ -167,6 +178,9 @@ void check_case(const Case& c, DType dt) {
   CHECK(compare_with_terms(values_of(qg.grad()), ref.dq, ref.dq_mag, dt, 1.0, 1.0) == "");
   CHECK(compare_with_terms(values_of(kg.grad()), ref.dk, ref.dk_mag, dt, 1.0, 1.0) == "");
   CHECK(compare_with_terms(values_of(vg.grad()), ref.dv, ref.dv_mag, dt, 1.0, 1.0) == "");
+  CHECK(values_of(qg.grad()) == values_of(g.dq));
+  CHECK(values_of(kg.grad()) == values_of(g.dk));
+  CHECK(values_of(vg.grad()) == values_of(g.dv));
 }
 
 }  // namespace
@@ -259,6 +273,105 @@ TEST_CASE("cudnn attention: the fused qkv layout in place, plans cached by strid
                                 std::vector<double>(static_cast<size_t>(b * h * t * d), 0.0), 0.125);
   CHECK(compare_with_terms(values_of(f.out), r.out, r.out_mag, kF16, 1.0, 1.0) == "");
 #endif
+}
+
+// The backward reading q, k, v, out and d_out in place and writing dq, dk, dv
+// into the fused [B, T, 3, H, D] gradient through their strides: equal bit for
+// bit to the same call on contiguous copies, and to the f64 reference; one
+// backward plan per (shapes, strides), reused; the dQ-accumulating graph
+// gives the deterministic graph's values.
+TEST_CASE("cudnn attention backward: strided operands in place, both graphs, plans cached", "[cudnn-sdpa]") {
+  const std::string skip = cudnn_skip_reason();
+  if (!skip.empty()) {
+    WARN("cuDNN attention path skipped: " << skip);
+    return;
+  }
+#if defined(HG_WITH_CUDA)
+  const Device cuda = Device::cuda(0);
+  for (const DType dt : {kF16, kBF16}) {
+    for (const int64_t d : {64, 128}) {
+      for (const bool causal : {true, false}) {
+        INFO(label(cuda, dt, "D " + std::to_string(d) + (causal ? " causal" : "")));
+        const int64_t b = 2, t = 19, h = 2;
+        const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+        const Tensor qkv = input({b, t, 3, h, d}, dt, static_cast<uint64_t>(61 + d + (causal ? 1 : 0))).to(cuda);
+        const auto part = [](const Tensor& x, int64_t i) { return x.select(2, i).transpose(1, 2); };
+        const Tensor q = part(qkv, 0), k = part(qkv, 1), v = part(qkv, 2);
+        const Tensor d_out = input({b, t, h, d}, dt, 77).to(cuda).transpose(1, 2);  // heads-last, as autograd gives it
+        const ops::FlashForward f = ops::cudnn_attention_forward(q, k, v, scale, causal);
+        const size_t before = cuda::cudnn_attention_plan_count();
+        // the gradient of the fused projection, written in place through strides
+        const Tensor grad = zeros({b, t, 3, h, d}, {.dtype = dt, .device = cuda});
+        const Tensor dq = part(grad, 0), dk = part(grad, 1), dv = part(grad, 2);
+        const Tensor stats = f.lse.contiguous();
+        CHECK(cuda::cudnn_attention_backward(dq, dk, dv, d_out, q, k, v, f.out, stats, scale, causal) ==
+              cuda::CudnnSdpaBackwardGraph::direct_dq);
+        const size_t after_first = cuda::cudnn_attention_plan_count();
+        CHECK(after_first == before + 1);
+        const ops::FlashBackward g = ops::cudnn_attention_backward(d_out, q, k, v, f.out, f.lse, scale, causal);
+        CHECK(cuda::cudnn_attention_plan_count() == after_first + 1);  // heads-last dq, dk, dv: other strides
+        (void)ops::cudnn_attention_backward(d_out, q, k, v, f.out, f.lse, scale, causal);
+        CHECK(cuda::cudnn_attention_plan_count() == after_first + 1);  // same key: reused
+        CHECK(values_of(dq) == values_of(g.dq));
+        CHECK(values_of(dk) == values_of(g.dk));
+        CHECK(values_of(dv) == values_of(g.dv));
+        // contiguous copies of every operand: the same values
+        const ops::FlashBackward gc =
+            ops::cudnn_attention_backward(d_out.contiguous(), q.contiguous(), k.contiguous(), v.contiguous(),
+                                          f.out.contiguous(), f.lse, scale, causal);
+        CHECK(values_of(gc.dq) == values_of(g.dq));
+        CHECK(values_of(gc.dk) == values_of(g.dk));
+        CHECK(values_of(gc.dv) == values_of(g.dv));
+        // the accumulating graph: its own plan, the same values (dQ = 0 + dS K)
+        const Tensor aq = zeros_like(g.dq), ak = zeros_like(g.dk), av = zeros_like(g.dv);
+        CHECK(cuda::cudnn_attention_backward(aq, ak, av, d_out, q, k, v, f.out, stats, scale, causal,
+                                             cuda::CudnnSdpaBackwardGraph::accumulate_dq) ==
+              cuda::CudnnSdpaBackwardGraph::accumulate_dq);
+        // twice: the accumulator is zeroed before each call, so no sum of two calls
+        (void)cuda::cudnn_attention_backward(aq, ak, av, d_out, q, k, v, f.out, stats, scale, causal,
+                                             cuda::CudnnSdpaBackwardGraph::accumulate_dq);
+        CHECK(values_of(aq) == values_of(g.dq));
+        CHECK(values_of(ak) == values_of(g.dk));
+        CHECK(values_of(av) == values_of(g.dv));
+        // the differentiable op on views of a fused qkv leaf: its gradient holds the ops layer's dq, dk, dv
+        Tensor qkv_leaf = qkv.clone().requires_grad_();
+        const Tensor o_op = scaled_dot_product_attention(part(qkv_leaf, 0), part(qkv_leaf, 1), part(qkv_leaf, 2),
+                                                         {.is_causal = causal, .path = AttentionPath::cudnn});
+        sum(mul(o_op, d_out)).backward();
+        CHECK(values_of(part(qkv_leaf.grad(), 0)) == values_of(g.dq));
+        CHECK(values_of(part(qkv_leaf.grad(), 1)) == values_of(g.dk));
+        CHECK(values_of(part(qkv_leaf.grad(), 2)) == values_of(g.dv));
+        // and the f64 reference
+        const Case c{b, h, t, t, d, causal};
+        const Reference r = reference(c, values_of(q.contiguous()), values_of(k.contiguous()),
+                                      values_of(v.contiguous()), values_of(d_out.contiguous()), scale);
+        CHECK(compare_with_terms(values_of(dq), r.dq, r.dq_mag, dt, 1.0, 1.0) == "");
+        CHECK(compare_with_terms(values_of(dk), r.dk, r.dk_mag, dt, 1.0, 1.0) == "");
+        CHECK(compare_with_terms(values_of(dv), r.dv, r.dv_mag, dt, 1.0, 1.0) == "");
+      }
+    }
+  }
+#endif
+}
+
+TEST_CASE("cudnn attention backward: clear errors", "[cudnn-sdpa]") {
+  const std::string skip = cudnn_skip_reason();
+  if (!skip.empty()) {
+    WARN("cuDNN attention path skipped: " << skip);
+    return;
+  }
+  const Device cuda = Device::cuda(0);
+  const Tensor q = input({1, 2, 9, 64}, kF16, 81).to(cuda);
+  const ops::FlashForward f = ops::cudnn_attention_forward(q, q, q, 0.125, true);
+  CHECK_THROWS_WITH(ops::cudnn_attention_backward(q, q, q, q, f.out, f.lse.narrow(2, 0, 8), 0.125, true),
+                    Contains("lse"));
+  CHECK_THROWS_WITH(ops::cudnn_attention_backward(q.narrow(2, 0, 8), q, q, q, f.out, f.lse, 0.125, true),
+                    Contains("d_out"));
+  const Tensor q96 = zeros({1, 2, 9, 96}, {.dtype = kF16, .device = cuda});
+  CHECK_THROWS_WITH(ops::cudnn_attention_backward(q96, q96, q96, q96, q96, f.lse, 0.125, true), Contains("head dims"));
+  const Tensor q32 = zeros({1, 2, 9, 64}, {.dtype = kF32, .device = cuda});
+  CHECK_THROWS_WITH(ops::cudnn_attention_backward(q32, q32, q32, q32, q32, f.lse, 0.125, true),
+                    Contains("f16 or bf16"));
 }
 
 TEST_CASE("attention path switch: SdpaOptions::path, HG_ATTENTION, and clear errors", "[cudnn-sdpa][sdpa]") {
