@@ -15,9 +15,9 @@ if(HG_HAVE_SLEEF)
        ${CMAKE_CURRENT_LIST_DIR}/vec_math_avx512.cpp)
   set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/vec_math_sse2.cpp PROPERTIES COMPILE_OPTIONS "-fno-math-errno;-O3")
   set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/vec_math_avx2.cpp
-                              PROPERTIES COMPILE_OPTIONS "-fno-math-errno;-O3;-mavx2;-mfma")
+                              PROPERTIES COMPILE_OPTIONS "-fno-math-errno;-O3;-mavx2;-mfma;-mf16c")
   set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/vec_math_avx512.cpp
-                              PROPERTIES COMPILE_OPTIONS "-fno-math-errno;-O3;-mavx512f;-mavx2;-mfma")
+                              PROPERTIES COMPILE_OPTIONS "-fno-math-errno;-O3;-mavx512f;-mavx2;-mfma;-mf16c")
 endif()
 # The native bf16 GEMM (oneDNN), when the build has it (CMakeLists.txt, HG_WITH_ONEDNN).
 if(HG_WITH_ONEDNN)
