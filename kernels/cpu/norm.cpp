@@ -7,8 +7,8 @@
 //            per thread; d_weight/d_bias: the two-stage column reduction of
 //            norm_math::norm_column_chunks (chunks of rows in parallel, then
 //            columns in parallel over the chunk partials)
-// Order      row sums are blocked pairwise (blocks of 128, combined by
-//            halving); column sums go row by row within a chunk, then chunk
+// Order      row sums are blocked pairwise (blocks of 128 in 8 interleaved
+//            lanes, blocks combined by halving); column sums go row by row within a chunk, then chunk
 //            by chunk, so the result depends only on the shape
 // Precision  acc_t (float; double for f64), two passes for mean and variance,
 //            one rounding on store
@@ -30,14 +30,23 @@ using ::hg::detail::ptr_or_null;
 namespace {
 
 constexpr int64_t kSumBlock = 128;
+constexpr int64_t kLanes = 8;
 
-// sum over c in [0, n) of term(c), blocked pairwise.
+// sum over c in [0, n) of term(c), blocked pairwise. Within a block, element
+// begin + i goes to lane i % kLanes, each lane summed left to right and the
+// lanes combined by the fixed tree ((0+1)+(2+3))+((4+5)+(6+7)), as in
+// kernels/cpu/reduce.cpp: eight independent chains, which vectorise, where
+// one serial chain waited an add's latency per element.
 template <typename A, typename Term>
 A pairwise_sum(int64_t begin, int64_t n, const Term& term) {
   if (n <= kSumBlock) {
-    A acc = A(0);
-    for (int64_t c = begin; c < begin + n; ++c) acc += term(c);
-    return acc;
+    A lane[kLanes] = {};
+    int64_t i = 0;
+    for (; i + kLanes <= n; i += kLanes) {
+      for (int64_t l = 0; l < kLanes; ++l) lane[l] += term(begin + i + l);
+    }
+    for (; i < n; ++i) lane[i % kLanes] += term(begin + i);
+    return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
   }
   const int64_t half = ((n + kSumBlock - 1) / kSumBlock / 2) * kSumBlock;
   return pairwise_sum<A>(begin, half, term) + pairwise_sum<A>(begin + half, n - half, term);
