@@ -156,7 +156,7 @@ bool try_vec_unary(const Fn& fn, const Tensor& out, const Tensors&... ins) {
     a = fn.f.beta;
     b = fn.f.threshold;
   }
-  constexpr VecType t = std::is_same_v<Out, float> ? VecType::f32
+  constexpr VecType t = std::is_same_v<Out, float>  ? VecType::f32
                         : std::is_same_v<Out, half> ? VecType::f16
                                                     : VecType::bf16;
   constexpr size_t kIn = sizeof...(Tensors);

@@ -246,8 +246,8 @@ void norm_backward(OpId op, const Tensor& d_x, const Tensor& d_weight, const Ten
         const float* mu = ptr_or_null<const float>(mean);
         const float* rs = static_cast<const float*>(rstd.data_ptr());
         if (d_x.defined()) {
-          backward_dx_rows<T, float>(rms, dy, xs, mu, rs, ptr_or_null<const float>(wf),
-                                     static_cast<T*>(d_x.data_ptr()), rows, cols);
+          backward_dx_rows<T, float>(rms, dy, xs, mu, rs, ptr_or_null<const float>(wf), static_cast<T*>(d_x.data_ptr()),
+                                     rows, cols);
         }
         if (d_weight.defined() || d_bias.defined()) {
           backward_params<T, W>(rms, dy, xs, mu, rs, ptr_or_null<W>(d_weight), ptr_or_null<W>(d_bias), rows, cols);

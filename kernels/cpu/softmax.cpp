@@ -135,8 +135,7 @@ void softmax(OpId op, const Tensor& y, const Tensor& x) {
   }
   dispatch_floating(x.dtype(), op_name(op), [&](auto tag) {
     using T = decltype(tag);
-    softmax_rows<T>(log, static_cast<const T*>(x.data_ptr()),
-                    static_cast<T*>(y.data_ptr()), rows, cols);
+    softmax_rows<T>(log, static_cast<const T*>(x.data_ptr()), static_cast<T*>(y.data_ptr()), rows, cols);
   });
 }
 
@@ -167,9 +166,8 @@ void softmax_backward(OpId op, const Tensor& d_x, const Tensor& d_y, const Tenso
   }
   dispatch_floating(y.dtype(), op_name(op), [&](auto tag) {
     using T = decltype(tag);
-    softmax_backward_rows<T>(log, static_cast<const T*>(d_y.data_ptr()),
-                             static_cast<const T*>(y.data_ptr()), static_cast<T*>(d_x.data_ptr()),
-                             rows, cols);
+    softmax_backward_rows<T>(log, static_cast<const T*>(d_y.data_ptr()), static_cast<const T*>(y.data_ptr()),
+                             static_cast<T*>(d_x.data_ptr()), rows, cols);
   });
 }
 

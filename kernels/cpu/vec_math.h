@@ -58,8 +58,7 @@ struct VecMathTable {
   // y = op(x) for the ops vec_unary_has(op) lists.
   void (*unary)(OpId op, VecType t, const void* x, void* y, int64_t n, float a, float b);
   // out = d * op'(saved), saved being what the op's functor saves.
-  void (*unary_backward)(OpId op, VecType t, const void* d, const void* saved, void* out, int64_t n, float a,
-                         float b);
+  void (*unary_backward)(OpId op, VecType t, const void* d, const void* saved, void* out, int64_t n, float a, float b);
   // y = exp(x - shift) when y is not null; returns sum exp(x - shift).
   float (*exp_sum)(const float* x, float* y, int64_t n, float shift);
   // out = (exp((x - m) - log_s) - off) * scale (cross-entropy's gradient off the target).

@@ -30,8 +30,8 @@ inline VR vm_load_bf16(const uint16_t* p) {
 }
 inline void vm_store_bf16(uint16_t* p, VR v) {
   const __m256i x = _mm256_castps_si256(v);
-  const __m256i is_nan = _mm256_cmpgt_epi32(_mm256_and_si256(x, _mm256_set1_epi32(0x7fffffff)),
-                                            _mm256_set1_epi32(0x7f800000));
+  const __m256i is_nan =
+      _mm256_cmpgt_epi32(_mm256_and_si256(x, _mm256_set1_epi32(0x7fffffff)), _mm256_set1_epi32(0x7f800000));
   const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(x, 16), _mm256_set1_epi32(1));
   const __m256i rounded = _mm256_srli_epi32(_mm256_add_epi32(x, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), lsb)), 16);
   const __m256i nan = _mm256_or_si256(_mm256_srli_epi32(x, 16), _mm256_set1_epi32(0x40));

@@ -148,9 +148,7 @@ inline V erf_gelu(V a) {
   const V small = vm_fma(q, a, a);
   return t > splat(0.927734375f) ? big : small;
 }
-inline V normal_cdf(V x) {
-  return splat(0.5f) * (splat(1.0f) + erf_gelu(x * splat(static_cast<float>(ew::kSqrt1_2))));
-}
+inline V normal_cdf(V x) { return splat(0.5f) * (splat(1.0f) + erf_gelu(x * splat(static_cast<float>(ew::kSqrt1_2)))); }
 inline V gelu_tanh_inner(V x) {
   return splat(static_cast<float>(ew::kSqrt2OverPi)) * (x + splat(static_cast<float>(ew::kGeluTanhCoeff)) * x * x * x);
 }
@@ -395,8 +393,8 @@ void narrow(VecType t, const float* x, void* y, int64_t n) {
 }  // namespace
 
 const VecMathTable& table() {
-  static const VecMathTable t{HG_VM_NAME,  unary,       unary_backward,       exp_sum, exp_grad,
-                              softmax_row, softmax_backward_row, widen, narrow};
+  static const VecMathTable t{HG_VM_NAME,           unary, unary_backward, exp_sum, exp_grad, softmax_row,
+                              softmax_backward_row, widen, narrow};
   return t;
 }
 

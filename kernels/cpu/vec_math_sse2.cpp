@@ -35,7 +35,7 @@ inline void vm_store_bf16(uint16_t* p, VR v) {
   for (int k = 0; k < kW; ++k) p[k] = detail::float_to_bfloat16_bits(v[k]);
 }
 inline VR vm_fma(VR a, VR b, VR c) { return a * b + c; }  // no FMA in the baseline: two roundings
-using VI = int32_t __attribute__((vector_size(16)));  // the lanes as integers
+using VI = int32_t __attribute__((vector_size(16)));      // the lanes as integers
 inline VR vm_abs(VR a) { return reinterpret_cast<VR>(reinterpret_cast<VI>(a) & (VI{} + 0x7fffffff)); }
 inline VR vm_copysign(VR a, VR b) {
   const VI magnitude = VI{} + 0x7fffffff;

@@ -336,9 +336,9 @@ TEST_CASE("16-bit vector kernels give the f32 kernel's result rounded once", "[k
           const GradFrom from = ops::unary_grad_from(c.op);
           const Tensor d = make_input({n}, dtype, Domain::kAny, 7);
           const Tensor saved = from == GradFrom::input ? x : ops::unary(c.op, x, c.args);
-          CHECK(first_difference(values_of(ops::unary_backward(c.op, d, saved, c.args)),
-                                 round_to(values_of(ops::unary_backward(c.op, d.to(kF32), saved.to(kF32), c.args)),
-                                          dtype)) == "");
+          CHECK(first_difference(
+                    values_of(ops::unary_backward(c.op, d, saved, c.args)),
+                    round_to(values_of(ops::unary_backward(c.op, d.to(kF32), saved.to(kF32), c.args)), dtype)) == "");
         }
         const Tensor ext = make_input({37}, dtype, Domain::kExtreme, 5);
         INFO(p.name << " " << dtype_name(dtype) << " " << op_name(c.op) << " extreme");
@@ -351,7 +351,7 @@ TEST_CASE("16-bit vector kernels give the f32 kernel's result rounded once", "[k
         std::vector<double> xv = values_of(make_input({rows, cols}, kF64, Domain::kAny, 21));
         for (double& v : xv) v *= 6.0;
         if (cols > 1) {
-          xv[3] = std::nan("");                  // row 0 becomes NaN
+          xv[3] = std::nan("");                       // row 0 becomes NaN
           xv[static_cast<size_t>(cols)] = -INFINITY;  // row 1 has a masked value
         }
         const Tensor x = from_vector(xv, {rows, cols}, {.dtype = dtype});
@@ -362,9 +362,8 @@ TEST_CASE("16-bit vector kernels give the f32 kernel's result rounded once", "[k
         const Tensor dy = make_input({rows, cols}, dtype, Domain::kAny, 22);
         CHECK(first_difference(values_of(ops::softmax_backward(dy, y)),
                                round_to(values_of(ops::softmax_backward(dy.to(kF32), y.to(kF32))), dtype)) == "");
-        CHECK(first_difference(
-                  values_of(ops::log_softmax_backward(dy, ly)),
-                  round_to(values_of(ops::log_softmax_backward(dy.to(kF32), ly.to(kF32))), dtype)) == "");
+        CHECK(first_difference(values_of(ops::log_softmax_backward(dy, ly)),
+                               round_to(values_of(ops::log_softmax_backward(dy.to(kF32), ly.to(kF32))), dtype)) == "");
       }
     }
   }
