@@ -34,6 +34,21 @@ void narrow_bf16_generic(const float* s, uint16_t* d, int64_t n) {
   for (int64_t i = 0; i < n; ++i) d[i] = detail::float_to_bfloat16_bits(s[i]);
 }
 
+template <float (*Widen)(uint16_t)>
+void lane_sums_generic(const uint16_t* s, int64_t n, bool square, float* lane) {
+  for (int l = 0; l < 8; ++l) lane[l] = 0.0f;
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = Widen(s[i]);
+    lane[i % 8] += square ? v * v : v;
+  }
+}
+void lane_sums_f16_generic(const uint16_t* s, int64_t n, bool square, float* lane) {
+  lane_sums_generic<detail::half_bits_to_float>(s, n, square, lane);
+}
+void lane_sums_bf16_generic(const uint16_t* s, int64_t n, bool square, float* lane) {
+  lane_sums_generic<detail::bfloat16_bits_to_float>(s, n, square, lane);
+}
+
 #if defined(HG_X86_DISPATCH)
 #define HG_AVX2 __attribute__((target("avx2,f16c")))
 
@@ -101,6 +116,42 @@ HG_AVX2 void narrow_bf16_avx2(const float* s, uint16_t* d, int64_t n) {
   narrow_bf16_generic(s + i, d + i, n - i);
 }
 
+// Eight 16-bit values widened in a YMM register.
+HG_AVX2 inline __m256 widen8_f16(const uint16_t* s) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s)));
+}
+HG_AVX2 inline __m256 widen8_bf16(const uint16_t* s) {
+  const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s)));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+}
+// One YMM register holds the 8 lanes: vector i's lane l is element 8i + l,
+// so each lane adds its elements in order, as the generic loop does.
+template <__m256 (*Widen8)(const uint16_t*), float (*Widen)(uint16_t)>
+HG_AVX2 void lane_sums_avx2(const uint16_t* s, int64_t n, bool square, float* lane) {
+  __m256 acc = _mm256_setzero_ps();
+  int64_t i = 0;
+  if (square) {
+    for (; i + 8 <= n; i += 8) {
+      const __m256 v = Widen8(s + i);
+      acc = _mm256_add_ps(acc, _mm256_mul_ps(v, v));
+    }
+  } else {
+    for (; i + 8 <= n; i += 8) acc = _mm256_add_ps(acc, Widen8(s + i));
+  }
+  _mm256_storeu_ps(lane, acc);
+  _mm256_zeroupper();  // Note [vzeroupper before the tail]
+  for (; i < n; ++i) {
+    const float v = Widen(s[i]);
+    lane[i % 8] += square ? v * v : v;
+  }
+}
+HG_AVX2 void lane_sums_f16_avx2(const uint16_t* s, int64_t n, bool square, float* lane) {
+  lane_sums_avx2<widen8_f16, detail::half_bits_to_float>(s, n, square, lane);
+}
+HG_AVX2 void lane_sums_bf16_avx2(const uint16_t* s, int64_t n, bool square, float* lane) {
+  lane_sums_avx2<widen8_bf16, detail::bfloat16_bits_to_float>(s, n, square, lane);
+}
+
 bool cpu_has_avx2_f16c() {
   unsigned a = 0, b = 0, c = 0, d = 0;
   if (__get_cpuid(1, &a, &b, &c, &d) == 0) return false;
@@ -120,6 +171,8 @@ struct Table {
   void (*widen_bf16)(const uint16_t*, float*, int64_t);
   void (*narrow_f16)(const float*, uint16_t*, int64_t);
   void (*narrow_bf16)(const float*, uint16_t*, int64_t);
+  void (*lane_sums_f16)(const uint16_t*, int64_t, bool, float*);
+  void (*lane_sums_bf16)(const uint16_t*, int64_t, bool, float*);
 };
 
 const Table& table() {
@@ -128,11 +181,13 @@ const Table& table() {
     const bool generic = force != nullptr && std::strcmp(force, "generic") == 0;
 #if defined(HG_X86_DISPATCH)
     if (!generic && cpu_has_avx2_f16c()) {
-      return Table{"avx2-f16c", widen_f16_avx2, widen_bf16_avx2, narrow_f16_avx2, narrow_bf16_avx2};
+      return Table{"avx2-f16c",      widen_f16_avx2,     widen_bf16_avx2,    narrow_f16_avx2,
+                   narrow_bf16_avx2, lane_sums_f16_avx2, lane_sums_bf16_avx2};
     }
 #endif
     (void)generic;
-    return Table{"generic", widen_f16_generic, widen_bf16_generic, narrow_f16_generic, narrow_bf16_generic};
+    return Table{"generic",           widen_f16_generic,     widen_bf16_generic,    narrow_f16_generic,
+                 narrow_bf16_generic, lane_sums_f16_generic, lane_sums_bf16_generic};
   }();
   return t;
 }
@@ -144,6 +199,12 @@ void widen_f16(const uint16_t* s, float* d, int64_t n) { table().widen_f16(s, d,
 void widen_bf16(const uint16_t* s, float* d, int64_t n) { table().widen_bf16(s, d, n); }
 void narrow_f16(const float* s, uint16_t* d, int64_t n) { table().narrow_f16(s, d, n); }
 void narrow_bf16(const float* s, uint16_t* d, int64_t n) { table().narrow_bf16(s, d, n); }
+void lane_sums_f16(const uint16_t* s, int64_t n, bool square, float lane[8]) {
+  table().lane_sums_f16(s, n, square, lane);
+}
+void lane_sums_bf16(const uint16_t* s, int64_t n, bool square, float lane[8]) {
+  table().lane_sums_bf16(s, n, square, lane);
+}
 
 namespace {
 

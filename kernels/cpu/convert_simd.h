@@ -31,6 +31,13 @@ void widen_bf16(const uint16_t* src, float* dst, int64_t n);
 void narrow_f16(const float* src, uint16_t* dst, int64_t n);
 void narrow_bf16(const float* src, uint16_t* dst, int64_t n);
 
+// The 8 interleaved partial sums of kernels/cpu/reduce.cpp's blocks over n
+// 16-bit values: lane[l] = sum over i = l (mod 8) of f(x[i]), each lane from
+// +0 left to right, f(v) = v, or v * v when square (a multiply, then an add:
+// no fused multiply-add). Bit-identical between the paths.
+void lane_sums_f16(const uint16_t* src, int64_t n, bool square, float lane[8]);
+void lane_sums_bf16(const uint16_t* src, int64_t n, bool square, float lane[8]);
+
 // The same for a 16-bit type T (half or bfloat16), chosen at compile time.
 template <typename T>
 void widen_row(const T* src, float* dst, int64_t n) {
@@ -47,6 +54,15 @@ void narrow_row(const float* src, T* dst, int64_t n) {
     narrow_f16(src, reinterpret_cast<uint16_t*>(dst), n);
   else
     narrow_bf16(src, reinterpret_cast<uint16_t*>(dst), n);
+}
+
+template <typename T>
+void lane_sums(const T* src, int64_t n, bool square, float lane[8]) {
+  static_assert(std::is_same_v<T, half> || std::is_same_v<T, bfloat16>);
+  if constexpr (std::is_same_v<T, half>)
+    lane_sums_f16(reinterpret_cast<const uint16_t*>(src), n, square, lane);
+  else
+    lane_sums_bf16(reinterpret_cast<const uint16_t*>(src), n, square, lane);
 }
 
 }  // namespace hg::cpu

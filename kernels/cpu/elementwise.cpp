@@ -120,10 +120,11 @@ void map_16bit_blocks(const Tensor& out, const Fn& fn, const Tensors&... ins) {
 // A unary op with a transcendental function (vec_unary_has: exp, log, tanh,
 // erf, sigmoid, silu, gelu, gelu_tanh, softplus; their backwards where
 // vec_unary_backward_has) on contiguous f32 or 16-bit operands runs as the
-// vector kernel of kernels/cpu/vec_math.h over blocks: f32 in place, 16-bit
-// widened block by block as in Note [16-bit element-wise blocks on the CPU].
-// The f32 and 16-bit paths call the same kernel on the same float values, so
-// a 16-bit result is still the f32 result rounded once. HG_CPU_MATH=scalar
+// vector kernel of kernels/cpu/vec_math.h over blocks of 4096 values (the
+// threads' unit of work). A 16-bit kernel widens its lanes in the vector
+// registers and rounds the results back there (round-to-nearest-even): no f32
+// copy of a block is made. It computes the f32 kernel's float values, so a
+// 16-bit result is still the f32 result rounded once. HG_CPU_MATH=scalar
 // (cpu::set_cpu_math) leaves every op to the functor loops below.
 template <typename Fn>
 struct VecUnary {
@@ -155,34 +156,23 @@ bool try_vec_unary(const Fn& fn, const Tensor& out, const Tensors&... ins) {
     a = fn.f.beta;
     b = fn.f.threshold;
   }
-  const auto compute = [&](const float* const* in, float* res, int64_t len) {
-    if constexpr (Info::kBackward) {
-      vt->unary_backward(Info::op, in[0], in[1], res, len, a, b);
-    } else {
-      vt->unary(Info::op, in[0], res, len, a, b);
-    }
-  };
+  constexpr VecType t = std::is_same_v<Out, float>  ? VecType::f32
+                        : std::is_same_v<Out, half> ? VecType::f16
+                                                    : VecType::bf16;
   constexpr size_t kIn = sizeof...(Tensors);
   const int64_t n = out.numel();
   if (n == 0) return true;
-  if constexpr (std::is_same_v<Out, float>) {
-    constexpr int64_t kBlock = 4096;
-    const std::array<const float*, kIn> in{static_cast<const float*>(ins.data_ptr())...};
-    float* o = static_cast<float*>(out.data_ptr());
-    for_blocks(n, (n + kBlock - 1) / kBlock, [&](int64_t blk) {
-      const int64_t i0 = blk * kBlock, len = std::min(kBlock, n - i0);
-      std::array<const float*, kIn> at{};
-      for (size_t k = 0; k < kIn; ++k) at[k] = in[k] + i0;
-      compute(at.data(), o + i0, len);
-    });
-  } else {
-    const std::array<const Out*, kIn> in{static_cast<const Out*>(ins.data_ptr())...};
-    map_16bit_blocks_with<Out, kIn>(out, in, [&](const float(*buf)[256], float* res, int64_t len) {
-      std::array<const float*, kIn> at{};
-      for (size_t k = 0; k < kIn; ++k) at[k] = buf[k];
-      compute(at.data(), res, len);
-    });
-  }
+  constexpr int64_t kBlock = 4096;
+  const std::array<const Out*, kIn> in{static_cast<const Out*>(ins.data_ptr())...};
+  Out* o = static_cast<Out*>(out.data_ptr());
+  for_blocks(n, (n + kBlock - 1) / kBlock, [&](int64_t blk) {
+    const int64_t i0 = blk * kBlock, len = std::min(kBlock, n - i0);
+    if constexpr (Info::kBackward) {
+      vt->unary_backward(Info::op, t, in[0] + i0, in[1] + i0, o + i0, len, a, b);
+    } else {
+      vt->unary(Info::op, t, in[0] + i0, o + i0, len, a, b);
+    }
+  });
   return true;
 }
 

@@ -57,11 +57,14 @@ bool parallel_any(int64_t n, bool parallel, const Body& body) {
 }
 
 // Note [16-bit kernels through f32 on the CPU]
-// A 16-bit row kernel (softmax, layer_norm, rms_norm) reads each value several
-// times, and in this baseline-x86-64 build every read of an f16 is a software
-// conversion (f16 layer_norm ran at 0.03x PyTorch's speed). Such a kernel runs
-// instead as its f32 version on copies widened by the vectorised casts, and
-// its outputs are rounded back once (RNE) by the same casts. The 16-bit
+// A 16-bit row kernel reads each value several times, and in this
+// baseline-x86-64 build every read of an f16 is a software conversion (f16
+// layer_norm ran at 0.03x PyTorch's speed). Such a kernel can run instead as
+// its f32 version on copies widened by the vectorised casts, its outputs
+// rounded back once (RNE) by the same casts: softmax on the scalar math path
+// (HG_CPU_MATH=scalar) does. The vector softmax converts in registers
+// (kernels/cpu/vec_math.h) and the norms widen row by row (Note [16-bit norm
+// rows on the CPU] in kernels/cpu/norm.cpp), with the same results. The 16-bit
 // kernels compute exactly that (widen every read to float, compute in float,
 // round once on store), so the results are bit-identical (tests "16-bit
 // softmax rows are bit-identical to the f32 path" and "16-bit norms are

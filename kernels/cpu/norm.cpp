@@ -7,8 +7,8 @@
 //            per thread; d_weight/d_bias: the two-stage column reduction of
 //            norm_math::norm_column_chunks (chunks of rows in parallel, then
 //            columns in parallel over the chunk partials)
-// Order      row sums are blocked pairwise (blocks of 128, combined by
-//            halving); column sums go row by row within a chunk, then chunk
+// Order      row sums are blocked pairwise (blocks of 128 in 8 interleaved
+//            lanes, blocks combined by halving); column sums go row by row within a chunk, then chunk
 //            by chunk, so the result depends only on the shape
 // Precision  acc_t (float; double for f64), two passes for mean and variance,
 //            one rounding on store
@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/copy.h"
+#include "kernels/cpu/convert_simd.h"
 #include "kernels/cpu/loops.h"
 #include "kernels/norm.h"
 
@@ -29,17 +30,77 @@ using ::hg::detail::ptr_or_null;
 namespace {
 
 constexpr int64_t kSumBlock = 128;
+constexpr int64_t kLanes = 8;
 
-// sum over c in [0, n) of term(c), blocked pairwise.
+// sum over c in [0, n) of term(c), blocked pairwise. Within a block, element
+// begin + i goes to lane i % kLanes, each lane summed left to right and the
+// lanes combined by the fixed tree ((0+1)+(2+3))+((4+5)+(6+7)), as in
+// kernels/cpu/reduce.cpp: eight independent chains, which vectorise, where
+// one serial chain waited an add's latency per element.
 template <typename A, typename Term>
 A pairwise_sum(int64_t begin, int64_t n, const Term& term) {
   if (n <= kSumBlock) {
-    A acc = A(0);
-    for (int64_t c = begin; c < begin + n; ++c) acc += term(c);
-    return acc;
+    A lane[kLanes] = {};
+    int64_t i = 0;
+    for (; i + kLanes <= n; i += kLanes) {
+      for (int64_t l = 0; l < kLanes; ++l) lane[l] += term(begin + i + l);
+    }
+    for (; i < n; ++i) lane[i % kLanes] += term(begin + i);
+    return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
   }
   const int64_t half = ((n + kSumBlock - 1) / kSumBlock / 2) * kSumBlock;
   return pairwise_sum<A>(begin, half, term) + pairwise_sum<A>(begin + half, n - half, term);
+}
+
+// Note [16-bit norm rows on the CPU]
+// A norm reads each value of a row two or three times. A 16-bit row is
+// widened once into this thread's f32 row buffer by the vectorised converters
+// (kernels/cpu/convert_simd.h: L1-resident for rows up to a few thousand
+// values), the f32 row code runs on it, and a 16-bit output row is written
+// into a second buffer and rounded once (RNE) into the tensor. The weights
+// are widened once per call. The float values are the f32 kernel's on the
+// widened tensor, so the results are bit-identical to it (test "16-bit norms
+// are bit-identical to the f32 kernels"), without whole-tensor f32 copies.
+
+// fn(T{}) for the 16-bit dtype t (kF16 or kBF16).
+template <typename Fn>
+void dispatch_16bit(DType t, const Fn& fn) {
+  if (t == kF16) {
+    fn(half::from_bits(0));
+  } else {
+    fn(bfloat16::from_bits(0));
+  }
+}
+
+// The row at p as floats: p itself for f32 / f64, else widened into buf.
+template <typename T>
+const acc_t<T>* row_in(const T* p, int64_t cols, std::vector<float>& buf) {
+  if constexpr (is_16bit_float_v<T>) {
+    buf.resize(static_cast<size_t>(cols));
+    widen_row<T>(p, buf.data(), cols);
+    return buf.data();
+  } else {
+    (void)cols;
+    (void)buf;
+    return p;
+  }
+}
+// Where a row's outputs go before row_out: p itself, or buf for 16-bit.
+template <typename T>
+acc_t<T>* row_out_buffer(T* p, int64_t cols, std::vector<float>& buf) {
+  if constexpr (is_16bit_float_v<T>) {
+    buf.resize(static_cast<size_t>(cols));
+    return buf.data();
+  } else {
+    (void)cols;
+    (void)buf;
+    return p;
+  }
+}
+// Rounds a 16-bit row's buffer into the tensor (nothing to do otherwise).
+template <typename T>
+void row_out(T* p, int64_t cols, const std::vector<float>& buf) {
+  if constexpr (is_16bit_float_v<T>) narrow_row<T>(buf.data(), p, cols);
 }
 
 template <typename T, typename W>
@@ -48,8 +109,9 @@ void forward_rows(bool rms, const T* x, T* y, acc_t<T>* mean_out, acc_t<T>* rstd
   using A = acc_t<T>;
   const A n = static_cast<A>(cols);
   parallel_for(rows, rows * cols >= kParallelGrain, [&](int64_t r) {
-    const T* xr = x + r * cols;
-    T* yr = y + r * cols;
+    thread_local std::vector<float> x_buf, y_buf;  // 16-bit rows only
+    const A* xr = row_in(x + r * cols, cols, x_buf);
+    A* yr = row_out_buffer(y + r * cols, cols, y_buf);
     const A mean = rms ? A(0) : pairwise_sum<A>(0, cols, [&](int64_t c) { return static_cast<A>(xr[c]); }) / n;
     const A sq = pairwise_sum<A>(0, cols, [&](int64_t c) {
       const A d = static_cast<A>(xr[c]) - mean;
@@ -62,8 +124,9 @@ void forward_rows(bool rms, const T* x, T* y, acc_t<T>* mean_out, acc_t<T>* rstd
       A v = (static_cast<A>(xr[c]) - mean) * rstd;
       if (w != nullptr) v *= static_cast<A>(w[c]);
       if (b != nullptr) v += static_cast<A>(b[c]);
-      yr[c] = static_cast<T>(v);
+      yr[c] = v;
     }
+    row_out(y + r * cols, cols, y_buf);
   });
 }
 
@@ -73,8 +136,9 @@ void backward_dx_rows(bool rms, const T* d_y, const T* x, const acc_t<T>* mean, 
   using A = acc_t<T>;
   const A n = static_cast<A>(cols);
   parallel_for(rows, rows * cols >= kParallelGrain, [&](int64_t r) {
-    const T* dyr = d_y + r * cols;
-    const T* xr = x + r * cols;
+    thread_local std::vector<float> dy_buf, x_buf, dx_buf;  // 16-bit rows only
+    const A* dyr = row_in(d_y + r * cols, cols, dy_buf);
+    const A* xr = row_in(x + r * cols, cols, x_buf);
     const A mu = rms ? A(0) : mean[r];
     const A rs = rstd[r];
     auto g = [&](int64_t c) {
@@ -83,8 +147,9 @@ void backward_dx_rows(bool rms, const T* d_y, const T* x, const acc_t<T>* mean, 
     auto xhat = [&](int64_t c) { return (static_cast<A>(xr[c]) - mu) * rs; };
     const A mean_g = rms ? A(0) : pairwise_sum<A>(0, cols, g) / n;
     const A mean_gx = pairwise_sum<A>(0, cols, [&](int64_t c) { return g(c) * xhat(c); }) / n;
-    T* dxr = d_x + r * cols;
-    for (int64_t c = 0; c < cols; ++c) dxr[c] = static_cast<T>(norm_math::d_x(rms, g(c), xhat(c), rs, mean_g, mean_gx));
+    A* dxr = row_out_buffer(d_x + r * cols, cols, dx_buf);
+    for (int64_t c = 0; c < cols; ++c) dxr[c] = norm_math::d_x(rms, g(c), xhat(c), rs, mean_g, mean_gx);
+    row_out(d_x + r * cols, cols, dx_buf);
   });
 }
 
@@ -105,12 +170,15 @@ void backward_params(bool rms, const T* d_y, const T* x, const acc_t<T>* mean, c
       if (pb) pb[c] = A(0);
     }
     const int64_t end = std::min(rows, (k + 1) * rows_per_chunk);
+    thread_local std::vector<float> dy_buf, x_buf;  // 16-bit rows only
     for (int64_t r = k * rows_per_chunk; r < end; ++r) {
       const A mu = rms ? A(0) : mean[r];
       const A rs = rstd[r];
+      const A* dyr = row_in(d_y + r * cols, cols, dy_buf);
+      const A* xr = pw != nullptr ? row_in(x + r * cols, cols, x_buf) : nullptr;
       for (int64_t c = 0; c < cols; ++c) {
-        const A dy = static_cast<A>(d_y[r * cols + c]);
-        if (pw) pw[c] += dy * ((static_cast<A>(x[r * cols + c]) - mu) * rs);
+        const A dy = dyr[c];
+        if (pw) pw[c] += dy * ((xr[c] - mu) * rs);
         if (pb) pb[c] += dy;
       }
     }
@@ -135,13 +203,17 @@ void norm_forward(OpId op, const Tensor& y, const Tensor& mean, const Tensor& rs
   HG_CHECK(y.is_contiguous() && y.sizes() == x.sizes() && y.dtype() == x.dtype(), "cpu::norm_forward: bad y");
   const bool rms = op == OpId::rms_norm;
   HG_CHECK(rms || mean.defined(), "cpu::norm_forward: layer_norm needs a mean buffer");
-  if (x.dtype() == kF16 || x.dtype() == kBF16) {  // Note [16-bit kernels through f32 on the CPU]
-    const Tensor yf = f32_buffer_like(y);
-    norm_forward(op, yf, mean, rstd, widened_f32(x), widened_f32(weight), widened_f32(bias), eps);
-    copy_into(y, yf);
+  const int64_t rows = x.size(0), cols = x.size(1);
+  if (x.dtype() == kF16 || x.dtype() == kBF16) {  // Note [16-bit norm rows on the CPU]
+    const Tensor wf = widened_f32(weight), bf = widened_f32(bias);
+    dispatch_16bit(x.dtype(), [&](auto t_tag) {
+      using T = decltype(t_tag);
+      forward_rows<T, float>(rms, static_cast<const T*>(x.data_ptr()), static_cast<T*>(y.data_ptr()),
+                             ptr_or_null<float>(mean), static_cast<float*>(rstd.data_ptr()),
+                             ptr_or_null<const float>(wf), ptr_or_null<const float>(bf), rows, cols, eps);
+    });
     return;
   }
-  const int64_t rows = x.size(0), cols = x.size(1);
   dispatch_norm(op, x.dtype(), detail::norm_param_dtype({&weight, &bias}, x.dtype()), [&](auto t_tag, auto w_tag) {
     using T = decltype(t_tag);
     using W = decltype(w_tag);
@@ -161,16 +233,29 @@ void norm_backward(OpId op, const Tensor& d_x, const Tensor& d_weight, const Ten
                (!d_x.defined() || (d_x.is_contiguous() && d_x.sizes() == x.sizes() && d_x.dtype() == x.dtype())),
            "cpu::norm_backward: d_y and d_x must be contiguous like x ", x.shape_str());
   const bool rms = op == OpId::rms_norm;
-  if (x.dtype() == kF16 || x.dtype() == kBF16) {  // Note [16-bit kernels through f32 on the CPU]
-    const Tensor d_xf = f32_buffer_like(d_x), d_wf = f32_buffer_like(d_weight), d_bf = f32_buffer_like(d_bias);
-    norm_backward(op, d_xf, d_wf, d_bf, widened_f32(d_y), widened_f32(x), mean, rstd, widened_f32(weight));
-    if (d_x.defined()) copy_into(d_x, d_xf);
-    if (d_weight.defined()) copy_into(d_weight, d_wf);
-    if (d_bias.defined()) copy_into(d_bias, d_bf);
-    return;
-  }
   const int64_t rows = x.size(0), cols = x.size(1);
   const DType w_dtype = detail::norm_param_dtype({&weight, &d_weight, &d_bias}, x.dtype());
+  if (x.dtype() == kF16 || x.dtype() == kBF16) {  // Note [16-bit norm rows on the CPU]
+    const Tensor wf = widened_f32(weight);
+    dispatch_norm(op, x.dtype(), w_dtype, [&](auto t_tag, auto w_tag) {
+      using T = decltype(t_tag);
+      using W = decltype(w_tag);
+      if constexpr (is_16bit_float_v<T>) {
+        const T* dy = static_cast<const T*>(d_y.data_ptr());
+        const T* xs = static_cast<const T*>(x.data_ptr());
+        const float* mu = ptr_or_null<const float>(mean);
+        const float* rs = static_cast<const float*>(rstd.data_ptr());
+        if (d_x.defined()) {
+          backward_dx_rows<T, float>(rms, dy, xs, mu, rs, ptr_or_null<const float>(wf), static_cast<T*>(d_x.data_ptr()),
+                                     rows, cols);
+        }
+        if (d_weight.defined() || d_bias.defined()) {
+          backward_params<T, W>(rms, dy, xs, mu, rs, ptr_or_null<W>(d_weight), ptr_or_null<W>(d_bias), rows, cols);
+        }
+      }
+    });
+    return;
+  }
   dispatch_norm(op, x.dtype(), w_dtype, [&](auto t_tag, auto w_tag) {
     using T = decltype(t_tag);
     using W = decltype(w_tag);

@@ -58,6 +58,22 @@ A combine_lanes(const A* lane, int64_t stride = 1) {
 // so the blocks are the same whatever the depth.
 int64_t tree_split(int64_t n) { return ((n + kSumBlock - 1) / kSumBlock / 2) * kSumBlock; }
 
+// The per-element functions of the sums: v (sum, mean) and v * v (norm).
+struct Same {
+  static constexpr bool kSquare = false;
+  template <typename A>
+  A operator()(A a) const {
+    return a;
+  }
+};
+struct Square {
+  static constexpr bool kSquare = true;
+  template <typename A>
+  A operator()(A a) const {
+    return a * a;
+  }
+};
+
 // One block (n <= kSumBlock) of values v (already widened to A): element i
 // goes to lane i % kLanes, each lane summed left to right.
 template <typename A, typename Post>
@@ -72,20 +88,23 @@ A block_sum(const A* v, int64_t n, Post post) {
 }
 
 // sum over i in [0, n) of post(A(x[i])), blocked pairwise (see Order above).
-// 16-bit values are widened a block at a time by the vectorised converters.
+// A 16-bit block is widened and summed in registers by cpu::lane_sums
+// (kernels/cpu/convert_simd.h): the same lanes, the same order, the same bits.
 template <typename T, typename Post>
 row_acc_t<T> pairwise_sum(const T* x, int64_t n, Post post) {
   using A = row_acc_t<T>;
   if (n <= kSumBlock) {
-    A v[kSumBlock];
-    if constexpr (is_16bit_float_v<T>) {
-      widen_row<T>(x, v, n);
+    if constexpr (is_16bit_float_v<T>) {  // widened in registers, the same lanes (convert_simd.h)
+      float lane[kLanes];
+      lane_sums<T>(x, n, Post::kSquare, lane);
+      return combine_lanes(lane);
     } else if constexpr (std::is_same_v<T, A>) {
       return block_sum<A>(x, n, post);
     } else {
+      A v[kSumBlock];
       for (int64_t i = 0; i < n; ++i) v[i] = static_cast<A>(x[i]);
+      return block_sum<A>(v, n, post);
     }
-    return block_sum<A>(v, n, post);
   }
   const int64_t half = tree_split(n);
   return pairwise_sum<T>(x, half, post) + pairwise_sum<T>(x + half, n - half, post);
@@ -137,8 +156,8 @@ void reduce_rows_typed(OpId op, const Tensor& out, const Tensor& x) {
   const int64_t rows = x.sizes()[0], cols = x.sizes()[1];
   T* o = static_cast<T*>(out.data_ptr());
   const auto widen = [](T v) { return static_cast<A>(v); };
-  const auto same = [](A a) { return a; };
-  const auto square = [](A a) { return a * a; };
+  const Same same;
+  const Square square;
   // One long row (a full reduction) splits its tree across the threads.
   const int threads = get_num_threads();
   const bool one_long_row = rows == 1 && threads > 1 && cols >= 4 * kParallelGrain;

@@ -24,51 +24,56 @@ namespace {
 // y = softmax(x) or log_softmax(x), row by row:
 //   m = max_c x_c,  s = sum_c exp(x_c - m)
 //   softmax: y_c = exp(x_c - m) / s      log_softmax: y_c = (x_c - m) - log(s)
-// One f32 row on the vector math (kernels/cpu/vec_math.h): SLEEF's exp for
-// the sum and the outputs. x and y may be the same row.
-void softmax_row_vec(bool log, const float* x, float* y, int64_t cols, const VecMathTable* vt) {
-  float m = -std::numeric_limits<float>::infinity();
-  for (int64_t c = 0; c < cols; ++c) m = max_nan(m, x[c]);
-  const float s = vt->exp_sum(x, log ? nullptr : y, cols, m);
-  if (log) {
-    const float log_s = std::log(s);
-    for (int64_t c = 0; c < cols; ++c) y[c] = (x[c] - m) - log_s;
-  } else {
-    for (int64_t c = 0; c < cols; ++c) y[c] = y[c] / s;
-  }
-}
-
-// 16-bit rows on the vector math: each row widened into this thread's f32
-// buffer by the vectorised converters, computed by softmax_row_vec in place
-// and rounded back once; the same float values as the f32 kernel on the
-// widened tensor (Note [16-bit kernels through f32 on the CPU]), without the
-// whole-tensor f32 copies.
+// With the vector math (kernels/cpu/vec_math.h) every f32, f16 and bf16 row
+// runs the table's softmax_row: SLEEF's exp, the 16-bit values widened and
+// rounded back (RNE) in the vector registers. A 16-bit softmax keeps the
+// row's exp values in this thread's f32 row buffer between the sum and the
+// division (cheaper than a second exp); nothing else is staged.
 template <typename T>
-void softmax_rows_16bit(bool log, const T* x, T* y, int64_t rows, int64_t cols, const VecMathTable* vt) {
+void softmax_rows_vec(bool log, const T* x, T* y, int64_t rows, int64_t cols, VecType t, const VecMathTable* vt) {
   parallel_for(rows, rows * cols >= kParallelGrain, [&](int64_t r) {
-    thread_local std::vector<float> buf;
-    buf.resize(static_cast<size_t>(cols));
-    widen_row<T>(x + r * cols, buf.data(), cols);
-    softmax_row_vec(log, buf.data(), buf.data(), cols, vt);
-    narrow_row<T>(buf.data(), y + r * cols, cols);
+    float* scratch = nullptr;
+    if (t != VecType::f32 && !log) {
+      thread_local std::vector<float> buf;
+      buf.resize(static_cast<size_t>(cols));
+      scratch = buf.data();
+    }
+    vt->softmax_row(t, log, x + r * cols, y + r * cols, cols, scratch);
   });
 }
 
-// With the vector math an f32 row runs softmax_row_vec; the scalar loops are
-// the reference path.
+template <typename T>
+void softmax_backward_rows_vec(bool log, const T* d_y, const T* y, T* d_x, int64_t rows, int64_t cols, VecType t,
+                               const VecMathTable* vt) {
+  parallel_for(rows, rows * cols >= kParallelGrain, [&](int64_t r) {
+    vt->softmax_backward_row(t, log, d_y + r * cols, y + r * cols, d_x + r * cols, cols);
+  });
+}
+
+// Runs body(T{}, VecType) for f32, f16 and bf16 on the vector path; false
+// (nothing run) for f64 or on the scalar path.
+template <typename Body>
+bool with_vec_type(DType dtype, const Body& body) {
+  if (vec_math() == nullptr) return false;
+  if (dtype == kF32) {
+    body(float{}, VecType::f32);
+  } else if (dtype == kF16) {
+    body(half::from_bits(0), VecType::f16);
+  } else if (dtype == kBF16) {
+    body(bfloat16::from_bits(0), VecType::bf16);
+  } else {
+    return false;
+  }
+  return true;
+}
+
+// The scalar reference path (HG_CPU_MATH=scalar, and f64).
 template <typename T>
 void softmax_rows(bool log, const T* x, T* y, int64_t rows, int64_t cols) {
   using A = acc_t<T>;
-  const VecMathTable* vt = std::is_same_v<T, float> ? vec_math() : nullptr;
   parallel_for(rows, rows * cols >= kParallelGrain, [&](int64_t r) {
     const T* x_row = x + r * cols;
     T* y_row = y + r * cols;
-    if constexpr (std::is_same_v<T, float>) {
-      if (vt != nullptr) {
-        softmax_row_vec(log, x_row, y_row, cols, vt);
-        return;
-      }
-    }
     A m = -std::numeric_limits<A>::infinity();
     for (int64_t c = 0; c < cols; ++c) m = max_nan(m, static_cast<A>(x_row[c]));
     A s = 0;
@@ -87,7 +92,6 @@ void softmax_rows(bool log, const T* x, T* y, int64_t rows, int64_t cols) {
 template <typename T>
 void softmax_backward_rows(bool log, const T* d_y, const T* y, T* d_x, int64_t rows, int64_t cols) {
   using A = acc_t<T>;
-  const VecMathTable* vt = std::is_same_v<T, float> && log ? vec_math() : nullptr;
   parallel_for(rows, rows * cols >= kParallelGrain, [&](int64_t r) {
     const T* d_y_row = d_y + r * cols;
     const T* y_row = y + r * cols;
@@ -95,12 +99,6 @@ void softmax_backward_rows(bool log, const T* d_y, const T* y, T* d_x, int64_t r
     A dot = 0;
     for (int64_t c = 0; c < cols; ++c) {
       dot += log ? static_cast<A>(d_y_row[c]) : static_cast<A>(d_y_row[c]) * static_cast<A>(y_row[c]);
-    }
-    if constexpr (std::is_same_v<T, float>) {
-      if (vt != nullptr) {  // log_softmax: d_x = d_y - exp(y) * dot
-        vt->exp_mul_sub(d_y_row, y_row, d_x_row, cols, dot);
-        return;
-      }
     }
     for (int64_t c = 0; c < cols; ++c) {
       const A dy = static_cast<A>(d_y_row[c]), yc = static_cast<A>(y_row[c]);
@@ -121,15 +119,12 @@ void softmax(OpId op, const Tensor& y, const Tensor& x) {
   if (x.numel() == 0) return;
   const int64_t cols = x.size(-1);
   const int64_t rows = x.numel() / cols;
-  const VecMathTable* vt = vec_math();
-  if (vt != nullptr && x.dtype() == kF16) {
-    softmax_rows_16bit<half>(op == OpId::log_softmax, static_cast<const half*>(x.data_ptr()),
-                             static_cast<half*>(y.data_ptr()), rows, cols, vt);
-    return;
-  }
-  if (vt != nullptr && x.dtype() == kBF16) {
-    softmax_rows_16bit<bfloat16>(op == OpId::log_softmax, static_cast<const bfloat16*>(x.data_ptr()),
-                                 static_cast<bfloat16*>(y.data_ptr()), rows, cols, vt);
+  const bool log = op == OpId::log_softmax;
+  if (with_vec_type(x.dtype(), [&](auto tag, VecType t) {
+        using T = decltype(tag);
+        softmax_rows_vec<T>(log, static_cast<const T*>(x.data_ptr()), static_cast<T*>(y.data_ptr()), rows, cols, t,
+                            vec_math());
+      })) {
     return;
   }
   if (x.dtype() == kF16 || x.dtype() == kBF16) {  // Note [16-bit kernels through f32 on the CPU]
@@ -140,8 +135,7 @@ void softmax(OpId op, const Tensor& y, const Tensor& x) {
   }
   dispatch_floating(x.dtype(), op_name(op), [&](auto tag) {
     using T = decltype(tag);
-    softmax_rows<T>(op == OpId::log_softmax, static_cast<const T*>(x.data_ptr()),
-                    static_cast<T*>(y.data_ptr()), rows, cols);
+    softmax_rows<T>(log, static_cast<const T*>(x.data_ptr()), static_cast<T*>(y.data_ptr()), rows, cols);
   });
 }
 
@@ -154,19 +148,26 @@ void softmax_backward(OpId op, const Tensor& d_x, const Tensor& d_y, const Tenso
   HG_CHECK(op == OpId::softmax_backward || op == OpId::log_softmax_backward,
            "cpu::softmax_backward: ", op_name(op), " is not a softmax backward op");
   if (y.numel() == 0) return;
+  const int64_t cols = y.size(-1);
+  const int64_t rows = y.numel() / cols;
+  const bool log = op == OpId::log_softmax_backward;
+  if (with_vec_type(y.dtype(), [&](auto tag, VecType t) {
+        using T = decltype(tag);
+        softmax_backward_rows_vec<T>(log, static_cast<const T*>(d_y.data_ptr()), static_cast<const T*>(y.data_ptr()),
+                                     static_cast<T*>(d_x.data_ptr()), rows, cols, t, vec_math());
+      })) {
+    return;
+  }
   if (y.dtype() == kF16 || y.dtype() == kBF16) {  // Note [16-bit kernels through f32 on the CPU]
     const Tensor d_xf = f32_buffer_like(d_x);
     softmax_backward(op, d_xf, widened_f32(d_y), widened_f32(y));
     copy_into(d_x, d_xf);
     return;
   }
-  const int64_t cols = y.size(-1);
-  const int64_t rows = y.numel() / cols;
   dispatch_floating(y.dtype(), op_name(op), [&](auto tag) {
     using T = decltype(tag);
-    softmax_backward_rows<T>(op == OpId::log_softmax_backward, static_cast<const T*>(d_y.data_ptr()),
-                             static_cast<const T*>(y.data_ptr()), static_cast<T*>(d_x.data_ptr()),
-                             rows, cols);
+    softmax_backward_rows<T>(log, static_cast<const T*>(d_y.data_ptr()), static_cast<const T*>(y.data_ptr()),
+                             static_cast<T*>(d_x.data_ptr()), rows, cols);
   });
 }
 

@@ -15,9 +15,9 @@ if(HG_HAVE_SLEEF)
        ${CMAKE_CURRENT_LIST_DIR}/vec_math_avx512.cpp)
   set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/vec_math_sse2.cpp PROPERTIES COMPILE_OPTIONS "-fno-math-errno;-O3")
   set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/vec_math_avx2.cpp
-                              PROPERTIES COMPILE_OPTIONS "-fno-math-errno;-O3;-mavx2;-mfma")
+                              PROPERTIES COMPILE_OPTIONS "-fno-math-errno;-O3;-mavx2;-mfma;-mf16c")
   set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/vec_math_avx512.cpp
-                              PROPERTIES COMPILE_OPTIONS "-fno-math-errno;-O3;-mavx512f;-mavx2;-mfma")
+                              PROPERTIES COMPILE_OPTIONS "-fno-math-errno;-O3;-mavx512f;-mavx2;-mfma;-mf16c")
 endif()
 # The native bf16 GEMM (oneDNN), when the build has it (CMakeLists.txt, HG_WITH_ONEDNN).
 if(HG_WITH_ONEDNN)
@@ -34,5 +34,6 @@ set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/foreach.cpp PROPERTIES COM
 # on the CPU], the contiguous f32 loops) and the column reductions vectorise
 # only at -O3: at -O2, GCC 12 compiled relu's select into a branch that
 # mispredicts on random signs (2.7 ns per element, 12x a copy's time).
+# The norms' row loops (kernels/cpu/norm.cpp: the lane sums, the normalisation) likewise.
 set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/elementwise.cpp ${CMAKE_CURRENT_LIST_DIR}/reduce.cpp
-                            PROPERTIES COMPILE_OPTIONS "-fno-math-errno;-O3")
+                            ${CMAKE_CURRENT_LIST_DIR}/norm.cpp PROPERTIES COMPILE_OPTIONS "-fno-math-errno;-O3")

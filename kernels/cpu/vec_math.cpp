@@ -28,13 +28,15 @@ bool env_is(const char* name, const char* value) {
   return env != nullptr && std::strcmp(env, value) == 0;
 }
 
-// The widest ISA this CPU runs (CPUID and the OS's register-state support,
+// The widest ISA this CPU runs (the AVX2 kernels also use FMA and F16C; CPUID and the OS's register-state support,
 // as GCC's __builtin_cpu_supports reports them).
 VecIsa best_isa() {
 #if defined(HG_HAVE_SLEEF)
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx512f")) return VecIsa::avx512;
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return VecIsa::avx2;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")) {
+    return VecIsa::avx2;
+  }
 #endif
   return VecIsa::sse2;
 }

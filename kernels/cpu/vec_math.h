@@ -3,8 +3,9 @@
 //
 // The element-wise ops (exp, log, tanh, sigmoid, silu, gelu, gelu_tanh, erf,
 // softplus: forward and backward), softmax / log-softmax and cross-entropy
-// call these array kernels on contiguous float blocks instead of glibc's
-// scalar expf/erff/tanhf one value at a time. The transcendental functions are
+// call these array kernels on contiguous f32 or 16-bit arrays instead of
+// glibc's scalar expf/erff/tanhf one value at a time; 16-bit values are
+// widened and rounded back in the vector registers. The transcendental functions are
 // SLEEF's 1.0-ulp (u10) vector functions; the arithmetic around them (the
 // GELU polynomial, the sigmoid division, ...) is written once in
 // kernels/cpu/vec_math_impl.h with GCC vector extensions and compiled once per
@@ -42,21 +43,39 @@ VecIsa cpu_isa_cap();
 // "scalar", "sleef-sse2", "sleef-avx2" or "sleef-avx512": what runs now.
 const char* cpu_math_name();
 
-// The kernels of one ISA. Every array argument is n contiguous floats; x and
-// y may be the same array. a and b are an op's scalar arguments (softplus's
-// beta and threshold), unused by the others.
+// The storage type of a typed kernel's arrays: f32, or a 16-bit float whose
+// values the kernel widens in registers (16 lanes loaded, converted to f32 in
+// the vector registers) and rounds back in registers, round-to-nearest-even,
+// bit for bit as core/half.h's conversions (NaN stays NaN, quieted).
+enum class VecType { f32, f16, bf16 };
+
+// The kernels of one ISA. Every float* argument is n contiguous floats; every
+// void* argument is n contiguous values of the VecType t. x and y may be the
+// same array. a and b are an op's scalar arguments (softplus's beta and
+// threshold), unused by the others.
 struct VecMathTable {
   const char* name;
   // y = op(x) for the ops vec_unary_has(op) lists.
-  void (*unary)(OpId op, const float* x, float* y, int64_t n, float a, float b);
+  void (*unary)(OpId op, VecType t, const void* x, void* y, int64_t n, float a, float b);
   // out = d * op'(saved), saved being what the op's functor saves.
-  void (*unary_backward)(OpId op, const float* d, const float* saved, float* out, int64_t n, float a, float b);
+  void (*unary_backward)(OpId op, VecType t, const void* d, const void* saved, void* out, int64_t n, float a, float b);
   // y = exp(x - shift) when y is not null; returns sum exp(x - shift).
   float (*exp_sum)(const float* x, float* y, int64_t n, float shift);
-  // out = d - exp(y) * dot (log_softmax backward).
-  void (*exp_mul_sub)(const float* d, const float* y, float* out, int64_t n, float dot);
   // out = (exp((x - m) - log_s) - off) * scale (cross-entropy's gradient off the target).
   void (*exp_grad)(const float* x, float* out, int64_t n, float m, float log_s, float off, float scale);
+  // One row of softmax or log_softmax (kernels/cpu/softmax.cpp has the
+  // formulas): m = max x (NaN if any x is NaN), s = sum exp(x - m), then
+  // y = exp(x - m) / s or y = (x - m) - log(s). A 16-bit softmax keeps its
+  // exp values in scratch (n floats, the caller's per-thread row buffer) for
+  // the division pass; f32 keeps them in y, log_softmax keeps none.
+  void (*softmax_row)(VecType t, bool log, const void* x, void* y, int64_t n, float* scratch);
+  // One row of the backward: softmax d_x = y * (d_y - sum d_y * y),
+  // log_softmax d_x = d_y - exp(y) * sum d_y.
+  void (*softmax_backward_row)(VecType t, bool log, const void* d_y, const void* y, void* d_x, int64_t n);
+  // The register conversions every kernel above uses, alone: y = float(x),
+  // and y = x rounded to t (round-to-nearest-even).
+  void (*widen)(VecType t, const void* x, float* y, int64_t n);
+  void (*narrow)(VecType t, const float* x, void* y, int64_t n);
 };
 
 // The kernels to use now, or nullptr for the scalar path.

@@ -194,7 +194,7 @@ TEST_CASE("layer_norm and rms_norm match PyTorch", "[kernels][torch]") {
   });
 }
 
-// Note [16-bit kernels through f32 on the CPU]: a 16-bit norm is the f32 kernel on the
+// Note [16-bit norm rows on the CPU]: a 16-bit norm is the f32 kernel on the
 // widened inputs with its outputs rounded once, bit for bit.
 TEST_CASE("16-bit norms are bit-identical to the f32 kernels", "[kernels][norm][numerics]") {
   const auto same_bits = [](const Tensor& a, const Tensor& b) {

@@ -7,15 +7,20 @@
 // rounded to f32); the composite ops (GELU, SiLU, softplus, their backwards,
 // softmax rows, cross-entropy) are held to the f32 rows of
 // tests/kernels/tolerance.h. Sizes cover one value, the vector tails (15, 17),
-// the block edge (4095, 4097) and the parallel grain (70001).
+// the block edge (4095, 4097) and the parallel grain (70001). The 16-bit
+// kernels, which widen and round in the vector registers, must give the f32
+// kernel's result rounded once, bit for bit, and their conversions must be
+// core/half.h's (ties to even, NaN, infinities, subnormals).
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
+#include "core/half.h"
 #include "kernels/cpu/vec_math.h"
 #include "kernels/ops.h"
 #include "kernels/softmax.h"
@@ -216,6 +221,149 @@ TEST_CASE("every CPU math path matches f64 on softmax rows and cross-entropy", "
                         dtype),
                     tol) == "");
         }
+      }
+    }
+  }
+}
+
+namespace {
+
+// Exact equality of two value lists, NaN meeting NaN.
+std::string first_difference(const std::vector<double>& a, const std::vector<double>& b) {
+  if (a.size() != b.size()) return "sizes differ";
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::isnan(a[i]) && std::isnan(b[i])) continue;
+    if (a[i] != b[i]) return "at " + std::to_string(i) + ": " + std::to_string(a[i]) + " vs " + std::to_string(b[i]);
+  }
+  return "";
+}
+
+float float_of_bits(uint32_t bits) {
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
+uint32_t bits_of(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, sizeof bits);
+  return bits;
+}
+
+// f32 values whose 16-bit rounding is delicate: exact ties (to even and to
+// odd neighbours) and their neighbours for f16 and bf16, the overflow edge,
+// subnormal results, signed zeros, infinities, NaNs with payloads (quiet and
+// signalling), then pseudo-random bit patterns.
+std::vector<float> rounding_cases() {
+  std::vector<float> v;
+  for (float base : {1.0f, 1.5f, -2.0f, 1024.0f, 3.0e-5f, -6.1e-5f, 65504.0f, 1.0e30f, -3.0e38f, 1.0e-39f}) {
+    const uint32_t b = bits_of(base);
+    // bf16 keeps the top 16 bits: ties at 0x8000 of the low half; f16 keeps
+    // 10 mantissa bits: ties at 0x1000 of the low 13 for normal results.
+    for (uint32_t low : {0x0000u, 0x7fffu, 0x8000u, 0x8001u, 0x18000u, 0x0fffu, 0x1000u, 0x1001u, 0x3000u}) {
+      v.push_back(float_of_bits((b & ~0x1ffffu) | low));
+    }
+  }
+  for (float f : {65519.0f, 65520.0f, 65536.0f, -65520.0f, 0x1p-24f, 0x1p-25f, 0x1.8p-25f, 0x1p-26f, 0x1p-14f,
+                  0x1.ff8p-15f, 0.0f, -0.0f, INFINITY, -INFINITY}) {
+    v.push_back(f);
+  }
+  for (uint32_t nan : {0x7fc00000u, 0xffc00000u, 0x7f800001u, 0x7fa00000u, 0xff812345u, 0x7fffffffu}) {
+    v.push_back(float_of_bits(nan));
+  }
+  uint32_t state = 12345;
+  for (int i = 0; i < 1000; ++i) {
+    state = state * 1664525u + 1013904223u;
+    v.push_back(float_of_bits(state));
+  }
+  return v;  // 1116 values: not a multiple of any vector width
+}
+
+}  // namespace
+
+TEST_CASE("the vector kernels' 16-bit conversions are core/half.h's, ties to even and NaN", "[kernels][vec-math]") {
+  const MathPathGuard guard;
+  const std::vector<float> in = rounding_cases();
+  const auto n = static_cast<int64_t>(in.size());
+  for (const Path& p : runnable_paths()) {
+    if (p.math == cpu::CpuMath::scalar) continue;
+    cpu::set_cpu_math(p.math);
+    cpu::set_cpu_isa_cap(p.cap);
+    const cpu::VecMathTable* vt = cpu::vec_math();
+    REQUIRE(vt != nullptr);
+    for (cpu::VecType t : {cpu::VecType::f16, cpu::VecType::bf16}) {
+      const bool f16 = t == cpu::VecType::f16;
+      INFO(p.name << (f16 ? " f16" : " bf16"));
+      for (int64_t len : {n, int64_t{1}, int64_t{7}, int64_t{33}}) {
+        std::vector<uint16_t> got(static_cast<size_t>(len), 0xdead);
+        vt->narrow(t, in.data(), got.data(), len);
+        for (int64_t i = 0; i < len; ++i) {
+          const float x = in[static_cast<size_t>(i)];
+          const uint16_t want = f16 ? detail::float_to_half_bits(x) : detail::float_to_bfloat16_bits(x);
+          INFO("i=" << i << " x bits 0x" << std::hex << bits_of(x) << " got 0x" << got[static_cast<size_t>(i)]
+                    << " want 0x" << want);
+          REQUIRE(got[static_cast<size_t>(i)] == want);
+        }
+      }
+      // Widening every 16-bit pattern is exact.
+      std::vector<uint16_t> all(65536);
+      for (uint32_t b = 0; b < 65536; ++b) all[b] = static_cast<uint16_t>(b);
+      std::vector<float> wide(65536);
+      vt->widen(t, all.data(), wide.data(), 65535);  // a tail of 15
+      for (uint32_t b = 0; b < 65535; ++b) {
+        const float want = f16 ? detail::half_bits_to_float(static_cast<uint16_t>(b))
+                               : detail::bfloat16_bits_to_float(static_cast<uint16_t>(b));
+        INFO("bits 0x" << std::hex << b);
+        REQUIRE((bits_of(wide[b]) == bits_of(want) || (std::isnan(want) && std::isnan(wide[b]))));
+      }
+    }
+  }
+}
+
+TEST_CASE("16-bit vector kernels give the f32 kernel's result rounded once", "[kernels][vec-math]") {
+  const MathPathGuard guard;
+  for (const Path& p : runnable_paths()) {
+    if (p.math == cpu::CpuMath::scalar) continue;
+    cpu::set_cpu_math(p.math);
+    cpu::set_cpu_isa_cap(p.cap);
+    for (DType dtype : {kF16, kBF16}) {
+      for (const VecCase& c : vec_cases()) {
+        for (int64_t n : {int64_t{1}, int64_t{17}, int64_t{4097}, int64_t{70001}}) {
+          INFO(p.name << " " << dtype_name(dtype) << " " << op_name(c.op) << " n=" << n);
+          const Tensor x = sweep(std::max(c.lo, -60000.0), std::min(c.hi, 60000.0), n).to(dtype);
+          const Tensor xf = x.to(kF32);
+          CHECK(first_difference(values_of(ops::unary(c.op, x, c.args)),
+                                 round_to(values_of(ops::unary(c.op, xf, c.args)), dtype)) == "");
+          const GradFrom from = ops::unary_grad_from(c.op);
+          const Tensor d = make_input({n}, dtype, Domain::kAny, 7);
+          const Tensor saved = from == GradFrom::input ? x : ops::unary(c.op, x, c.args);
+          CHECK(first_difference(
+                    values_of(ops::unary_backward(c.op, d, saved, c.args)),
+                    round_to(values_of(ops::unary_backward(c.op, d.to(kF32), saved.to(kF32), c.args)), dtype)) == "");
+        }
+        const Tensor ext = make_input({37}, dtype, Domain::kExtreme, 5);
+        INFO(p.name << " " << dtype_name(dtype) << " " << op_name(c.op) << " extreme");
+        CHECK(first_difference(values_of(ops::unary(c.op, ext, c.args)),
+                               round_to(values_of(ops::unary(c.op, ext.to(kF32), c.args)), dtype)) == "");
+      }
+      for (int64_t cols : {int64_t{1}, int64_t{15}, int64_t{17}, int64_t{4096}}) {
+        const int64_t rows = 9;
+        INFO(p.name << " " << dtype_name(dtype) << " softmax cols=" << cols);
+        std::vector<double> xv = values_of(make_input({rows, cols}, kF64, Domain::kAny, 21));
+        for (double& v : xv) v *= 6.0;
+        if (cols > 1) {
+          xv[3] = std::nan("");                       // row 0 becomes NaN
+          xv[static_cast<size_t>(cols)] = -INFINITY;  // row 1 has a masked value
+        }
+        const Tensor x = from_vector(xv, {rows, cols}, {.dtype = dtype});
+        const Tensor xf = x.to(kF32);
+        const Tensor y = ops::softmax(x), ly = ops::log_softmax(x);
+        CHECK(first_difference(values_of(y), round_to(values_of(ops::softmax(xf)), dtype)) == "");
+        CHECK(first_difference(values_of(ly), round_to(values_of(ops::log_softmax(xf)), dtype)) == "");
+        const Tensor dy = make_input({rows, cols}, dtype, Domain::kAny, 22);
+        CHECK(first_difference(values_of(ops::softmax_backward(dy, y)),
+                               round_to(values_of(ops::softmax_backward(dy.to(kF32), y.to(kF32))), dtype)) == "");
+        CHECK(first_difference(values_of(ops::log_softmax_backward(dy, ly)),
+                               round_to(values_of(ops::log_softmax_backward(dy.to(kF32), ly.to(kF32))), dtype)) == "");
       }
     }
   }

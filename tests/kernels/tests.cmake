@@ -35,11 +35,12 @@ if(HG_CUDA_MODE STREQUAL "off")
                                                                 LABELS kernels)
   # The scalar math path (kernels/cpu/vec_math.h, HG_CPU_MATH=scalar: glibc's
   # libm through the functors) and SLEEF at the SSE2 baseline
-  # (HG_CPU_ISA=generic) through the element-wise and softmax tests; the
-  # default run covers SLEEF at the CPU's widest ISA.
+  # (HG_CPU_ISA=generic, which also forces the generic 16-bit converters and
+  # lane sums of the reductions) through the element-wise, softmax and
+  # reduction tests; the default run covers SLEEF at the CPU's widest ISA.
   add_test(NAME test_kernels_scalar_math COMMAND test_kernels "[elementwise],[softmax]~[cuda]")
   set_tests_properties(test_kernels_scalar_math PROPERTIES ENVIRONMENT HG_CPU_MATH=scalar LABELS kernels)
-  add_test(NAME test_kernels_generic_isa COMMAND test_kernels "[elementwise],[softmax]~[cuda]")
+  add_test(NAME test_kernels_generic_isa COMMAND test_kernels "[elementwise],[softmax],[reduce]~[cuda]")
   set_tests_properties(test_kernels_generic_isa PROPERTIES ENVIRONMENT HG_CPU_ISA=generic LABELS kernels)
 endif()
 add_test(NAME test_gemm_widen COMMAND test_kernels "[gemm]~[cuda]")
