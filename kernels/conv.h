@@ -139,6 +139,26 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_backward(const Tensor& d_y, const 
 
 namespace hg::cpu {
 HG_DECLARE_CONV_KERNELS
+
+// The path CPU convolutions of this dtype take in this process
+// (docs/kernels.md, "CPU convolution paths"): "onednn" (oneDNN's convolution
+// primitives) or "im2col" (im2col + GEMM, the fallback and the reference). A
+// shape oneDNN has no non-reference kernel for takes im2col either way.
+// HG_CPU_CONV=im2col|onednn|auto (read once) chooses; auto takes oneDNN for
+// f32 on AVX-512 CPUs and bf16 on AVX512_BF16/AMX CPUs.
+const char* conv_path(DType dtype);
+// Why "im2col" ("" when "onednn"): HG_CPU_CONV=im2col, HG_CPU_ISA=generic, the
+// CPU, the dtype, or a build without oneDNN.
+const char* conv_im2col_reason(DType dtype);
+// Process-wide counts since start: convolution calls (forward or backward)
+// that ran on oneDNN and on im2col, and the layout reorders executed around
+// the oneDNN primitives.
+struct ConvCounts {
+  int64_t onednn = 0;
+  int64_t im2col = 0;
+  int64_t reorders = 0;
+};
+ConvCounts conv_counts();
 }  // namespace hg::cpu
 
 #if defined(HG_WITH_CUDA)

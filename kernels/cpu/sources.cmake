@@ -19,9 +19,11 @@ if(HG_HAVE_SLEEF)
   set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/vec_math_avx512.cpp
                               PROPERTIES COMPILE_OPTIONS "-fno-math-errno;-O3;-mavx512f;-mavx2;-mfma")
 endif()
-# The native bf16 GEMM (oneDNN), when the build has it (CMakeLists.txt, HG_WITH_ONEDNN).
+# The oneDNN paths (GEMM and convolution, and what they share), when the build
+# has oneDNN (CMakeLists.txt, HG_WITH_ONEDNN).
 if(HG_WITH_ONEDNN)
-  list(APPEND HG_SOURCES ${CMAKE_CURRENT_LIST_DIR}/gemm_onednn.cpp)
+  list(APPEND HG_SOURCES ${CMAKE_CURRENT_LIST_DIR}/onednn.cpp ${CMAKE_CURRENT_LIST_DIR}/gemm_onednn.cpp
+       ${CMAKE_CURRENT_LIST_DIR}/conv_onednn.cpp)
 endif()
 # The f32 Adam loop in optimizer.cpp vectorises only when sqrt need not set
 # errno (its argument, v / bias_correction2, is never negative) and at -O3
