@@ -30,9 +30,11 @@
 //            backward (training): d_x = w*rstd/m * (m*d_y - sum(d_y) - xhat*sum(d_y*xhat))
 //            backward (eval):     d_x = d_y*w*rstd;  both: d_w = sum(d_y*xhat), d_b = sum(d_y)
 //
-// Precision contract: f16/bf16 tensors are widened to fp32, every sum runs in
-// fp32 (the CPU reference sums in double where cheap: BN statistics, bias
-// gradients), one rounding on store; f64 is f64 throughout (gradcheck).
+// Precision contract: f16/bf16 tensors are widened to fp32 (or, on the CPU's
+// oneDNN bf16 convolution, multiplied as bf16: each product is exact in
+// fp32), every sum runs in fp32 (the CPU's im2col path sums in double where
+// cheap: BN statistics, bias gradients), one rounding on store; f64 is f64
+// throughout (gradcheck).
 // batch_norm takes 16-bit x with f32 weight, bias and running statistics (the
 // autocast contract) or all in one dtype; its saved mean/rstd are f32 (f64
 // for f64 x).

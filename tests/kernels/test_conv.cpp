@@ -520,6 +520,54 @@ TEST_CASE("max_pool2d ties go to the first maximum and NaN wins, as PyTorch", "[
   CHECK(values_of(z.grad()) == std::vector<double>{0, 2, 1, 1, 0, 0});
 }
 
+TEST_CASE("max_pool2d 2x2: ties, NaN and -inf across wide rows match a sequential scan", "[kernels][pool]") {
+  // Values from {-inf, -1, 0, 1, NaN}: most windows hold ties, some NaNs (one
+  // or two), some only -inf. Rows of 20 columns (10 outputs) cover the
+  // four-at-a-time loop and its scalar tail.
+  const int64_t N = 2, C = 3, H = 6, W = 20;
+  std::vector<double> v(static_cast<size_t>(N * C * H * W));
+  const double pool[5] = {-INFINITY, -1.0, 0.0, 1.0, NAN};
+  uint64_t state = 12345;
+  for (double& e : v) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    e = pool[(state >> 33) % 5];
+  }
+  // The sequential scan of kernels/conv.h: take a later value when greater or NaN.
+  std::vector<double> want_y;
+  std::vector<int64_t> want_i;
+  for (int64_t nc = 0; nc < N * C; ++nc)
+    for (int64_t i = 0; i < H / 2; ++i)
+      for (int64_t j = 0; j < W / 2; ++j) {
+        double best = -INFINITY;
+        int64_t arg = 2 * i * W + 2 * j;
+        for (int64_t dh = 0; dh < 2; ++dh)
+          for (int64_t dw = 0; dw < 2; ++dw) {
+            const int64_t at = (2 * i + dh) * W + 2 * j + dw;
+            const double e = v[static_cast<size_t>(nc * H * W + at)];
+            if (e > best || std::isnan(e)) {
+              best = e;
+              arg = at;
+            }
+          }
+        want_y.push_back(best);
+        want_i.push_back(arg);
+      }
+  for (DType dt : kAllFloat) {
+    for (bool cl : {false, true}) {
+      INFO(dtype_name(dt) << (cl ? " channels-last" : " NCHW"));
+      Tensor x = from_vector(v, {N, C, H, W}, {.dtype = kF64}).to(dt);
+      auto [y, idx] = ops::max_pool2d(cl ? channels_last(x) : x, {.kernel = {2, 2}, .stride = {2, 2}});
+      CHECK(idx.contiguous().to_vector<int64_t>() == want_i);
+      const auto got = values_of(y.contiguous());
+      REQUIRE(got.size() == want_y.size());
+      for (size_t k = 0; k < got.size(); ++k) {
+        INFO("output " << k);
+        CHECK((std::isnan(want_y[k]) ? std::isnan(got[k]) : got[k] == want_y[k]));
+      }
+    }
+  }
+}
+
 namespace {
 
 // Distinct values (k * 37 mod 173, a permutation for k < 173) so no max sits
