@@ -338,8 +338,12 @@ Key make_key(Kind kind, const Tensor& x, const Tensor& w, const Tensor& y, bool 
   return k;
 }
 
-// Runs e with the tensors' memory (data[i] for e.operands[i]).
-void run(const Entry& e, const std::vector<void*>& data, const char* what) {
+// Runs e with the tensors' memory (data[i] for e.operands[i]). `shared`
+// (may be null) carries reordered inputs from one run to the next on the same
+// tensors (backward-data and backward-weights both read d_y): an input found
+// there in the layout this primitive wants is not reordered again.
+void run(const Entry& e, const std::vector<void*>& data, const char* what,
+         std::unordered_map<int, memory>* shared = nullptr) {
   dnnl::stream& stream = onednn::stream();
   try {
     std::unordered_map<int, memory> args;
@@ -352,11 +356,19 @@ void run(const Entry& e, const std::vector<void*>& data, const char* what) {
         args.emplace(o.arg, user);
         continue;
       }
+      if (!o.output && shared != nullptr) {
+        const auto it = shared->find(o.arg);
+        if (it != shared->end() && it->second.get_desc() == o.prim) {
+          args.emplace(o.arg, it->second);
+          continue;
+        }
+      }
       const memory tmp(o.prim, engine());
       if (o.output) {
         outputs.emplace_back(tmp, user);
       } else {
         o.reorder.execute(stream, {{DNNL_ARG_FROM, user}, {DNNL_ARG_TO, tmp}});
+        if (shared != nullptr) shared->insert_or_assign(o.arg, tmp);
       }
       ++reorders;
       args.emplace(o.arg, tmp);
@@ -412,11 +424,13 @@ bool conv2d_backward_onednn(const Tensor& d_x, const Tensor& d_w, const Tensor& 
     if (!weights_e->supported) return false;
   }
   if (!d_x.defined() && !d_w.defined()) return false;  // the bias gradient alone: the caller's loop
-  if (data_e) run(*data_e, {d_y.data_ptr(), w.data_ptr(), d_x.data_ptr()}, "convolution backward-data");
+  // d_y is reordered once when both primitives want it in the same layout.
+  std::unordered_map<int, memory> shared;
+  if (data_e) run(*data_e, {d_y.data_ptr(), w.data_ptr(), d_x.data_ptr()}, "convolution backward-data", &shared);
   if (weights_e) {
     std::vector<void*> data{x.data_ptr(), d_y.data_ptr(), d_w.data_ptr()};
     if (fused_bias) data.push_back(d_b.data_ptr());
-    run(*weights_e, data, "convolution backward-weights");
+    run(*weights_e, data, "convolution backward-weights", &shared);
   }
   return true;
 }
