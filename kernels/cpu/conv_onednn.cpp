@@ -99,9 +99,8 @@ bool f16_available() {
     try {
       const memory::desc s({1, 16, 8, 8}, dt::f16, tag::any), w({16, 16, 3, 3}, dt::f16, tag::any),
           d({1, 16, 8, 8}, dt::f16, tag::any);
-      const dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_training,
-                                                 dnnl::algorithm::convolution_direct, s, w, d, {1, 1}, {0, 0}, {1, 1},
-                                                 {1, 1});
+      const dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
+                                                 s, w, d, {1, 1}, {0, 0}, {1, 1}, {1, 1});
       const dnnl::convolution_forward::primitive_desc pd(desc, engine());
       return !onednn::is_reference(pd.impl_info_str());
     } catch (const dnnl::error&) {
@@ -157,9 +156,9 @@ enum Kind : int64_t { kForward = 0, kBackwardData = 1, kBackwardWeights = 2 };
 
 struct Key {
   int64_t kind, dtype, threads, bias, channels_last;
-  int64_t x[4], w[4], y[4];      // sizes: [N, C, H, W], [O, Cg, KH, KW], [N, O, OH, OW]
-  int64_t xs[4], ws[4], ys[4];   // strides of x (or d_x), w (or d_w), y (or d_y)
-  int64_t bs;                    // bias stride
+  int64_t x[4], w[4], y[4];     // sizes: [N, C, H, W], [O, Cg, KH, KW], [N, O, OH, OW]
+  int64_t xs[4], ws[4], ys[4];  // strides of x (or d_x), w (or d_w), y (or d_y)
+  int64_t bs;                   // bias stride
   int64_t stride[2], pad_lo[2], pad_hi[2], dilation[2], groups;
 };
 
@@ -284,10 +283,9 @@ Entry make_entry(const Key& k) {
       e.operands.push_back(operand(DNNL_ARG_DIFF_SRC, true, x_user, pd.diff_src_desc()));
     } else {
       using bwd = dnnl::convolution_backward_weights;
-      const bwd::primitive_desc pd(
-          k.bias ? bwd::desc(algo, x_any, w_any, b_desc, y_any, strides, dilates, pad_l, pad_r)
-                 : bwd::desc(algo, x_any, w_any, y_any, strides, dilates, pad_l, pad_r),
-          engine(), hint);
+      const bwd::primitive_desc pd(k.bias ? bwd::desc(algo, x_any, w_any, b_desc, y_any, strides, dilates, pad_l, pad_r)
+                                          : bwd::desc(algo, x_any, w_any, y_any, strides, dilates, pad_l, pad_r),
+                                   engine(), hint);
       if (reference(pd.impl_info_str())) return e;
       e.prim = bwd(pd);
       e.operands.push_back(operand(DNNL_ARG_SRC, false, x_user, pd.src_desc()));
@@ -295,13 +293,14 @@ Entry make_entry(const Key& k) {
       e.operands.push_back(operand(DNNL_ARG_DIFF_WEIGHTS, true, w_user, pd.diff_weights_desc()));
       if (k.bias) e.operands.push_back(operand(DNNL_ARG_DIFF_BIAS, true, b_user, pd.diff_bias_desc()));
     }
-    HG_LOG_DEBUG("oneDNN {} conv2d {} x=[{}, {}, {}, {}] w=[{}, {}, {}, {}]: {}", dtype_name(static_cast<DType>(k.dtype)),
-                 what, k.x[0], k.x[1], k.x[2], k.x[3], k.w[0], k.w[1], k.w[2], k.w[3], impl);
+    HG_LOG_DEBUG("oneDNN {} conv2d {} x=[{}, {}, {}, {}] w=[{}, {}, {}, {}]: {}",
+                 dtype_name(static_cast<DType>(k.dtype)), what, k.x[0], k.x[1], k.x[2], k.x[3], k.w[0], k.w[1], k.w[2],
+                 k.w[3], impl);
     e.supported = true;
   } catch (const dnnl::error& err) {
     HG_LOG_DEBUG("oneDNN {} conv2d {} x=[{}, {}, {}, {}] w=[{}, {}, {}, {}] not available ({}); im2col taken",
-                 dtype_name(static_cast<DType>(k.dtype)), what, k.x[0], k.x[1], k.x[2], k.x[3], k.w[0], k.w[1],
-                 k.w[2], k.w[3], err.what());
+                 dtype_name(static_cast<DType>(k.dtype)), what, k.x[0], k.x[1], k.x[2], k.x[3], k.w[0], k.w[1], k.w[2],
+                 k.w[3], err.what());
     e = Entry();
   }
   return e;
@@ -383,7 +382,8 @@ void run(const Entry& e, const std::vector<void*>& data, const char* what,
     stream.wait();
     g_reorders.fetch_add(reorders, std::memory_order_relaxed);
   } catch (const dnnl::error& err) {
-    HG_FAIL("conv2d: oneDNN's ", what, " failed: ", err.what(), "; HG_CPU_CONV=im2col runs convolutions without oneDNN");
+    HG_FAIL("conv2d: oneDNN's ", what, " failed: ", err.what(),
+            "; HG_CPU_CONV=im2col runs convolutions without oneDNN");
   }
 }
 
@@ -406,8 +406,8 @@ bool conv2d_forward_onednn(const Tensor& y, const Tensor& x, const Tensor& w, co
   return true;
 }
 
-bool conv2d_backward_onednn(const Tensor& d_x, const Tensor& d_w, const Tensor& d_b, const Tensor& d_y,
-                            const Tensor& x, const Tensor& w, const Conv2dParams& p) {
+bool conv2d_backward_onednn(const Tensor& d_x, const Tensor& d_w, const Tensor& d_b, const Tensor& d_y, const Tensor& x,
+                            const Tensor& w, const Conv2dParams& p) {
   if (*cached_off_reason(x.dtype()) != '\0') return false;
   // Both primitives are looked up before either runs, so that a shape oneDNN
   // cannot take falls back whole (nothing written twice).

@@ -4,6 +4,8 @@
 // tries it first and falls back to im2col + GEMM.
 #pragma once
 
+#include <cstdint>
+
 #include "core/tensor.h"
 #include "kernels/conv.h"
 
@@ -21,8 +23,8 @@ const char* conv_onednn_off_reason(DType dtype);
 // arguments are conv2d_forward's / conv2d_backward's (kernels/conv.h).
 bool conv2d_forward_onednn(const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& bias,
                            const Conv2dParams& p);
-bool conv2d_backward_onednn(const Tensor& d_x, const Tensor& d_w, const Tensor& d_b, const Tensor& d_y,
-                            const Tensor& x, const Tensor& w, const Conv2dParams& p);
+bool conv2d_backward_onednn(const Tensor& d_x, const Tensor& d_w, const Tensor& d_b, const Tensor& d_y, const Tensor& x,
+                            const Tensor& w, const Conv2dParams& p);
 
 // Process-wide count of the reorders executed around the primitives (an
 // operand whose layout differs from the one the primitive chose).

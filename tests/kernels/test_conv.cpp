@@ -194,7 +194,8 @@ ConvGradRef conv_grad_ref(const Tensor& d_y, const Tensor& x, const Tensor& w, c
                 const int64_t ih = i * p.stride[0] - p.pad_lo[0] + kh * p.dilation[0];
                 const int64_t iw = j * p.stride[1] - p.pad_lo[1] + kw * p.dilation[1];
                 if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
-                const int64_t xi = ((n * C + (o / Og) * Cg + c) * H + ih) * W + iw, wi = ((o * Cg + c) * KH + kh) * KW + kw;
+                const int64_t xi = ((n * C + (o / Og) * Cg + c) * H + ih) * W + iw,
+                              wi = ((o * Cg + c) * KH + kh) * KW + kw;
                 r.dx[xi] += g * wv[wi];
                 r.dx_abs[xi] += std::fabs(g * wv[wi]);
                 r.dw[wi] += g * xv[xi];
@@ -216,9 +217,11 @@ ConvGradRef conv_grad_ref(const Tensor& d_y, const Tensor& x, const Tensor& w, c
 // rounding of the result.
 std::string compare_sum(const std::vector<double>& got, const std::vector<double>& expected,
                         const std::vector<double>& abs_sum, int64_t terms, DType dt) {
-  if (dt != kF32 || terms <= 100) return compare_values(got, round_to(expected, dt), tolerance_for(dt, OpKind::kReduction));
+  if (dt != kF32 || terms <= 100)
+    return compare_values(got, round_to(expected, dt), tolerance_for(dt, OpKind::kReduction));
   if (got.size() != expected.size()) return "size mismatch";
-  const double eps = 0x1p-24, gamma = static_cast<double>(terms + 2) * eps / (1.0 - static_cast<double>(terms + 2) * eps);
+  const double eps = 0x1p-24,
+               gamma = static_cast<double>(terms + 2) * eps / (1.0 - static_cast<double>(terms + 2) * eps);
   for (size_t i = 0; i < got.size(); ++i) {
     if (!(std::fabs(got[i] - expected[i]) <= gamma * abs_sum[i] + eps * std::fabs(expected[i]))) {
       return "element " + std::to_string(i) + ": got " + std::to_string(got[i]) + ", expected " +
@@ -350,7 +353,8 @@ TEST_CASE("CPU convolution paths: HG_CPU_CONV chooses, the counts say what ran",
     if (onednn && dt == kBF16 && std::string(cpu::gemm_bf16_widen_reason()) != "") continue;
     for (bool cl : {false, true}) {
       INFO(dtype_name(dt) << (cl ? " channels-last" : " NCHW"));
-      Tensor x = small_input({2, 16, 8, 8}, dt, 21), w = small_input({32, 16, 3, 3}, dt, 22), b = small_input({32}, dt, 23);
+      Tensor x = small_input({2, 16, 8, 8}, dt, 21), w = small_input({32, 16, 3, 3}, dt, 22),
+             b = small_input({32}, dt, 23);
       if (cl) x = channels_last(x);
       const Conv2dParams p{.pad_lo = {1, 1}, .pad_hi = {1, 1}};
       const cpu::ConvCounts before = cpu::conv_counts();
