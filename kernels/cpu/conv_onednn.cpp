@@ -239,14 +239,14 @@ Entry make_entry(const Key& k) {
   const tag act = k.channels_last || !kActivationsAnyForNchw ? layout : tag::any;
   const memory::dims strides{k.stride[0], k.stride[1]}, dilates{k.dilation[0] - 1, k.dilation[1] - 1},
       pad_l{k.pad_lo[0], k.pad_lo[1]}, pad_r{k.pad_hi[0], k.pad_hi[1]};
-  const memory::desc x_user = activation_desc(k.x, k.xs, type, layout);
-  const memory::desc y_user = activation_desc(k.y, k.ys, type, layout);
-  const memory::desc w_user = weight_user_desc(k, type);
-  const memory::desc x_any(memory::dims(k.x, k.x + 4), type, act), y_any(memory::dims(k.y, k.y + 4), type, act);
-  const memory::desc w_any(weight_dims(k), type, tag::any), b_desc({k.w[0]}, type, tag::x);
-  const memory::desc b_user({k.w[0]}, type, {k.bs});
   const char* what = k.kind == kForward ? "forward" : k.kind == kBackwardData ? "backward-data" : "backward-weights";
-  try {
+  try {  // every descriptor in here: oneDNN may reject any of them (dnnl::error, caught below)
+    const memory::desc x_user = activation_desc(k.x, k.xs, type, layout);
+    const memory::desc y_user = activation_desc(k.y, k.ys, type, layout);
+    const memory::desc w_user = weight_user_desc(k, type);
+    const memory::desc x_any(memory::dims(k.x, k.x + 4), type, act), y_any(memory::dims(k.y, k.y + 4), type, act);
+    const memory::desc w_any(weight_dims(k), type, tag::any), b_desc({k.w[0]}, type, tag::x);
+    const memory::desc b_user({k.w[0]}, type, {k.bias ? k.bs : 1});
     using fwd = dnnl::convolution_forward;
     const auto algo = dnnl::algorithm::convolution_direct;
     const auto prop = dnnl::prop_kind::forward_training;
