@@ -16,6 +16,7 @@
 #include "autograd/functions.h"
 #include "autograd/gradcheck.h"
 #include "kernels/conv.h"
+#include "kernels/cpu/threads.h"
 #include "kernels/gemm.h"
 #include "nn/conv.h"
 #include "tests/kernels/test_support.h"
@@ -370,6 +371,24 @@ TEST_CASE("CPU convolution paths: HG_CPU_CONV chooses, the counts say what ran",
       if (!onednn) CHECK(after.reorders == before.reorders);
     }
   }
+  // Another thread count builds another primitive (the count is in the cache
+  // key): the results agree with the f64 reference at 1 thread and at the
+  // previous count.
+  const int threads = get_num_threads();
+  const ConvCase c = wide_conv_cases()[1];
+  const Conv2dParams p = params_of(c);
+  Tensor x = small_input(c.x, kF32, 31), w = small_input(c.w, kF32, 32), b = small_input({c.w[0]}, kF32, 33);
+  Shape shape;
+  const auto y_ref = conv_ref(x, w, b, c.opt, &shape);
+  Shape unused;
+  const auto y_abs = conv_ref(x.to(kF64).abs(), w.to(kF64).abs(), b.to(kF64).abs(), c.opt, &unused);
+  for (int n : {1, threads, 1}) {
+    INFO(n << " thread(s)");
+    set_num_threads(n);
+    const Tensor y = ops::conv2d(x, w, b, p);
+    CHECK(compare_sum(values_of(y), y_ref, y_abs, c.w[1] * c.w[2] * c.w[3] + 1, kF32) == "");
+  }
+  set_num_threads(threads);
 }
 
 TEST_CASE("conv2d rejects bad input with the shapes and the fix", "[kernels][conv][errors]") {
