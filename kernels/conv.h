@@ -30,9 +30,11 @@
 //            backward (training): d_x = w*rstd/m * (m*d_y - sum(d_y) - xhat*sum(d_y*xhat))
 //            backward (eval):     d_x = d_y*w*rstd;  both: d_w = sum(d_y*xhat), d_b = sum(d_y)
 //
-// Precision contract: f16/bf16 tensors are widened to fp32, every sum runs in
-// fp32 (the CPU reference sums in double where cheap: BN statistics, bias
-// gradients), one rounding on store; f64 is f64 throughout (gradcheck).
+// Precision contract: f16/bf16 tensors are widened to fp32 (or, on the CPU's
+// oneDNN bf16 convolution, multiplied as bf16: each product is exact in
+// fp32), every sum runs in fp32 (the CPU's im2col path sums in double where
+// cheap: BN statistics, bias gradients), one rounding on store; f64 is f64
+// throughout (gradcheck).
 // batch_norm takes 16-bit x with f32 weight, bias and running statistics (the
 // autocast contract) or all in one dtype; its saved mean/rstd are f32 (f64
 // for f64 x).
@@ -139,6 +141,26 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_backward(const Tensor& d_y, const 
 
 namespace hg::cpu {
 HG_DECLARE_CONV_KERNELS
+
+// The path CPU convolutions of this dtype take in this process
+// (docs/kernels.md, "CPU convolution paths"): "onednn" (oneDNN's convolution
+// primitives) or "im2col" (im2col + GEMM, the fallback and the reference). A
+// shape oneDNN has no non-reference kernel for takes im2col either way.
+// HG_CPU_CONV=im2col|onednn|auto (read once) chooses; auto takes oneDNN for
+// f32 on AVX-512 CPUs and bf16 on AVX512_BF16/AMX CPUs.
+const char* conv_path(DType dtype);
+// Why "im2col" ("" when "onednn"): HG_CPU_CONV=im2col, HG_CPU_ISA=generic, the
+// CPU, the dtype, or a build without oneDNN.
+const char* conv_im2col_reason(DType dtype);
+// Process-wide counts since start: convolution calls (forward or backward)
+// that ran on oneDNN and on im2col, and the layout reorders executed around
+// the oneDNN primitives.
+struct ConvCounts {
+  int64_t onednn = 0;
+  int64_t im2col = 0;
+  int64_t reorders = 0;
+};
+ConvCounts conv_counts();
 }  // namespace hg::cpu
 
 #if defined(HG_WITH_CUDA)

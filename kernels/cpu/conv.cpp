@@ -1,9 +1,11 @@
-// CPU convolution (im2col/col2im over OpenBLAS GEMM), pooling and batch
-// normalisation: the references for the CUDA kernels (formulas in
-// kernels/conv.h). Every tensor is read and written through its strides, so
-// NCHW and channels-last take the same code without a copy.
+// CPU convolution: oneDNN's primitives where the dtype's path is on
+// (kernels/cpu/conv_onednn.cpp), else im2col/col2im over the GEMM, the
+// fallback and the reference for the CUDA kernels (formulas in
+// kernels/conv.h; docs/kernels.md, "CPU convolution paths"). HG_CPU_CONV=im2col
+// forces the im2col path. Every tensor is read and written through its
+// strides, so NCHW and channels-last take the same code without a copy.
 //
-// Convolution, per chunk of images and per group (S = float, double for f64):
+// im2col, per chunk of images and per group (S = float, double for f64):
 //   col[Kg, nb*P]  = im2col(x)                  Kg = Cg*KH*KW, P = OH*OW
 //   out[Og, nb*P]  = W_g[Og, Kg] @ col          (one GEMM per group and chunk)
 //   dW_g          += dy_g[Og, nb*P] @ col^T
@@ -11,6 +13,7 @@
 // Chunks keep col under kColLimit elements; the GEMMs run OpenBLAS's threads.
 // Pooling and batch normalisation: kernels/cpu/pool_norm.cpp.
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <type_traits>
@@ -21,11 +24,18 @@
 #include "kernels/cpu/view4.h"
 #include "kernels/gemm.h"
 
+#if defined(HG_HAVE_ONEDNN)
+#include "kernels/cpu/conv_onednn.h"
+#endif
+
 namespace hg::cpu {
 
 namespace {
 
 constexpr int64_t kColLimit = int64_t{1} << 23;  // elements of one im2col buffer (32 MiB in f32)
+
+std::atomic<int64_t> g_im2col_calls{0};
+std::atomic<int64_t> g_onednn_calls{0};
 
 template <typename S>
 constexpr DType dtype_of_acc() {
@@ -176,22 +186,28 @@ void conv2d_forward_typed(const Tensor& y, const Tensor& x, const Tensor& w, con
   }
 }
 
+// d_b[o] = sum over n, i, j of d_y (double sums, one rounding).
+template <typename T>
+void bias_grad_typed(const Tensor& d_b, const Tensor& d_y) {
+  const View4<const T> dyv(d_y);
+  const int64_t N = d_y.size(0), O = d_y.size(1), OH = d_y.size(2), OW = d_y.size(3);
+  T* dbp = static_cast<T*>(d_b.data_ptr());
+  parallel_for(O, N * O * OH * OW >= kParallelGrain, [&](int64_t o) {
+    double s = 0;
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t i = 0; i < OH; ++i)
+        for (int64_t j = 0; j < OW; ++j) s += static_cast<double>(dyv.at(n, o, i, j));
+    dbp[o * d_b.stride(0)] = static_cast<T>(s);
+  });
+}
+
 template <typename T>
 void conv2d_backward_typed(const Tensor& d_x, const Tensor& d_w, const Tensor& d_b, const Tensor& d_y, const Tensor& x,
                            const Tensor& w, const Conv2dParams& prm) {
   using S = acc_t<T>;
   const ConvGeom g(x, w, d_y.size(2), d_y.size(3), prm);
   const View4<const T> xv(x), dyv(d_y);
-  if (d_b.defined()) {  // d_b[o] = sum over n, i, j of d_y (double sums, one rounding)
-    T* dbp = static_cast<T*>(d_b.data_ptr());
-    parallel_for(g.O, g.N * g.O * g.P >= kParallelGrain, [&](int64_t o) {
-      double s = 0;
-      for (int64_t n = 0; n < g.N; ++n)
-        for (int64_t i = 0; i < g.OH; ++i)
-          for (int64_t j = 0; j < g.OW; ++j) s += static_cast<double>(dyv.at(n, o, i, j));
-      dbp[o * d_b.stride(0)] = static_cast<T>(s);
-    });
-  }
+  if (d_b.defined()) bias_grad_typed<T>(d_b, d_y);
   if (!d_x.defined() && !d_w.defined()) return;
   const std::vector<S> wd = dense_weight<S, T>(w, g);
   std::vector<S> dwd(d_w.defined() ? static_cast<size_t>(g.O * g.Kg) : 0, S(0));
@@ -246,13 +262,51 @@ void conv2d_backward_typed(const Tensor& d_x, const Tensor& d_w, const Tensor& d
 }  // namespace
 
 void conv2d_forward(const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& bias, const Conv2dParams& p) {
+#if defined(HG_HAVE_ONEDNN)
+  if (conv2d_forward_onednn(y, x, w, bias, p)) {
+    g_onednn_calls.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+#endif
+  g_im2col_calls.fetch_add(1, std::memory_order_relaxed);
   dispatch_floating(x.dtype(), "conv2d", [&](auto tag) { conv2d_forward_typed<decltype(tag)>(y, x, w, bias, p); });
 }
 
 void conv2d_backward(const Tensor& d_x, const Tensor& d_w, const Tensor& d_b, const Tensor& d_y, const Tensor& x,
                      const Tensor& w, const Conv2dParams& p) {
+#if defined(HG_HAVE_ONEDNN)
+  if (conv2d_backward_onednn(d_x, d_w, d_b, d_y, x, w, p)) {
+    g_onednn_calls.fetch_add(1, std::memory_order_relaxed);
+    if (d_b.defined() && !d_w.defined()) {  // oneDNN fuses the bias gradient into backward-weights only
+      dispatch_floating(x.dtype(), "conv2d_backward", [&](auto tag) { bias_grad_typed<decltype(tag)>(d_b, d_y); });
+    }
+    return;
+  }
+#endif
+  g_im2col_calls.fetch_add(1, std::memory_order_relaxed);
   dispatch_floating(x.dtype(), "conv2d_backward",
                     [&](auto tag) { conv2d_backward_typed<decltype(tag)>(d_x, d_w, d_b, d_y, x, w, p); });
+}
+
+const char* conv_im2col_reason(DType dtype) {
+#if defined(HG_HAVE_ONEDNN)
+  return conv_onednn_off_reason(dtype);
+#else
+  (void)dtype;
+  return "this build has no oneDNN";
+#endif
+}
+
+const char* conv_path(DType dtype) { return *conv_im2col_reason(dtype) == '\0' ? "onednn" : "im2col"; }
+
+ConvCounts conv_counts() {
+  ConvCounts c;
+  c.im2col = g_im2col_calls.load();
+#if defined(HG_HAVE_ONEDNN)
+  c.onednn = g_onednn_calls.load();
+  c.reorders = conv_onednn_reorders();
+#endif
+  return c;
 }
 
 }  // namespace hg::cpu

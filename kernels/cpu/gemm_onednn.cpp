@@ -8,15 +8,11 @@
 // rounding into the bf16 C. Transposes and row strides are memory-descriptor
 // strides, a batch stride of 0 is a batch dim of 1 (oneDNN broadcasts it), so
 // nothing is copied here. Primitives are cached per shape (an LRU of
-// kCacheCapacity entries) so that a call costs a hash lookup plus three memory
+// 256 entries) so that a call costs a hash lookup plus three memory
 // objects; a shape oneDNN can only run on its reference (scalar) kernels, or
 // cannot run at all, is remembered as unsupported and the caller widens.
 //
-// Threads: Debian's libdnnl is built with OpenMP, the same libgomp as our
-// kernels and OpenBLAS, so its parallel regions come from the one pool that
-// hg::set_num_threads sizes (kernels/cpu/threads.h). A primitive fixes its
-// work split for the thread count at creation, so the count is part of the
-// cache key: after set_num_threads(n) the next call builds a primitive for n.
+// Engine, streams, the primitive cache and the thread-count rule: kernels/cpu/onednn.h.
 #include "kernels/cpu/gemm_onednn.h"
 
 #include <omp.h>
@@ -24,17 +20,13 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <list>
 #include <memory>
-#include <mutex>
-#include <utility>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <string>
-#include <unordered_map>
 
 #include "core/error.h"
-#include "core/hash.h"
 #include "core/log.h"
+#include "kernels/cpu/onednn.h"
 
 namespace hg::cpu {
 
@@ -51,10 +43,8 @@ struct Policy {
   const char* f32_reason = "";
 };
 
-bool env_is(const char* name, const char* value) {
-  const char* v = std::getenv(name);
-  return v != nullptr && std::strcmp(v, value) == 0;
-}
+using onednn::engine;
+using onednn::env_is;
 
 const Policy& policy() {
   static const Policy p = [] {
@@ -100,7 +90,6 @@ struct Key {
   int64_t m, n, k, batch, lda, ldb, ldc, stride_a, stride_b, stride_c;
   float alpha, beta;
   int threads;
-  bool operator==(const Key& o) const { return std::memcmp(this, &o, sizeof(Key)) == 0; }
 };
 
 struct Entry {
@@ -109,43 +98,9 @@ struct Entry {
   dnnl::matmul prim;
 };
 
-constexpr size_t kCacheCapacity = 256;
-
-class Cache {
- public:
-  // The entry for key, built by make() on a miss. The returned pointer stays
-  // valid while the caller holds it (shared ownership survives eviction).
-  template <typename F>
-  std::shared_ptr<const Entry> get(const Key& key, F&& make) {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (auto it = map_.find(key); it != map_.end()) {
-      lru_.splice(lru_.begin(), lru_, it->second);  // most recently used first
-      return it->second->second;
-    }
-    auto entry = std::make_shared<const Entry>(make());
-    lru_.emplace_front(key, entry);
-    map_.emplace(key, lru_.begin());
-    if (map_.size() > kCacheCapacity) {
-      map_.erase(lru_.back().first);
-      lru_.pop_back();
-    }
-    return entry;
-  }
-
- private:
-  std::mutex mu_;
-  std::list<std::pair<Key, std::shared_ptr<const Entry>>> lru_;
-  std::unordered_map<Key, decltype(lru_)::iterator, BytesHash<Key>> map_;
-};
-
-Cache& cache() {
-  static Cache c;
+onednn::Cache<Key, Entry, 256>& cache() {
+  static onednn::Cache<Key, Entry, 256> c;
   return c;
-}
-
-const dnnl::engine& engine() {
-  static const dnnl::engine e(dnnl::engine::kind::cpu, 0);
-  return e;
 }
 
 // A (rows x cols) operand stored with row stride ld, transposed or not, as a
@@ -176,7 +131,7 @@ Entry make_entry(const GemmArgs& g) {
     const dnnl::matmul::desc desc(e.a, e.b, e.c);
     const dnnl::matmul::primitive_desc pd(desc, attr, engine());
     const std::string impl = pd.impl_info_str();
-    if (impl.rfind("ref", 0) == 0) {  // the scalar reference kernels: widening / OpenBLAS is faster
+    if (onednn::is_reference(impl.c_str())) {  // the scalar reference kernels: widening / OpenBLAS is faster
       HG_LOG_DEBUG("oneDNN {} matmul m={} n={} k={} batch={}: only '{}', not taken", dtype_name(g.dtype), g.m, g.n, g.k,
                    g.batch, impl);
       return e;
@@ -205,8 +160,7 @@ bool gemm_onednn(const GemmArgs& g) {
   if (!(g.dtype == DType::BF16 && policy().bf16_native) && !(g.dtype == DType::F32 && policy().f32_native)) {
     return false;
   }
-  Key key;
-  std::memset(static_cast<void*>(&key), 0, sizeof(Key));
+  Key key = onednn::zeroed_key<Key>();
   key.dtype = g.dtype;
   key.trans_a = g.trans_a;
   key.trans_b = g.trans_b;
@@ -225,7 +179,7 @@ bool gemm_onednn(const GemmArgs& g) {
   key.threads = omp_get_max_threads();
   const std::shared_ptr<const Entry> e = cache().get(key, [&] { return make_entry(g); });
   if (!e->supported) return false;
-  thread_local dnnl::stream stream(engine());
+  dnnl::stream& stream = onednn::stream();
   try {
     const memory a(e->a, engine(), const_cast<void*>(g.a));
     const memory b(e->b, engine(), const_cast<void*>(g.b));

@@ -21,20 +21,44 @@ namespace {
 
 // ---- pooling --------------------------------------------------------------------------------
 
-// if (v > best || isnan(v)) { best = v; arg = at; } without a branch (random
-// data defeats the predictor): bit masks select the value and the index.
-template <typename S>
-inline void select_max(S v, int64_t at, S& best, int64_t& arg) {
-  using U = std::conditional_t<sizeof(S) == 8, uint64_t, uint32_t>;
-  const bool take = (v > best) | (v != v);
-  const U mask = U(0) - static_cast<U>(take);
-  U vb, bb;
-  std::memcpy(&vb, &v, sizeof(S));
-  std::memcpy(&bb, &best, sizeof(S));
-  bb = (vb & mask) | (bb & ~mask);
-  std::memcpy(&best, &bb, sizeof(S));
-  const int64_t imask = -static_cast<int64_t>(take);
-  arg = (at & imask) | (arg & ~imask);
+// One output row of the 2x2 / stride 2 max-pool over dense input rows r0, r1
+// (NCHW), four outputs at a time in SSE2 vectors (GCC vector extensions): the
+// tree of pick() below on lanes, the even and odd columns split by shuffles,
+// the flat indices in 32-bit lanes (the caller checks H*W fits). Returns the
+// number of outputs written (a multiple of 4); the caller does the rest.
+template <typename T>
+int64_t max_pool_2x2_row(const T* r0, const T* r1, T* y, int64_t* idx, int64_t OW, int64_t top, int64_t W) {
+  using f4 = float __attribute__((vector_size(16)));
+  using i4 = int32_t __attribute__((vector_size(16)));
+  const int64_t n4 = OW / 4 * 4;
+  const i4 lane = {0, 2, 4, 6};
+  for (int64_t j = 0; j < n4; j += 4) {
+    float a[8], b[8];
+    for (int q = 0; q < 8; ++q) {
+      a[q] = static_cast<float>(r0[2 * j + q]);
+      b[q] = static_cast<float>(r1[2 * j + q]);
+    }
+    f4 a_lo, a_hi, b_lo, b_hi;
+    std::memcpy(&a_lo, a, 16);
+    std::memcpy(&a_hi, a + 4, 16);
+    std::memcpy(&b_lo, b, 16);
+    std::memcpy(&b_hi, b + 4, 16);
+    const f4 a0 = __builtin_shufflevector(a_lo, a_hi, 0, 2, 4, 6), a1 = __builtin_shufflevector(a_lo, a_hi, 1, 3, 5, 7);
+    const f4 b0 = __builtin_shufflevector(b_lo, b_hi, 0, 2, 4, 6), b1 = __builtin_shufflevector(b_lo, b_hi, 1, 3, 5, 7);
+    // take the later candidate when it is greater or NaN (masks: -1 = take)
+    const i4 t0 = (a1 > a0) | (a1 != a1), t1 = (b1 > b0) | (b1 != b1);
+    const f4 m0 = t0 ? a1 : a0, m1 = t1 ? b1 : b0;
+    const i4 base = static_cast<int32_t>(top + 2 * j) + lane;
+    const i4 i0 = base - t0, i1 = base + static_cast<int32_t>(W) - t1;
+    const i4 t = (m1 > m0) | (m1 != m1);
+    const f4 m = t ? m1 : m0;
+    const i4 im = t ? i1 : i0;
+    for (int q = 0; q < 4; ++q) {
+      y[j + q] = static_cast<T>(m[q]);
+      idx[j + q] = im[q];
+    }
+  }
+  return n4;
 }
 
 template <typename T>
@@ -44,8 +68,18 @@ void max_pool2d_forward_typed(const Tensor& y, const Tensor& idx, const Tensor& 
   const View4<const T> xv(x);
   const View4<T> yv(y);
   const View4<int64_t> iv(idx);
-  // The common 2x2 / stride 2 window without padding, every window inside:
-  // the same comparisons in the same (row-major) order, no bounds arithmetic.
+  // The common 2x2 / stride 2 window without padding, every window inside,
+  // no bounds arithmetic, as a tree: the maximum of each row pair, then of
+  // the two rows. "Take the later candidate when it is greater or NaN" gives
+  // the sequential scan's answer in any grouping that keeps the order (the
+  // first maximum; the last NaN when there is one), and the tree's three
+  // selects depend on each other two deep instead of four, written as
+  // selects the compiler can turn into vector blends across output columns.
+  const auto pick = [](S a, int64_t ia, S b, int64_t ib, S& m, int64_t& im) {
+    const bool take = (b > a) | (b != b);
+    m = take ? b : a;
+    im = take ? ib : ia;
+  };
   const bool k2s2 = p.kernel == std::array<int64_t, 2>{2, 2} && p.stride == std::array<int64_t, 2>{2, 2} &&
                     p.padding == std::array<int64_t, 2>{0, 0} && p.dilation == std::array<int64_t, 2>{1, 1} &&
                     2 * OH <= H && 2 * OW <= W;
@@ -56,16 +90,24 @@ void max_pool2d_forward_typed(const Tensor& y, const Tensor& idx, const Tensor& 
       for (int64_t i = 0; i < OH; ++i) {
         const T* r0 = xp + 2 * i * xv.s2;
         const T* r1 = r0 + xv.s2;
-        for (int64_t j = 0; j < OW; ++j) {
+        T* yrow = &yv.at(n, c, i, 0);
+        int64_t* irow = &iv.at(n, c, i, 0);
+        const int64_t s3 = xv.s3;
+        int64_t j0 = 0;
+        if constexpr (!std::is_same_v<T, double>) {  // f32 and 16-bit: exact in float lanes
+          if (s3 == 1 && yv.s3 == 1 && iv.s3 == 1 && H * W <= INT32_MAX) {
+            j0 = max_pool_2x2_row(r0, r1, yrow, irow, OW, 2 * i * W, W);
+          }
+        }
+        for (int64_t j = j0; j < OW; ++j) {
           const int64_t w = 2 * j, at = 2 * i * W + w;
-          const S cand[4] = {static_cast<S>(r0[w * xv.s3]), static_cast<S>(r0[(w + 1) * xv.s3]),
-                             static_cast<S>(r1[w * xv.s3]), static_cast<S>(r1[(w + 1) * xv.s3])};
-          const int64_t where[4] = {at, at + 1, at + W, at + W + 1};
-          S best = -std::numeric_limits<S>::infinity();
-          int64_t arg = at;
-          for (int q = 0; q < 4; ++q) select_max(cand[q], where[q], best, arg);
-          yv.at(n, c, i, j) = static_cast<T>(best);
-          iv.at(n, c, i, j) = arg;
+          S m0, m1, best;
+          int64_t i0, i1, arg;
+          pick(static_cast<S>(r0[w * s3]), at, static_cast<S>(r0[(w + 1) * s3]), at + 1, m0, i0);
+          pick(static_cast<S>(r1[w * s3]), at + W, static_cast<S>(r1[(w + 1) * s3]), at + W + 1, m1, i1);
+          pick(m0, i0, m1, i1, best, arg);
+          yrow[j * yv.s3] = static_cast<T>(best);
+          irow[j * iv.s3] = arg;
         }
       }
     });

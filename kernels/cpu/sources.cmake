@@ -19,9 +19,11 @@ if(HG_HAVE_SLEEF)
   set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/vec_math_avx512.cpp
                               PROPERTIES COMPILE_OPTIONS "-fno-math-errno;-O3;-mavx512f;-mavx2;-mfma;-mf16c")
 endif()
-# The native bf16 GEMM (oneDNN), when the build has it (CMakeLists.txt, HG_WITH_ONEDNN).
+# The oneDNN paths (GEMM and convolution, and what they share), when the build
+# has oneDNN (CMakeLists.txt, HG_WITH_ONEDNN).
 if(HG_WITH_ONEDNN)
-  list(APPEND HG_SOURCES ${CMAKE_CURRENT_LIST_DIR}/gemm_onednn.cpp)
+  list(APPEND HG_SOURCES ${CMAKE_CURRENT_LIST_DIR}/onednn.cpp ${CMAKE_CURRENT_LIST_DIR}/gemm_onednn.cpp
+       ${CMAKE_CURRENT_LIST_DIR}/conv_onednn.cpp)
 endif()
 # The f32 Adam loop in optimizer.cpp vectorises only when sqrt need not set
 # errno (its argument, v / bias_correction2, is never negative) and at -O3
@@ -37,3 +39,6 @@ set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/foreach.cpp PROPERTIES COM
 # The norms' row loops (kernels/cpu/norm.cpp: the lane sums, the normalisation) likewise.
 set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/elementwise.cpp ${CMAKE_CURRENT_LIST_DIR}/reduce.cpp
                             ${CMAKE_CURRENT_LIST_DIR}/norm.cpp PROPERTIES COMPILE_OPTIONS "-fno-math-errno;-O3")
+# The same for the pooling and batch-norm loops (pool_norm.cpp): at -O2 the
+# 2x2 max-pool's selects compiled into branches that mispredict on random data.
+set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/pool_norm.cpp PROPERTIES COMPILE_OPTIONS "-fno-math-errno;-O3")

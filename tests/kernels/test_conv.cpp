@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <limits>
 #include <string>
 #include <vector>
@@ -15,6 +16,8 @@
 #include "autograd/functions.h"
 #include "autograd/gradcheck.h"
 #include "kernels/conv.h"
+#include "kernels/cpu/threads.h"
+#include "kernels/gemm.h"
 #include "nn/conv.h"
 #include "tests/kernels/test_support.h"
 
@@ -155,6 +158,237 @@ TEST_CASE("conv2d backward matches the f64 gradients in 16-bit and f32", "[kerne
       CHECK(compare_values(values_of(d_b), round_to(values_of(rdb), dt), tol) == "");
     }
   }
+}
+
+namespace {
+
+// Direct f64 gradients of conv2d (the formulas of kernels/conv.h, summed
+// product by product) and, per element, the sum of the products' magnitudes
+// (for the worst-case bound of long f32 sums below).
+struct ConvGradRef {
+  std::vector<double> dx, dx_abs, dw, dw_abs, db, db_abs;
+  int64_t dx_terms = 0, dw_terms = 0, db_terms = 0;  // the most products in one element's sum
+};
+
+ConvGradRef conv_grad_ref(const Tensor& d_y, const Tensor& x, const Tensor& w, const Conv2dParams& p) {
+  const int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3), O = w.size(0), KH = w.size(2),
+                KW = w.size(3), OH = d_y.size(2), OW = d_y.size(3), G = p.groups, Cg = C / G, Og = O / G;
+  const auto xv = x.contiguous().to_vector<double>(), wv = w.contiguous().to_vector<double>(),
+             gv = d_y.contiguous().to_vector<double>();
+  ConvGradRef r;
+  r.dx.assign(xv.size(), 0.0);
+  r.dx_abs.assign(xv.size(), 0.0);
+  r.dw.assign(wv.size(), 0.0);
+  r.dw_abs.assign(wv.size(), 0.0);
+  r.db.assign(O, 0.0);
+  r.db_abs.assign(O, 0.0);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t o = 0; o < O; ++o)
+      for (int64_t i = 0; i < OH; ++i)
+        for (int64_t j = 0; j < OW; ++j) {
+          const double g = gv[((n * O + o) * OH + i) * OW + j];
+          r.db[o] += g;
+          r.db_abs[o] += std::fabs(g);
+          for (int64_t c = 0; c < Cg; ++c)
+            for (int64_t kh = 0; kh < KH; ++kh)
+              for (int64_t kw = 0; kw < KW; ++kw) {
+                const int64_t ih = i * p.stride[0] - p.pad_lo[0] + kh * p.dilation[0];
+                const int64_t iw = j * p.stride[1] - p.pad_lo[1] + kw * p.dilation[1];
+                if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+                const int64_t xi = ((n * C + (o / Og) * Cg + c) * H + ih) * W + iw,
+                              wi = ((o * Cg + c) * KH + kh) * KW + kw;
+                r.dx[xi] += g * wv[wi];
+                r.dx_abs[xi] += std::fabs(g * wv[wi]);
+                r.dw[wi] += g * xv[xi];
+                r.dw_abs[wi] += std::fabs(g * xv[xi]);
+              }
+        }
+  r.dx_terms = Og * KH * KW;
+  r.dw_terms = N * OH * OW;
+  r.db_terms = N * OH * OW;
+  return r;
+}
+
+// got against the f64 reference: the dtype's row of tests/kernels/tolerance.h
+// (OpKind::kReduction) for the reference rounded to dtype. Documented
+// override, as in test_gemm: the f32 row holds fp32 sums of up to ~100
+// products; a longer sum in any fp32 order may err by up to the worst-case
+// bound gamma_K * sum|products|, gamma_K = K eps / (1 - K eps) (Higham,
+// "Accuracy and Stability of Numerical Algorithms", 3.1), plus the one
+// rounding of the result.
+std::string compare_sum(const std::vector<double>& got, const std::vector<double>& expected,
+                        const std::vector<double>& abs_sum, int64_t terms, DType dt) {
+  if (dt != kF32 || terms <= 100)
+    return compare_values(got, round_to(expected, dt), tolerance_for(dt, OpKind::kReduction));
+  if (got.size() != expected.size()) return "size mismatch";
+  const double eps = 0x1p-24,
+               gamma = static_cast<double>(terms + 2) * eps / (1.0 - static_cast<double>(terms + 2) * eps);
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (!(std::fabs(got[i] - expected[i]) <= gamma * abs_sum[i] + eps * std::fabs(expected[i]))) {
+      return "element " + std::to_string(i) + ": got " + std::to_string(got[i]) + ", expected " +
+             std::to_string(expected[i]) + " (bound " + std::to_string(gamma * abs_sum[i]) + ")";
+    }
+  }
+  return "";
+}
+
+Conv2dParams params_of(const ConvCase& c) {
+  Conv2dParams p;
+  for (int d = 0; d < 2; ++d) {
+    p.stride[d] = c.opt.stride[d];
+    p.dilation[d] = c.opt.dilation[d];
+    if (c.opt.padding_same) {
+      const int64_t t = c.opt.dilation[d] * (c.w[2 + d] - 1);
+      p.pad_lo[d] = t / 2;
+      p.pad_hi[d] = t - t / 2;
+    } else {
+      p.pad_lo[d] = p.pad_hi[d] = c.opt.padding[d];
+    }
+  }
+  p.groups = c.opt.groups;
+  return p;
+}
+
+// Channel counts of real networks (multiples of 16, oneDNN's blocked kernels;
+// C = 1, where NCHW and NHWC are the same memory) on top of conv_cases().
+std::vector<ConvCase> wide_conv_cases() {
+  return {
+      {"CNN layer 1 (C = 1)", {4, 1, 28, 28}, {32, 1, 3, 3}, {.padding = {1, 1}}},
+      {"CNN layer 2", {2, 32, 14, 14}, {64, 32, 3, 3}, {.padding = {1, 1}}},
+      {"16 channels, stride 2", {2, 16, 9, 9}, {32, 16, 3, 3}, {.stride = {2, 2}, .padding = {1, 1}}},
+      {"32 channels, groups 2", {2, 32, 8, 8}, {32, 16, 3, 3}, {.padding = {1, 1}, .groups = 2}},
+      {"16 channels, dilation 2", {1, 16, 10, 10}, {16, 16, 3, 3}, {.padding = {2, 2}, .dilation = {2, 2}}},
+      {"1x1, no bias", {2, 64, 7, 7}, {32, 64, 1, 1}, {}, false},
+  };
+}
+
+enum class Layout { nchw, channels_last, strided };
+
+Tensor in_layout(const Tensor& t, Layout l) {
+  if (l == Layout::channels_last) return channels_last(t);
+  if (l == Layout::nchw) return t;
+  // Not dense in any order: every other column of a twice-as-wide tensor.
+  Tensor wide = zeros({t.size(0), t.size(1), t.size(2), 2 * t.size(3)}, {.dtype = t.dtype()});
+  Tensor view = wide.slice(3, 0, 2 * t.size(3), 2);
+  view.copy_(t);
+  return view;
+}
+
+const char* layout_name(Layout l) {
+  return l == Layout::nchw ? " NCHW" : l == Layout::channels_last ? " channels-last" : " strided";
+}
+
+}  // namespace
+
+TEST_CASE("conv2d forward and every gradient match direct f64 loops on both CPU paths", "[kernels][conv]") {
+  std::vector<ConvCase> cases = conv_cases();
+  for (const ConvCase& c : wide_conv_cases()) cases.push_back(c);
+  INFO("CPU convolution path (f32): " << cpu::conv_path(kF32));
+  for (const ConvCase& c : cases) {
+    const Conv2dParams p = params_of(c);
+    for (DType dt : kAllFloat) {
+      for (Layout l : {Layout::nchw, Layout::channels_last, Layout::strided}) {
+        INFO(c.name << " " << dtype_name(dt) << layout_name(l));
+        Tensor x = small_input(c.x, dt, 11), w = small_input(c.w, dt, 12);
+        Tensor b = c.bias ? small_input({c.w[0]}, dt, 13) : Tensor();
+        Shape shape;
+        const auto y_ref = conv_ref(x, w, b, c.opt, &shape);
+        std::vector<double> y_abs;  // sum |b| + |x w| per output: conv_ref of |x|, |w|, |b|
+        {
+          Shape unused;
+          y_abs = conv_ref(x.to(kF64).abs(), w.to(kF64).abs(), c.bias ? b.to(kF64).abs() : Tensor(), c.opt, &unused);
+        }
+        const Tensor y = ops::conv2d(in_layout(x, l), w, b, p);
+        REQUIRE(y.sizes() == shape);
+        const int64_t fwd_terms = c.w[1] * c.w[2] * c.w[3] + 1;
+        CHECK(compare_sum(values_of(y.contiguous()), y_ref, y_abs, fwd_terms, dt) == "");
+
+        const Tensor d_y = small_input(shape, dt, 14);
+        const ConvGradRef r = conv_grad_ref(d_y, x, w, p);
+        auto [d_x, d_w, d_b] = ops::conv2d_backward(in_layout(d_y, l), in_layout(x, l), w, p, {true, true, c.bias});
+        if (l == Layout::channels_last && c.x[1] > 1) CHECK(is_channels_last(d_x));
+        CHECK(compare_sum(values_of(d_x.contiguous()), r.dx, r.dx_abs, r.dx_terms, dt) == "");
+        CHECK(compare_sum(values_of(d_w), r.dw, r.dw_abs, r.dw_terms, dt) == "");
+        if (c.bias) CHECK(compare_sum(values_of(d_b), r.db, r.db_abs, r.db_terms, dt) == "");
+        // Each gradient alone (the other primitives not run; d_b alone is the bias loop).
+        auto [dx_only, n1, n2] = ops::conv2d_backward(d_y, x, w, p, {true, false, false});
+        CHECK(compare_sum(values_of(dx_only.contiguous()), r.dx, r.dx_abs, r.dx_terms, dt) == "");
+        auto [n3, dw_only, db_only] = ops::conv2d_backward(d_y, x, w, p, {false, true, false});
+        CHECK(compare_sum(values_of(dw_only), r.dw, r.dw_abs, r.dw_terms, dt) == "");
+        if (c.bias) {
+          auto [n4, n5, db_alone] = ops::conv2d_backward(d_y, x, w, p, {true, false, true});
+          CHECK(compare_sum(values_of(db_alone), r.db, r.db_abs, r.db_terms, dt) == "");
+        }
+      }
+    }
+  }
+}
+
+// The path switch (HG_CPU_CONV, read once): ctest runs the [conv] tests again
+// as test_conv_im2col (HG_CPU_CONV=im2col) and test_conv_onednn
+// (HG_CPU_CONV=onednn); this case checks that the switch took effect.
+TEST_CASE("CPU convolution paths: HG_CPU_CONV chooses, the counts say what ran", "[kernels][conv]") {
+  const char* env = std::getenv("HG_CPU_CONV");
+  const std::string forced = env != nullptr ? env : "";
+  const char* isa = std::getenv("HG_CPU_ISA");
+  const bool generic = isa != nullptr && std::string(isa) == "generic";
+  INFO("HG_CPU_CONV='" << forced << "', f32 path " << cpu::conv_path(kF32) << " ('" << cpu::conv_im2col_reason(kF32)
+                       << "'), bf16 path " << cpu::conv_path(kBF16) << " ('" << cpu::conv_im2col_reason(kBF16) << "')");
+  CHECK(std::string(cpu::conv_path(kF64)) == "im2col");
+  for (DType dt : {kF32, kBF16, kF16, kF64}) {
+    CHECK((std::string(cpu::conv_path(dt)) == "onednn") == std::string(cpu::conv_im2col_reason(dt)).empty());
+  }
+  if (!cpu::gemm_has_onednn()) {
+    for (DType dt : {kF32, kBF16, kF16}) CHECK(std::string(cpu::conv_im2col_reason(dt)) == "this build has no oneDNN");
+  } else if (forced == "im2col") {
+    for (DType dt : {kF32, kBF16, kF16}) CHECK(std::string(cpu::conv_im2col_reason(dt)) == "HG_CPU_CONV=im2col");
+  } else if (forced == "onednn" && !generic) {
+    CHECK(std::string(cpu::conv_path(kF32)) == "onednn");
+    CHECK(std::string(cpu::conv_path(kBF16)) == "onednn");
+  }
+  // A convolution forward and backward runs on the path conv_path names (these
+  // shapes have oneDNN kernels on every x86-64 ISA it supports for f32; bf16
+  // only where the CPU has native bf16, which the bf16 GEMM's path reports).
+  for (DType dt : {kF32, kBF16}) {
+    const bool onednn = std::string(cpu::conv_path(dt)) == "onednn";
+    if (onednn && dt == kBF16 && std::string(cpu::gemm_bf16_widen_reason()) != "") continue;
+    for (bool cl : {false, true}) {
+      INFO(dtype_name(dt) << (cl ? " channels-last" : " NCHW"));
+      Tensor x = small_input({2, 16, 8, 8}, dt, 21), w = small_input({32, 16, 3, 3}, dt, 22),
+             b = small_input({32}, dt, 23);
+      if (cl) x = channels_last(x);
+      const Conv2dParams p{.pad_lo = {1, 1}, .pad_hi = {1, 1}};
+      const cpu::ConvCounts before = cpu::conv_counts();
+      const Tensor y = ops::conv2d(x, w, b, p);
+      const cpu::ConvCounts mid = cpu::conv_counts();
+      ops::conv2d_backward(y, x, w, p, {true, true, true});
+      const cpu::ConvCounts after = cpu::conv_counts();
+      CHECK(after.onednn - before.onednn == (onednn ? 2 : 0));
+      CHECK(after.im2col - before.im2col == (onednn ? 0 : 2));
+      // Channels-last activations are never reordered: the forward reorders
+      // at most the weights into the primitive's layout.
+      if (onednn && cl) CHECK(mid.reorders - before.reorders <= 1);
+      if (!onednn) CHECK(after.reorders == before.reorders);
+    }
+  }
+  // Another thread count builds another primitive (the count is in the cache
+  // key): the results agree with the f64 reference at 1 thread and at the
+  // previous count.
+  const int threads = get_num_threads();
+  const ConvCase c = wide_conv_cases()[1];
+  const Conv2dParams p = params_of(c);
+  Tensor x = small_input(c.x, kF32, 31), w = small_input(c.w, kF32, 32), b = small_input({c.w[0]}, kF32, 33);
+  Shape shape;
+  const auto y_ref = conv_ref(x, w, b, c.opt, &shape);
+  Shape unused;
+  const auto y_abs = conv_ref(x.to(kF64).abs(), w.to(kF64).abs(), b.to(kF64).abs(), c.opt, &unused);
+  for (int n : {1, threads, 1}) {
+    INFO(n << " thread(s)");
+    set_num_threads(n);
+    const Tensor y = ops::conv2d(x, w, b, p);
+    CHECK(compare_sum(values_of(y), y_ref, y_abs, c.w[1] * c.w[2] * c.w[3] + 1, kF32) == "");
+  }
+  set_num_threads(threads);
 }
 
 TEST_CASE("conv2d rejects bad input with the shapes and the fix", "[kernels][conv][errors]") {
@@ -307,6 +541,54 @@ TEST_CASE("max_pool2d ties go to the first maximum and NaN wins, as PyTorch", "[
   Tensor z = from_vector(std::vector<double>{0, 5, 0, 0, 0, 0}, {1, 1, 1, 6}, {.dtype = kF64}).requires_grad_(true);
   hg::sum(hg::max_pool2d(z, {1, 3}, {1, 1})).backward();
   CHECK(values_of(z.grad()) == std::vector<double>{0, 2, 1, 1, 0, 0});
+}
+
+TEST_CASE("max_pool2d 2x2: ties, NaN and -inf across wide rows match a sequential scan", "[kernels][pool]") {
+  // Values from {-inf, -1, 0, 1, NaN}: most windows hold ties, some NaNs (one
+  // or two), some only -inf. Rows of 20 columns (10 outputs) cover the
+  // four-at-a-time loop and its scalar tail.
+  const int64_t N = 2, C = 3, H = 6, W = 20;
+  std::vector<double> v(static_cast<size_t>(N * C * H * W));
+  const double pool[5] = {-INFINITY, -1.0, 0.0, 1.0, NAN};
+  uint64_t state = 12345;
+  for (double& e : v) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    e = pool[(state >> 33) % 5];
+  }
+  // The sequential scan of kernels/conv.h: take a later value when greater or NaN.
+  std::vector<double> want_y;
+  std::vector<int64_t> want_i;
+  for (int64_t nc = 0; nc < N * C; ++nc)
+    for (int64_t i = 0; i < H / 2; ++i)
+      for (int64_t j = 0; j < W / 2; ++j) {
+        double best = -INFINITY;
+        int64_t arg = 2 * i * W + 2 * j;
+        for (int64_t dh = 0; dh < 2; ++dh)
+          for (int64_t dw = 0; dw < 2; ++dw) {
+            const int64_t at = (2 * i + dh) * W + 2 * j + dw;
+            const double e = v[static_cast<size_t>(nc * H * W + at)];
+            if (e > best || std::isnan(e)) {
+              best = e;
+              arg = at;
+            }
+          }
+        want_y.push_back(best);
+        want_i.push_back(arg);
+      }
+  for (DType dt : kAllFloat) {
+    for (bool cl : {false, true}) {
+      INFO(dtype_name(dt) << (cl ? " channels-last" : " NCHW"));
+      Tensor x = from_vector(v, {N, C, H, W}, {.dtype = kF64}).to(dt);
+      auto [y, idx] = ops::max_pool2d(cl ? channels_last(x) : x, {.kernel = {2, 2}, .stride = {2, 2}});
+      CHECK(idx.contiguous().to_vector<int64_t>() == want_i);
+      const auto got = values_of(y.contiguous());
+      REQUIRE(got.size() == want_y.size());
+      for (size_t k = 0; k < got.size(); ++k) {
+        INFO("output " << k);
+        CHECK((std::isnan(want_y[k]) ? std::isnan(got[k]) : got[k] == want_y[k]));
+      }
+    }
+  }
 }
 
 namespace {

@@ -43,15 +43,24 @@ if(HG_CUDA_MODE STREQUAL "off")
   add_test(NAME test_kernels_generic_isa COMMAND test_kernels "[elementwise],[softmax],[reduce]~[cuda]")
   set_tests_properties(test_kernels_generic_isa PROPERTIES ENVIRONMENT HG_CPU_ISA=generic LABELS kernels)
 endif()
+# The CPU convolution paths (docs/kernels.md, "CPU convolution paths"): the
+# [conv] tests again with im2col + GEMM forced (the fallback and reference)
+# and with oneDNN forced (on CPUs where auto mode would not take it).
+add_test(NAME test_conv_im2col COMMAND test_kernels "[conv]~[cuda]")
+set_tests_properties(test_conv_im2col PROPERTIES ENVIRONMENT HG_CPU_CONV=im2col LABELS kernels)
+add_test(NAME test_conv_onednn COMMAND test_kernels "[conv]~[cuda]")
+set_tests_properties(test_conv_onednn PROPERTIES ENVIRONMENT HG_CPU_CONV=onednn LABELS kernels)
 add_test(NAME test_gemm_widen COMMAND test_kernels "[gemm]~[cuda]")
 set_tests_properties(test_gemm_widen PROPERTIES ENVIRONMENT HG_CPU_GEMM=widen LABELS kernels)
-# -DHG_WITH_ONEDNN=OFF without a second build: test_gemm takes its expected
-# reasons from cpu::gemm_has_onednn(), so it holds in both configurations, and
-# the one file whose code differs (kernels/cpu/gemm.cpp, its #else branches)
-# is compiled once more here without HG_HAVE_ONEDNN, with the warnings of the
-# library (compile only: linking it would need a second libhalfgrad).
+# -DHG_WITH_ONEDNN=OFF without a second build: test_gemm and test_conv take
+# their expected reasons from cpu::gemm_has_onednn(), so they hold in both
+# configurations, and the files whose code differs (kernels/cpu/gemm.cpp and
+# kernels/cpu/conv.cpp, their #else branches) are compiled once more here
+# without HG_HAVE_ONEDNN, with the warnings of the library (compile only:
+# linking them would need a second libhalfgrad).
 if(HG_WITH_ONEDNN)
-  add_library(hg_gemm_without_onednn OBJECT ${PROJECT_SOURCE_DIR}/kernels/cpu/gemm.cpp)
+  add_library(hg_gemm_without_onednn OBJECT ${PROJECT_SOURCE_DIR}/kernels/cpu/gemm.cpp
+                                            ${PROJECT_SOURCE_DIR}/kernels/cpu/conv.cpp)
   target_include_directories(hg_gemm_without_onednn PRIVATE $<TARGET_PROPERTY:halfgrad,INCLUDE_DIRECTORIES>)
   target_compile_definitions(hg_gemm_without_onednn PRIVATE
     $<FILTER:$<TARGET_PROPERTY:halfgrad,COMPILE_DEFINITIONS>,EXCLUDE,^HG_HAVE_ONEDNN>)
