@@ -5,6 +5,10 @@
 #include <cstdlib>
 #include <cstring>
 
+#if defined(HG_HAVE_SLEEF)  // x86-64 only (CMakeLists.txt)
+#include <cpuid.h>
+#endif
+
 #if defined(HG_HAVE_SLEEF)
 namespace hg::cpu {
 namespace vm_sse2 {
@@ -30,11 +34,22 @@ bool env_is(const char* name, const char* value) {
 
 // The widest ISA this CPU runs (the AVX2 kernels also use FMA and F16C; CPUID and the OS's register-state support,
 // as GCC's __builtin_cpu_supports reports them).
+#if defined(HG_HAVE_SLEEF)
+// F16C from CPUID leaf 1 (ECX bit 29): clang's __builtin_cpu_supports has no
+// "f16c" (the fuzz build compiles this file with clang); the AVX2 test below
+// already covers the OS's YMM state, which F16C needs too.
+bool cpu_has_f16c() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (__get_cpuid(1, &a, &b, &c, &d) == 0) return false;
+  return ((c >> 29) & 1u) != 0;
+}
+#endif
+
 VecIsa best_isa() {
 #if defined(HG_HAVE_SLEEF)
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx512f")) return VecIsa::avx512;
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")) {
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c()) {
     return VecIsa::avx2;
   }
 #endif
