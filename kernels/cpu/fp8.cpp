@@ -1,9 +1,9 @@
 // CPU fp8 kernels: the oracle of the CUDA ones (Note [fp8 scaled casts] and
 // Note [fp8 GEMM] in kernels/fp8.h). The element rules are the shared
 // HG_HOST_DEVICE helpers of kernels/fp8.h and core/float8.h; the per-tensor
-// cast, the hot one of fp8 training, runs them in a branch-free form that the
-// compiler vectorises (Fp8Lanes below, the same bits: test_fp8 checks them on
-// every f16 value and on random f32 patterns), in chunks over the thread pool.
+// cast, the hot one of fp8 training, runs them in a branch-free form
+// (Fp8Lanes below, the same bits: test_fp8 checks them on every f16 value and
+// on random f32 patterns), in chunks over the thread pool.
 // The GEMM widens exactly and calls sgemm.
 #include <cblas.h>
 
@@ -27,8 +27,10 @@ uint32_t amax_bits(const S* x, int64_t n) {
 }
 
 // fp8_quantize<Q>(x, s) (saturating for finite x, the format's own overflow
-// for inf/NaN x) and fp8_clips<Q>(x, s), as selects instead of branches so
-// that a loop of them vectorises. For v = x * s:
+// for inf/NaN x) and fp8_clips<Q>(x, s) in one evaluation, as selects
+// instead of branches (random data mispredicts the element rule's branches;
+// GCC 12 does not vectorise this loop at the library's SSE2 baseline, whose
+// 8-, 16- and 32-bit lanes mix). For v = x * s:
 //   normal |v| (biased f32 exponent >= the format's smallest normal's): the
 //     f32 bits re-biased to the fp8 exponent, the 23 - kMant dropped mantissa
 //     bits rounded to nearest even by the add-and-shift of the bits (a carry
@@ -108,7 +110,6 @@ void fp8_cast(const Tensor& q, const Tensor& x, const Tensor& scale, const Tenso
       parallel_for(chunks, n >= kParallelGrain, [&](int64_t c) {
         const int64_t lo = c * kCastChunk, hi = std::min(n, lo + kCastChunk);
         uint32_t chunk_best = 0, chunk_clipped = 0;
-#pragma omp simd reduction(max : chunk_best) reduction(+ : chunk_clipped)
         for (int64_t i = lo; i < hi; ++i) {
           const float v = static_cast<float>(in[i]);
           uint32_t clip = 0;
