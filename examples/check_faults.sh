@@ -18,7 +18,9 @@ run() {
   local dir=$1 ms=$2 mode=--overwrite
   [ -f "$dir/checkpoint.safetensors" ] && mode=--resume
   if [ "$ms" -gt 0 ]; then
-    timeout --foreground -s KILL "$((ms / 1000)).$(printf '%03d' $((ms % 1000)))" "$H" "${A[@]}" --out "$dir" $mode
+    # --preserve-status: a run that ends by itself just as the timer fires
+    # returns its own status (0), not timeout's 124 for "timed out".
+    timeout --foreground --preserve-status -s KILL "$((ms / 1000)).$(printf '%03d' $((ms % 1000)))" "$H" "${A[@]}" --out "$dir" $mode
   else
     "$H" "${A[@]}" --out "$dir" $mode
   fi
