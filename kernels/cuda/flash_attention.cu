@@ -43,6 +43,9 @@
 //            rounded to T for P V (as FA2);   |   to T for their products; outputs rounded once
 //            out rounded once; lse fp32       |
 //
+// Causal grids whose inputs fit in L2 issue each kernel's heaviest tiles first
+// (block_tile below): the blocks that finish last are then the short ones.
+//
 // Shared memory (elements of T; rows padded by 8 elements = 16 bytes, so the
 // 8 row addresses of an ldmatrix fall in 8 distinct 16-byte bank groups and
 // every cp.async destination stays 16-byte aligned; LD = D + 8):
@@ -67,9 +70,12 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
+#include <string>
 #include <type_traits>
 #include <utility>
 
+#include "core/error.h"
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/mma_sm80.cuh"
@@ -251,16 +257,50 @@ constexpr size_t dq_smem() {
   return (2 * size_t{kBwdRows} + 4 * kKeys) * kPitch<D> * 2;
 }
 
+// ---- block order -------------------------------------------------------------------------
+// A causal grid's blocks do unequal work: forward and dq tile x reads x + 1
+// key tiles, dkdv tile x reads the query tiles from x on. Blocks are issued
+// in linear order (blockIdx.x fastest) as SMs free up, so the ones issued
+// last decide when the kernel ends; in natural order, grid (tiles, H, B),
+// every head ends with its heaviest tile (forward, dq), and a block issued
+// in the last wave may run alone long after the others finish. In
+// heaviest-first order the grid is (H, B, tiles) and blockIdx.z counts tiles
+// from the heaviest: all heads' heaviest tiles run first and the short ones
+// fill the tail (longest-processing-time-first, FlashAttention-3's causal
+// schedule). The order is a template parameter of each kernel, so either
+// reads its indices straight from blockIdx and costs no registers. A head's tiles then run apart in time, so its streamed
+// K/V (or Q/dO) is re-read from L2 only while every head's fits there: the
+// launcher picks this order for causal grids whose streamed operands fit in
+// half the L2 (HG_FLASH_ORDER=natural|heaviest-first forces one; both give
+// identical bits).
+struct BlockTile {
+  int tile, h, b;
+};
+// kHeaviestFirst: the grid's order; kHeavyLast: the heaviest tile is the last
+// one (forward, dq), else the first (dkdv). A template parameter, not a
+// run-time flag, so that neither order costs registers in the kernel.
+template <bool kHeaviestFirst, bool kHeavyLast>
+__device__ inline BlockTile block_tile() {
+  if constexpr (!kHeaviestFirst) {
+    return {static_cast<int>(blockIdx.x), static_cast<int>(blockIdx.y), static_cast<int>(blockIdx.z)};
+  } else {
+    const int rank = static_cast<int>(blockIdx.z);
+    return {kHeavyLast ? static_cast<int>(gridDim.z) - 1 - rank : rank, static_cast<int>(blockIdx.x),
+            static_cast<int>(blockIdx.y)};
+  }
+}
+
 // ---- forward -----------------------------------------------------------------------------
-template <typename T, int D>
+template <typename T, int D, bool kHeaviestFirst>
 __global__ void __launch_bounds__(32 * kFwdWarps)
     flash_forward_kernel(Strided<const T> q, Strided<const T> k, Strided<const T> v, Strided<T> out,
                          float* __restrict__ lse, int H, int L, int S, float scale_log2, bool causal) {
   constexpr int kThreads = 32 * kFwdWarps, kLd = kPitch<D>;
   T* sQ = dynamic_shared<T>();
   T* sKV = sQ + kFwdRows * kLd;  // stage s: K at sKV + 2 s kKeys kLd, V after it
-  const int b = static_cast<int>(blockIdx.z), h = static_cast<int>(blockIdx.y);
-  const int q0 = static_cast<int>(blockIdx.x) * kFwdRows;
+  const BlockTile bt = block_tile<kHeaviestFirst, true>();
+  const int b = bt.b, h = bt.h;
+  const int q0 = bt.tile * kFwdRows;
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   const int g = lane / 4, t = lane % 4;
   const int wrow0 = q0 + warp * 16;  // this warp's first query row
@@ -364,7 +404,7 @@ __global__ void __launch_bounds__(128) flash_delta_kernel(Strided<const T> d_out
 // dK, dV for one tile of 64 keys; warp w owns keys [16w, 16w + 16) and works on
 // transposed scores: S^T = K Q^T (16 keys x 64 queries), so P^T and dS^T are
 // the A operands of dV += P^T dO and dK += dS^T Q without leaving registers.
-template <typename T, int D>
+template <typename T, int D, bool kHeaviestFirst>
 __global__ void __launch_bounds__(32 * kBwdWarps)
     flash_backward_dkdv_kernel(Strided<const T> q, Strided<const T> k, Strided<const T> v, Strided<const T> d_out,
                                const float* __restrict__ lse, const float* __restrict__ delta, Strided<T> dk,
@@ -375,8 +415,9 @@ __global__ void __launch_bounds__(32 * kBwdWarps)
   T* sQdO = sV + kKeys * kLd;  // stage s: Q at sQdO + 2 s kQRows kLd, dO after it
   // stage s: lse (log2 units) at sStats + 2 s kQRows, Delta after it
   float* sStats = reinterpret_cast<float*>(sQdO + 4 * kQRows * kLd);
-  const int b = static_cast<int>(blockIdx.z), h = static_cast<int>(blockIdx.y);
-  const int k0 = static_cast<int>(blockIdx.x) * kKeys;
+  const BlockTile bt = block_tile<kHeaviestFirst, false>();
+  const int b = bt.b, h = bt.h;
+  const int k0 = bt.tile * kKeys;
   const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32;
   const int g = lane / 4, t = lane % 4;
   const int wkey0 = k0 + warp * 16;
@@ -446,7 +487,7 @@ __global__ void __launch_bounds__(32 * kBwdWarps)
 }
 
 // dQ for one tile of 64 queries; warp w owns rows [16w, 16w + 16).
-template <typename T, int D>
+template <typename T, int D, bool kHeaviestFirst>
 __global__ void __launch_bounds__(32 * kBwdWarps)
     flash_backward_dq_kernel(Strided<const T> q, Strided<const T> k, Strided<const T> v, Strided<const T> d_out,
                              const float* __restrict__ lse, const float* __restrict__ delta, Strided<T> dq, int H,
@@ -455,8 +496,9 @@ __global__ void __launch_bounds__(32 * kBwdWarps)
   T* sQ = dynamic_shared<T>();
   T* sdO = sQ + kBwdRows * kLd;
   T* sKV = sdO + kBwdRows * kLd;  // stage s: K at sKV + 2 s kKeys kLd, V after it
-  const int b = static_cast<int>(blockIdx.z), h = static_cast<int>(blockIdx.y);
-  const int q0 = static_cast<int>(blockIdx.x) * kBwdRows;
+  const BlockTile bt = block_tile<kHeaviestFirst, true>();
+  const int b = bt.b, h = bt.h;
+  const int q0 = bt.tile * kBwdRows;
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   const int g = lane / 4, t = lane % 4;
   const int wrow0 = q0 + warp * 16;
@@ -522,6 +564,34 @@ void allow_smem(Kernel* kernel, size_t bytes) {
 
 unsigned tiles(int64_t n, int tile) { return static_cast<unsigned>((n + tile - 1) / tile); }
 
+// The block order (see block_tile): heaviest-first for causal grids whose
+// streamed operands (`streamed_bytes` over all heads) fit in half the L2;
+// HG_FLASH_ORDER=natural|heaviest-first (read on every launch) forces one.
+// The grid for `n_tiles` tiles per head of H heads and B batches in that order.
+dim3 flash_grid(unsigned n_tiles, int64_t h, int64_t b, bool causal, int64_t streamed_bytes, bool* heaviest_first) {
+  bool heavy = causal && streamed_bytes <= static_cast<int64_t>(device_properties().l2CacheSize) / 2;
+  const char* env = std::getenv("HG_FLASH_ORDER");
+  if (env != nullptr && *env != '\0') {
+    const std::string value(env);
+    HG_CHECK(value == "natural" || value == "heaviest-first", "HG_FLASH_ORDER=", value,
+             " is not a block order: use natural or heaviest-first (or leave it unset)");
+    heavy = value == "heaviest-first";
+  }
+  *heaviest_first = heavy && n_tiles <= 65535;  // gridDim.z's limit
+  const unsigned hu = static_cast<unsigned>(h), bu = static_cast<unsigned>(b);
+  return *heaviest_first ? dim3(hu, bu, n_tiles) : dim3(n_tiles, hu, bu);
+}
+
+// Calls fn(std::bool_constant<heaviest_first>{}): the kernel instance of that order.
+template <typename Fn>
+void with_order(bool heaviest_first, Fn&& fn) {
+  if (heaviest_first) {
+    fn(std::true_type{});
+  } else {
+    fn(std::false_type{});
+  }
+}
+
 // [B, H, N, D] with the last dim contiguous (checked by check_layout).
 template <typename T>
 Strided<T> strided(const Tensor& x) {
@@ -537,11 +607,15 @@ void forward_launch(const Tensor& out, const Tensor& lse, const Tensor& q, const
                     float scale, bool causal, cudaStream_t stream) {
   const int64_t b = q.size(0), h = q.size(1), l = q.size(2), s = k.size(2);
   constexpr size_t smem = forward_smem<D>();
-  allow_smem(flash_forward_kernel<T, D>, smem);
-  HG_LAUNCH((flash_forward_kernel<T, D>), dim3(tiles(l, kFwdRows), static_cast<unsigned>(h), static_cast<unsigned>(b)),
-            dim3(32 * kFwdWarps), smem, stream, strided_in<T>(q), strided_in<T>(k), strided_in<T>(v), strided<T>(out),
-            static_cast<float*>(lse.data_ptr()), static_cast<int>(h), static_cast<int>(l), static_cast<int>(s),
-            scale * kLog2e, causal);
+  bool heavy = false;
+  const dim3 grid = flash_grid(tiles(l, kFwdRows), h, b, causal, b * h * s * D * 2 * 2, &heavy);
+  with_order(heavy, [&](auto order) {
+    constexpr bool kHeavy = decltype(order)::value;
+    allow_smem(flash_forward_kernel<T, D, kHeavy>, smem);
+    HG_LAUNCH((flash_forward_kernel<T, D, kHeavy>), grid, dim3(32 * kFwdWarps), smem, stream, strided_in<T>(q),
+              strided_in<T>(k), strided_in<T>(v), strided<T>(out), static_cast<float*>(lse.data_ptr()),
+              static_cast<int>(h), static_cast<int>(l), static_cast<int>(s), scale * kLog2e, causal);
+  });
 }
 
 template <typename T, int D>
@@ -556,17 +630,25 @@ void backward_launch(const Tensor& dq, const Tensor& dk, const Tensor& dv, const
   HG_LAUNCH((flash_delta_kernel<T, D>), dim3(tiles(b * h * l, 4)), dim3(128), 0, stream, strided_in<T>(d_out),
             strided_in<T>(out), dp, hi, li, b * h * l);
   constexpr size_t smem_kv = dkdv_smem<D>();
-  allow_smem(flash_backward_dkdv_kernel<T, D>, smem_kv);
-  HG_LAUNCH((flash_backward_dkdv_kernel<T, D>),
-            dim3(tiles(s, kKeys), static_cast<unsigned>(h), static_cast<unsigned>(b)), dim3(32 * kBwdWarps), smem_kv,
-            stream, strided_in<T>(q), strided_in<T>(k), strided_in<T>(v), strided_in<T>(d_out), lp, dp, strided<T>(dk),
-            strided<T>(dv), hi, li, si, scale, causal);
+  bool heavy_kv = false;
+  const dim3 grid_kv = flash_grid(tiles(s, kKeys), h, b, causal, b * h * l * (D * 2 * 2 + 8), &heavy_kv);
+  with_order(heavy_kv, [&](auto order) {
+    constexpr bool kHeavy = decltype(order)::value;
+    allow_smem(flash_backward_dkdv_kernel<T, D, kHeavy>, smem_kv);
+    HG_LAUNCH((flash_backward_dkdv_kernel<T, D, kHeavy>), grid_kv, dim3(32 * kBwdWarps), smem_kv, stream,
+              strided_in<T>(q), strided_in<T>(k), strided_in<T>(v), strided_in<T>(d_out), lp, dp, strided<T>(dk),
+              strided<T>(dv), hi, li, si, scale, causal);
+  });
   constexpr size_t smem_q = dq_smem<D>();
-  allow_smem(flash_backward_dq_kernel<T, D>, smem_q);
-  HG_LAUNCH((flash_backward_dq_kernel<T, D>),
-            dim3(tiles(l, kBwdRows), static_cast<unsigned>(h), static_cast<unsigned>(b)), dim3(32 * kBwdWarps), smem_q,
-            stream, strided_in<T>(q), strided_in<T>(k), strided_in<T>(v), strided_in<T>(d_out), lp, dp, strided<T>(dq),
-            hi, li, si, scale, causal);
+  bool heavy_q = false;
+  const dim3 grid_q = flash_grid(tiles(l, kBwdRows), h, b, causal, b * h * s * D * 2 * 2, &heavy_q);
+  with_order(heavy_q, [&](auto order) {
+    constexpr bool kHeavy = decltype(order)::value;
+    allow_smem(flash_backward_dq_kernel<T, D, kHeavy>, smem_q);
+    HG_LAUNCH((flash_backward_dq_kernel<T, D, kHeavy>), grid_q, dim3(32 * kBwdWarps), smem_q, stream, strided_in<T>(q),
+              strided_in<T>(k), strided_in<T>(v), strided_in<T>(d_out), lp, dp, strided<T>(dq), hi, li, si, scale,
+              causal);
+  });
 }
 
 // Calls fn(T{}, integral_constant<int, D>) for the supported dtypes and head dims.

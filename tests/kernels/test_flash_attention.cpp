@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <limits>
 #include <string>
 #include <vector>
@@ -220,6 +221,37 @@ TEST_CASE("flash attention: cuda agrees with cpu", "[flash]") {
     CHECK(compare_values(values_of(gg.dq), values_of(gc.dq), tol) == "");
     CHECK(compare_values(values_of(gg.dk), values_of(gc.dk), tol) == "");
     CHECK(compare_values(values_of(gg.dv), values_of(gc.dv), tol) == "");
+  }
+}
+
+// HG_FLASH_ORDER picks the order in which a grid's blocks take their
+// (tile, head, batch): it must change which block computes what, never the
+// result. Each order is checked against the f64 reference (a block left out
+// or taken twice would show there), then the two against each other bit for bit.
+TEST_CASE("flash attention: both block orders give the same bits", "[flash]") {
+  for (Device dev : test_devices()) {
+    if (!dev.is_cuda()) continue;
+    for (const bool causal : {true, false}) {
+      const Case c{2, 3, 200, 200, 64, causal};
+      const Tensor q = input({c.b, c.h, c.l, c.d}, kF16, 41).to(dev);
+      const Tensor k = input({c.b, c.h, c.s, c.d}, kF16, 42).to(dev);
+      const Tensor v = input({c.b, c.h, c.s, c.d}, kF16, 43).to(dev);
+      const Tensor d_out = input({c.b, c.h, c.l, c.d}, kF16, 44).to(dev);
+      std::vector<std::vector<double>> results[2];
+      for (int order = 0; order < 2; ++order) {
+        ::setenv("HG_FLASH_ORDER", order == 0 ? "natural" : "heaviest-first", 1);
+        INFO(case_name(c, dev, kF16) << (order == 0 ? " natural" : " heaviest-first"));
+        check_case(c, dev, kF16);
+        const ops::FlashForward f = ops::flash_attention_forward(q, k, v, 0.125, causal);
+        const ops::FlashBackward g = ops::flash_attention_backward(d_out, q, k, v, f.out, f.lse, 0.125, causal);
+        results[order] = {values_of(f.out), values_of(f.lse), values_of(g.dq), values_of(g.dk), values_of(g.dv)};
+      }
+      CHECK(results[0] == results[1]);
+    }
+    ::setenv("HG_FLASH_ORDER", "backwards", 1);
+    const Tensor q = input({1, 1, 16, 64}, kF16, 45).to(dev);
+    CHECK_THROWS_WITH(ops::flash_attention_forward(q, q, q, 0.125, true), Contains("HG_FLASH_ORDER=backwards"));
+    ::unsetenv("HG_FLASH_ORDER");
   }
 }
 
