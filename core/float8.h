@@ -42,6 +42,21 @@ namespace hg {
 
 namespace detail {
 
+// The two formats, named once (the conversions below and the CPU's
+// branch-free cast in kernels/cpu/fp8.cpp read them): exponent and mantissa
+// bits, the largest finite pattern (sign clear), what an overflow gives
+// without saturation, and whether the format has infinities.
+struct E4M3Format {
+  static constexpr int kExp = 4, kMant = 3;
+  static constexpr uint32_t kMaxBits = 0x7eu, kOverflowBits = 0x7fu;  // 448; NaN
+  static constexpr bool kHasInf = false;
+};
+struct E5M2Format {
+  static constexpr int kExp = 5, kMant = 2;
+  static constexpr uint32_t kMaxBits = 0x7bu, kOverflowBits = 0x7cu;  // 57344; inf
+  static constexpr bool kHasInf = true;
+};
+
 // float -> fp8 bits for a format with kExp exponent and kMant mantissa bits.
 // kMaxBits: the largest finite pattern (sign clear); kOverflowBits: what an
 // overflow gives without saturation (NaN 0x7f for E4M3, inf 0x7c for E5M2).
@@ -109,14 +124,22 @@ HG_HOST_DEVICE inline float fp8_bits_to_float(uint8_t b) {
   return bits_float(sign | ((exp + 127u - kBias) << 23) | (mant << (23 - kMant)));
 }
 
+template <typename F>
+HG_HOST_DEVICE inline uint8_t float_to_fp8_bits_of(float f, bool saturate) {
+  return float_to_fp8_bits<F::kExp, F::kMant, F::kMaxBits, F::kOverflowBits>(f, saturate);
+}
 HG_HOST_DEVICE inline uint8_t float_to_e4m3_bits(float f, bool saturate) {
-  return float_to_fp8_bits<4, 3, 0x7eu, 0x7fu>(f, saturate);
+  return float_to_fp8_bits_of<E4M3Format>(f, saturate);
 }
 HG_HOST_DEVICE inline uint8_t float_to_e5m2_bits(float f, bool saturate) {
-  return float_to_fp8_bits<5, 2, 0x7bu, 0x7cu>(f, saturate);
+  return float_to_fp8_bits_of<E5M2Format>(f, saturate);
 }
-HG_HOST_DEVICE inline float e4m3_bits_to_float(uint8_t b) { return fp8_bits_to_float<4, 3, false>(b); }
-HG_HOST_DEVICE inline float e5m2_bits_to_float(uint8_t b) { return fp8_bits_to_float<5, 2, true>(b); }
+HG_HOST_DEVICE inline float e4m3_bits_to_float(uint8_t b) {
+  return fp8_bits_to_float<E4M3Format::kExp, E4M3Format::kMant, E4M3Format::kHasInf>(b);
+}
+HG_HOST_DEVICE inline float e5m2_bits_to_float(uint8_t b) {
+  return fp8_bits_to_float<E5M2Format::kExp, E5M2Format::kMant, E5M2Format::kHasInf>(b);
+}
 
 }  // namespace detail
 

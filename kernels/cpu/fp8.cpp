@@ -43,8 +43,10 @@ uint32_t amax_bits(const S* x, int64_t n) {
 //     clipped), the format's overflow pattern for inf x; NaN v gives S.1111111.
 template <typename Q>
 struct Fp8Lanes;
-template <int kExp, int kMant, uint32_t kMaxBits, uint32_t kOverflowBits>
+template <typename F>
 struct Fp8LanesOf {
+  static constexpr int kExp = F::kExp, kMant = F::kMant;
+  static constexpr uint32_t kMaxBits = F::kMaxBits, kOverflowBits = F::kOverflowBits;
   static constexpr uint32_t kBias = (1u << (kExp - 1)) - 1u;
   static constexpr uint32_t kMinNormalFexp = 127u + 1u - kBias;
   static constexpr uint32_t kDrop = 23u - kMant;
@@ -70,9 +72,9 @@ struct Fp8LanesOf {
   }
 };
 template <>
-struct Fp8Lanes<float8_e4m3> : Fp8LanesOf<4, 3, 0x7eu, 0x7fu> {};
+struct Fp8Lanes<float8_e4m3> : Fp8LanesOf<detail::E4M3Format> {};
 template <>
-struct Fp8Lanes<float8_e5m2> : Fp8LanesOf<5, 2, 0x7bu, 0x7cu> {};
+struct Fp8Lanes<float8_e5m2> : Fp8LanesOf<detail::E5M2Format> {};
 
 // Elements per chunk of the parallel cast (each chunk reduces its own amax
 // and clip count, then the chunks' are combined: the order does not matter,
