@@ -312,10 +312,14 @@ def torch_workload(p, dev):
             scaler = torch.amp.GradScaler(dev.type, init_scale=1.0)
             scaler.scale(torch.ones((), device=dev))
 
+            unscale = bool(p.get("unscale"))
+
             def scaled_step():
+                if unscale:  # halfgrad's f32+grad-scaler+unscale_: unscale_ first
+                    scaler.unscale_(opt)
                 scaler.step(opt)
                 scaler.update()
-            return scaled_step, None, 1, note + "; GradScaler"
+            return scaled_step, None, 1, note + "; GradScaler" + ("; unscale_(opt) first" if unscale else "")
         return opt.step, None, 1, note
     if k == "cnn":
         # hg-train's CNN (nn/models/cnn.cpp), layer for layer.

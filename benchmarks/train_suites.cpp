@@ -123,22 +123,28 @@ void add_optimizer(Bench& b, std::vector<Workload>& out) {
   for (const auto& s : shapes) jshapes.push_back(s);
   const std::string count = fmt("%.1fM", static_cast<double>(total) / 1e6);
   // f32, 16-bit weights with f32 masters, and f32 weights under a GradScaler
-  // (unscale folded into the step, found-inf check, update): the AMP step.
+  // (unscale folded into the step, found-inf check, update): the AMP step;
+  // and the same with an explicit scaler.unscale_(opt) first (the gradients
+  // unscaled in place and checked, as before gradient clipping).
   struct Variant {
     DType dt;
-    bool scaler;
+    bool scaler, unscale;
   };
-  for (Variant v :
-       {Variant{hg::kF32, false}, Variant{hg::kBF16, false}, Variant{hg::kF16, false}, Variant{hg::kF32, true}}) {
+  for (Variant v : {Variant{hg::kF32, false, false}, Variant{hg::kBF16, false, false}, Variant{hg::kF16, false, false},
+                    Variant{hg::kF32, true, false}, Variant{hg::kF32, true, true}}) {
     const DType dt = v.dt;
-    const bool with_scaler = v.scaler;
+    const bool with_scaler = v.scaler, with_unscale = v.unscale;
     const std::string d = dtype_str(dt);
-    const std::string variant = with_scaler ? "f32+grad-scaler" : dt == hg::kF32 ? "f32" : d + "+f32-masters";
+    const std::string variant = with_unscale     ? "f32+grad-scaler+unscale_"
+                                : with_scaler    ? "f32+grad-scaler"
+                                : dt == hg::kF32 ? "f32"
+                                                 : d + "+f32-masters";
+    nlohmann::json jparams = {
+        {"kind", "adamw"}, {"dtype", d}, {"scaler", with_scaler}, {"shapes", jshapes}, {"numel", total}};
+    if (with_unscale) jparams["unscale"] = true;
     out.push_back(
-        {"optimizer",
-         "optimizer/adamw/" + variant + "/" + count + "-params",
-         {{"kind", "adamw"}, {"dtype", d}, {"scaler", with_scaler}, {"shapes", jshapes}, {"numel", total}},
-         [dt, with_scaler, shapes, total](Bench& bb, const Workload& self) {
+        {"optimizer", "optimizer/adamw/" + variant + "/" + count + "-params", jparams,
+         [dt, with_scaler, with_unscale, shapes, total](Bench& bb, const Workload& self) {
            hg::Generator gen(1);
            std::vector<Tensor> params;
            for (const auto& s : shapes) {
@@ -157,6 +163,7 @@ void add_optimizer(Bench& b, std::vector<Workload>& out) {
                opt.step();
                return;
              }
+             if (with_unscale) scaler.unscale_(opt);
              scaler.step(opt);
              scaler.update();
            };

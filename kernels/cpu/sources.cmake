@@ -29,9 +29,23 @@ endif()
 # errno (its argument, v / bias_correction2, is never negative) and at -O3
 # (GCC 12 at -O2 only vectorises loops that need no remainder loop).
 set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/optimizer.cpp PROPERTIES COMPILE_OPTIONS "-fno-math-errno;-O3")
+# The Adam kernels per x86 ISA (kernels/cpu/optimizer_simd.h), chosen in
+# optimizer.cpp from CPUID. -ffp-contract=off: a fused multiply-add would
+# change the bits of optimizer_update's rule (-mavx512f allows FMA).
+if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64)$")
+  list(APPEND HG_SOURCES ${CMAKE_CURRENT_LIST_DIR}/optimizer_avx2.cpp ${CMAKE_CURRENT_LIST_DIR}/optimizer_avx512.cpp)
+  set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/optimizer_avx2.cpp
+                              PROPERTIES COMPILE_OPTIONS "-O3;-ffp-contract=off;-mavx2;-mf16c")
+  set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/optimizer_avx512.cpp
+                              PROPERTIES COMPILE_OPTIONS "-O3;-ffp-contract=off;-mavx512f;-mavx2;-mf16c")
+  set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/optimizer.cpp PROPERTIES COMPILE_DEFINITIONS HG_OPTIMIZER_SIMD=1)
+endif()
 # The same for foreach.cpp's per-instruction block loops (sqrt of a negative
 # value is NaN either way; no errno is read).
 set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/foreach.cpp PROPERTIES COMPILE_OPTIONS "-fno-math-errno;-O3")
+# The GradScaler's check and unscale loops (amp_scale.cpp: an integer OR over
+# the lanes) vectorise only at -O3 for the same reason.
+set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/amp_scale.cpp PROPERTIES COMPILE_OPTIONS "-O3")
 # The element-wise loops (the float loop of Note [16-bit element-wise blocks
 # on the CPU], the contiguous f32 loops) and the column reductions vectorise
 # only at -O3: at -O2, GCC 12 compiled relu's select into a branch that

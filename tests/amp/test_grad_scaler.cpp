@@ -4,9 +4,12 @@
 // overflow), so "same parameters as the unscaled run" is checked bitwise.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <iterator>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -587,6 +590,71 @@ TEST_CASE("GradScaler: LR schedules count applied steps by default under a scale
     const std::vector<float> by_default = run(std::nullopt);
     CHECK(by_default == run(optim::ScheduleClock::kAppliedSteps));
     CHECK(by_default != run(optim::ScheduleClock::kCalls));
+  }
+}
+
+// The CPU check and unscale loops (kernels/cpu/amp_scale.cpp: bit tests on
+// the exponent field, OR-ed over the lanes; 16-bit gradients through an f32
+// block, rounded once; all gradients' blocks in one parallel region) against
+// the element rule written out here: for each gradient, "non-finite" is any
+// inf/NaN before the multiply or after it and the rounding to the dtype, and
+// the unscaled value is dtype(float(g) * inv_scale). Bad values sit at the
+// first, last and block-boundary positions of tensors of several sizes, and
+// one finite value overflows only after the multiply (inv_scale 4).
+TEST_CASE("GradScaler: the CPU check and unscale loops follow the element rule", "[amp][scaler]") {
+  const int64_t sizes[] = {7, 8192, 8193, 70001};
+  for (DType dt : {kF32, kF16, kBF16}) {
+    const double big = dt == kF16 ? 60000.0 : 3.0e38;  // finite, but not after * 4
+    for (bool check_only : {true, false}) {
+      for (size_t bad_tensor = 0; bad_tensor <= std::size(sizes); ++bad_tensor) {  // == size: none bad
+        for (int64_t where : {int64_t{0}, int64_t{8191}, int64_t{8192}, int64_t{-1}}) {
+          for (double bad : {double(kInf), double(std::nanf("")), big}) {
+            if (check_only && bad == big) continue;  // only the multiply overflows it
+            INFO(dtype_name(dt) << (check_only ? " check" : " unscale") << " bad tensor " << bad_tensor << " at "
+                                << where << " value " << bad);
+            std::vector<Tensor> grads;
+            std::vector<std::vector<float>> before;
+            for (size_t k = 0; k < std::size(sizes); ++k) {
+              Tensor g = make_input({sizes[k]}, dt, Domain::kAny, 40 + k);
+              if (k == bad_tensor) {
+                const int64_t at = where < 0 ? sizes[k] - 1 : std::min(where, sizes[k] - 1);
+                NoGradGuard no_grad;
+                g.narrow(0, at, 1).fill_(bad);
+              }
+              before.push_back(values(g));
+              grads.push_back(g);
+            }
+            const Tensor inv = full({1}, 4.0), found = zeros({1}), any = zeros({1});
+            const Tensor stamps = zeros({static_cast<int64_t>(grads.size())}, {.dtype = kI64});
+            const Tensor state = zeros({kAmpStateSize}, {.dtype = kI64});
+            ops::amp_unscale_(grads, {0, 1, 2, 3}, inv, found, any, stamps, state, check_only);
+            const std::vector<int64_t> got_stamps = stamps.to_vector<int64_t>();
+            bool any_bad = false;
+            for (size_t k = 0; k < grads.size(); ++k) {
+              // The rule, element by element: widened value, product, rounding.
+              std::vector<float> want = before[k];
+              bool tensor_bad = false;
+              for (float x : want) tensor_bad = tensor_bad || !std::isfinite(x);
+              if (!check_only) {
+                for (float& x : want) x *= 4.0f;  // exact in f32 for finite 16-bit values
+                want = from_vector(want, {sizes[k]}).to(dt).to_vector<float>();
+                for (float x : want) tensor_bad = tensor_bad || !std::isfinite(x);
+              }
+              any_bad = any_bad || tensor_bad;
+              INFO("tensor " << k);
+              CHECK(got_stamps[k] == (tensor_bad ? 1 : 0));
+              const std::vector<float> got = values(grads[k]);
+              int64_t differ = 0;
+              for (size_t i = 0; i < want.size(); ++i) differ += std::memcmp(&got[i], &want[i], 4) != 0;
+              CHECK(differ == 0);
+            }
+            CHECK(any_bad == (bad_tensor < std::size(sizes)));
+            CHECK(found.to_vector<float>()[0] == (any_bad ? 1.0f : 0.0f));
+            CHECK(any.to_vector<float>()[0] == (any_bad ? 1.0f : 0.0f));
+          }
+        }
+      }
+    }
   }
 }
 

@@ -7,9 +7,14 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <iterator>
+#include <limits>
 #include <memory>
+#include <string>
 #include <vector>
 
+#include "kernels/cpu/optimizer_simd.h"
+#include "kernels/cpu/vec_math.h"
 #include "optim/optimizer.h"
 #include "tests/kernels/test_support.h"
 
@@ -280,89 +285,197 @@ TEST_CASE("a parameter listed twice is refused; load_state_dict checks dtypes an
   CHECK(b.state_dict().size() == fresh.size());  // the failed load created no state
 }
 
-// The CPU step has a vectorised loop for f32 Adam/AdamW without masters
-// (kernels/cpu/optimizer.cpp); it must be bit-identical to optimizer_update,
-// the per-element rule the CUDA kernel and the generic CPU loop share, for
-// sizes with a SIMD remainder and above the OpenMP threshold.
+namespace {
+
+// The CPU Adam step's paths (kernels/cpu/optimizer.cpp, optimizer_simd.h):
+// the scalar reference (HG_CPU_MATH=scalar), the baseline loops
+// (HG_CPU_ISA=generic) and the AVX2 / AVX-512 kernels where this CPU has them.
+struct AdamPath {
+  std::string name;  // what cpu::optimizer_isa_name() says
+  cpu::CpuMath math;
+  cpu::VecIsa cap;
+};
+
+// Restores the process's math path and ISA cap when a test ends.
+struct IsaGuard {
+  cpu::CpuMath math = cpu::cpu_math();
+  cpu::VecIsa cap = cpu::cpu_isa_cap();
+  IsaGuard() = default;
+  IsaGuard(const IsaGuard&) = delete;
+  IsaGuard& operator=(const IsaGuard&) = delete;
+  ~IsaGuard() {
+    cpu::set_cpu_math(math);
+    cpu::set_cpu_isa_cap(cap);
+  }
+};
+
+// Every path this build and CPU can run, each once (a cap above the CPU's
+// best gives the best, which is already listed).
+std::vector<AdamPath> adam_paths() {
+  const IsaGuard guard;
+  std::vector<AdamPath> paths;
+  cpu::set_cpu_math(cpu::CpuMath::scalar);
+  paths.push_back({cpu::optimizer_isa_name(), cpu::CpuMath::scalar, cpu::VecIsa::avx512});
+  cpu::set_cpu_math(cpu::CpuMath::sleef);
+  for (cpu::VecIsa cap : {cpu::VecIsa::sse2, cpu::VecIsa::avx2, cpu::VecIsa::avx512}) {
+    cpu::set_cpu_isa_cap(cap);
+    const std::string name = cpu::optimizer_isa_name();
+    if (name != paths.back().name) paths.push_back({name, cpu::CpuMath::sleef, cap});
+  }
+  return paths;
+}
+
+}  // namespace
+
+TEST_CASE("the CPU Adam step's paths: scalar reference, generic, and the ISA kernels where the CPU has them",
+          "[optim][simd]") {
+  const std::vector<AdamPath> paths = adam_paths();
+  REQUIRE(paths.size() >= 2);
+  CHECK(paths[0].name == "scalar");
+  CHECK(paths[1].name == "generic");
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f")) CHECK(paths.back().name == "avx512");
+#endif
+}
+
+namespace {
+
+// One Adam configuration of the bit-identity tests below.
+struct AdamCase {
+  OptimizerKind kind;
+  float weight_decay;
+};
+const AdamCase kAdamCases[] = {
+    {OptimizerKind::kAdam, 0.05f}, {OptimizerKind::kAdam, 0.0f}, {OptimizerKind::kAdamW, 0.05f}};
+
+// Slot sizes of one step: below a vector, a vector plus a tail, a block of
+// the thread split plus a tail, and one above the OpenMP threshold, so that
+// the blocks of several slots share one parallel region.
+const int64_t kAdamSizes[] = {5, 37, 4099, 70001};
+
+}  // namespace
+
+// The f32 loops (kernels/cpu/optimizer.cpp: the baseline loop and the vector
+// kernels, one pass per element) must be bit-identical to optimizer_update,
+// the per-element rule the CUDA kernel and the generic CPU loop share, on
+// every path, over several slots in one step.
 TEST_CASE("the vectorised f32 Adam step is bit-identical to optimizer_update", "[optim][simd]") {
-  for (OptimizerKind kind : {OptimizerKind::kAdam, OptimizerKind::kAdamW}) {
-    for (int64_t n : {int64_t{37}, int64_t{70001}}) {
-      INFO((kind == OptimizerKind::kAdam ? "Adam n=" : "AdamW n=") << n);
+  const IsaGuard guard;
+  for (const AdamPath& path : adam_paths()) {
+    cpu::set_cpu_math(path.math);
+    cpu::set_cpu_isa_cap(path.cap);
+    REQUIRE(std::string(cpu::optimizer_isa_name()) == path.name);
+    for (const AdamCase& ac : kAdamCases) {
+      INFO(path.name << (ac.kind == OptimizerKind::kAdam ? " Adam" : " AdamW") << " wd " << ac.weight_decay);
       OptimizerHyper h;
-      h.kind = kind;
+      h.kind = ac.kind;
       h.lr = 3e-3f;
-      h.weight_decay = 0.05f;
+      h.weight_decay = ac.weight_decay;
       Generator gen(11);
-      OptimizerSlot slot;
-      slot.param = randn({n}, {}, &gen);
-      slot.state1 = zeros({n});
-      slot.state2 = zeros({n});
-      std::vector<float> p = slot.param.to_vector<float>(), m(static_cast<size_t>(n), 0.0f),
-                         v(static_cast<size_t>(n), 0.0f);
+      std::vector<OptimizerSlot> slots;
+      std::vector<std::vector<float>> p, m, v;
+      for (int64_t n : kAdamSizes) {
+        OptimizerSlot slot;
+        slot.param = randn({n}, {}, &gen);
+        slot.state1 = zeros({n});
+        slot.state2 = zeros({n});
+        p.push_back(slot.param.to_vector<float>());
+        m.emplace_back(static_cast<size_t>(n), 0.0f);
+        v.emplace_back(static_cast<size_t>(n), 0.0f);
+        slots.push_back(slot);
+      }
       Tensor step = zeros({1}, {.dtype = kI64});
       const float inv_scale_value = 0.5f;
       Tensor inv_scale = full({1}, inv_scale_value);
       for (int64_t t = 1; t <= 3; ++t) {
-        slot.grad = randn({n}, {}, &gen);
-        const std::vector<float> g = slot.grad.to_vector<float>();
-        ops::fused_optimizer_step({slot}, h, step, inv_scale);
         const StepScalars sc = step_scalars(h, inv_scale_value, t);
-        for (size_t i = 0; i < p.size(); ++i) p[i] = optimizer_update(sc, p[i], g[i], m[i], v[i]);
+        for (size_t k = 0; k < slots.size(); ++k) {
+          slots[k].grad = randn(slots[k].param.sizes(), {}, &gen);
+          const std::vector<float> g = slots[k].grad.to_vector<float>();
+          for (size_t i = 0; i < p[k].size(); ++i) p[k][i] = optimizer_update(sc, p[k][i], g[i], m[k][i], v[k][i]);
+        }
+        ops::fused_optimizer_step(slots, h, step, inv_scale);
       }
-      const std::vector<float> got = slot.param.to_vector<float>(), got_m = slot.state1.to_vector<float>(),
-                               got_v = slot.state2.to_vector<float>();
-      int64_t differ = 0;
-      for (size_t i = 0; i < p.size(); ++i) {
-        differ += std::memcmp(&got[i], &p[i], 4) != 0 || std::memcmp(&got_m[i], &m[i], 4) != 0 ||
-                  std::memcmp(&got_v[i], &v[i], 4) != 0;
+      for (size_t k = 0; k < slots.size(); ++k) {
+        const std::vector<float> got = slots[k].param.to_vector<float>(), got_m = slots[k].state1.to_vector<float>(),
+                                 got_v = slots[k].state2.to_vector<float>();
+        int64_t differ = 0;
+        for (size_t i = 0; i < p[k].size(); ++i) {
+          differ += std::memcmp(&got[i], &p[k][i], 4) != 0 || std::memcmp(&got_m[i], &m[k][i], 4) != 0 ||
+                    std::memcmp(&got_v[i], &v[k][i], 4) != 0;
+        }
+        INFO("slot of " << p[k].size());
+        CHECK(differ == 0);
       }
-      CHECK(differ == 0);
     }
   }
 }
 
-// The CPU step has a blocked loop for 16-bit weights with f32 masters
-// (kernels/cpu/optimizer.cpp: widen the gradient, the f32 Adam loop on the
-// masters, round once into the weight); it must be bit-identical to
-// optimizer_update on the master followed by one rounding, for sizes with a
-// remainder block and above the OpenMP threshold.
+// The 16-bit weights with f32 masters (widen the gradient, the f32 rule on
+// the masters, round once into the weight: in the registers on the vector
+// paths, through the row converters on the generic one) must be bit-identical
+// to optimizer_update on the master followed by one rounding, on every path.
+// The masters include values that overflow the 16-bit type (f16 above 65504,
+// bf16 near f32's maximum) and a NaN, so the rounding in registers meets them.
 TEST_CASE("the 16-bit Adam step with f32 masters is bit-identical to optimizer_update", "[optim][simd]") {
-  for (DType dt : {kBF16, kF16}) {
-    for (OptimizerKind kind : {OptimizerKind::kAdam, OptimizerKind::kAdamW}) {
-      for (int64_t n : {int64_t{37}, int64_t{70001}}) {
-        INFO(dtype_name(dt) << (kind == OptimizerKind::kAdam ? " Adam n=" : " AdamW n=") << n);
+  const IsaGuard guard;
+  for (const AdamPath& path : adam_paths()) {
+    cpu::set_cpu_math(path.math);
+    cpu::set_cpu_isa_cap(path.cap);
+    for (DType dt : {kBF16, kF16}) {
+      for (const AdamCase& ac : kAdamCases) {
+        INFO(path.name << " " << dtype_name(dt) << (ac.kind == OptimizerKind::kAdam ? " Adam" : " AdamW") << " wd "
+                       << ac.weight_decay);
         OptimizerHyper h;
-        h.kind = kind;
+        h.kind = ac.kind;
         h.lr = 3e-3f;
-        h.weight_decay = 0.05f;
+        h.weight_decay = ac.weight_decay;
         Generator gen(12);
-        OptimizerSlot slot;
-        slot.master = randn({n}, {}, &gen);
-        slot.param = slot.master.to(dt);
-        slot.state1 = zeros({n});
-        slot.state2 = zeros({n});
-        std::vector<float> p = slot.master.to_vector<float>(), m(static_cast<size_t>(n), 0.0f),
-                           v(static_cast<size_t>(n), 0.0f);
+        std::vector<OptimizerSlot> slots;
+        std::vector<std::vector<float>> p, m, v;
+        for (int64_t n : kAdamSizes) {
+          OptimizerSlot slot;
+          slot.master = randn({n}, {}, &gen);
+          float* w = slot.master.data<float>();
+          // Edge values for the 16-bit rounding (a few lanes of each slot).
+          const float edges[] = {70000.0f, -70000.0f, 3.0e38f, -3.4e38f, std::numeric_limits<float>::quiet_NaN()};
+          for (size_t e = 0; e < std::size(edges) && static_cast<int64_t>(e) < n; ++e) w[e * 3 % n] = edges[e];
+          slot.param = slot.master.to(dt);
+          slot.state1 = zeros({n});
+          slot.state2 = zeros({n});
+          p.push_back(slot.master.to_vector<float>());
+          m.emplace_back(static_cast<size_t>(n), 0.0f);
+          v.emplace_back(static_cast<size_t>(n), 0.0f);
+          slots.push_back(slot);
+        }
         Tensor step = zeros({1}, {.dtype = kI64});
         const float inv_scale_value = 0.25f;
         Tensor inv_scale = full({1}, inv_scale_value);
         for (int64_t t = 1; t <= 3; ++t) {
-          slot.grad = randn({n}, {}, &gen).to(dt);
-          const std::vector<float> g = slot.grad.to_vector<float>();
-          ops::fused_optimizer_step({slot}, h, step, inv_scale);
           const StepScalars sc = step_scalars(h, inv_scale_value, t);
-          for (size_t i = 0; i < p.size(); ++i) p[i] = optimizer_update(sc, p[i], g[i], m[i], v[i]);
+          for (size_t k = 0; k < slots.size(); ++k) {
+            slots[k].grad = randn(slots[k].param.sizes(), {}, &gen).to(dt);
+            const std::vector<float> g = slots[k].grad.to_vector<float>();
+            for (size_t i = 0; i < p[k].size(); ++i) p[k][i] = optimizer_update(sc, p[k][i], g[i], m[k][i], v[k][i]);
+          }
+          ops::fused_optimizer_step(slots, h, step, inv_scale);
         }
-        // The weight: the master rounded once to dt.
-        const std::vector<float> want_param = from_vector(p, {n}).to(dt).to_vector<float>();
-        const std::vector<float> got = slot.master.to_vector<float>(), got_m = slot.state1.to_vector<float>(),
-                                 got_v = slot.state2.to_vector<float>(), got_param = slot.param.to_vector<float>();
-        int64_t differ = 0;
-        for (size_t i = 0; i < p.size(); ++i) {
-          differ += std::memcmp(&got[i], &p[i], 4) != 0 || std::memcmp(&got_m[i], &m[i], 4) != 0 ||
-                    std::memcmp(&got_v[i], &v[i], 4) != 0 || std::memcmp(&got_param[i], &want_param[i], 4) != 0;
+        for (size_t k = 0; k < slots.size(); ++k) {
+          const int64_t n = static_cast<int64_t>(p[k].size());
+          // The weight: the master rounded once to dt.
+          const std::vector<float> want_param = from_vector(p[k], {n}).to(dt).to_vector<float>();
+          const std::vector<float> got = slots[k].master.to_vector<float>(), got_m = slots[k].state1.to_vector<float>(),
+                                   got_v = slots[k].state2.to_vector<float>(),
+                                   got_param = slots[k].param.to_vector<float>();
+          int64_t differ = 0;
+          for (size_t i = 0; i < p[k].size(); ++i) {
+            differ += std::memcmp(&got[i], &p[k][i], 4) != 0 || std::memcmp(&got_m[i], &m[k][i], 4) != 0 ||
+                      std::memcmp(&got_v[i], &v[k][i], 4) != 0 || std::memcmp(&got_param[i], &want_param[i], 4) != 0;
+          }
+          INFO("slot of " << n);
+          CHECK(differ == 0);
         }
-        CHECK(differ == 0);
       }
     }
   }
