@@ -135,8 +135,8 @@ void forward_rows_of(bool rms, const S* x, S* y, float* mean_out, float* rstd_ou
     S* yr = y + r * cols;
     float mean = 0.0f;
     if (!rms) {
-      mean = hsum(block_sum<V>(0, cols, [&](V acc, int64_t i, int64_t rest) { return acc + load_part(xr, i, rest); })) /
-             n;
+      mean =
+          hsum(block_sum<V>(0, cols, [&](V acc, int64_t i, int64_t rest) { return acc + load_part(xr, i, rest); })) / n;
     }
     const V mv = splat(mean);
     const float sq = hsum(block_sum<V>(0, cols, [&](V acc, int64_t i, int64_t rest) {
@@ -166,8 +166,8 @@ void forward_rows_of(bool rms, const S* x, S* y, float* mean_out, float* rstd_ou
   }
 }
 
-void forward_rows(VecType t, bool rms, const void* x, void* y, float* mean, float* rstd, const float* w,
-                  const float* b, int64_t rows, int64_t cols, float eps) {
+void forward_rows(VecType t, bool rms, const void* x, void* y, float* mean, float* rstd, const float* w, const float* b,
+                  int64_t rows, int64_t cols, float eps) {
   const Leave leave;
   with_type(t, [&](auto tag) {
     using S = decltype(tag);
@@ -186,8 +186,8 @@ void forward_rows(VecType t, bool rms, const void* x, void* y, float* mean, floa
 }
 
 template <bool kHasW, typename S>
-void backward_rows_of(bool rms, const S* d_y, const S* x, const float* mean, const float* rstd, const float* w,
-                      S* d_x, float* pw, float* pb, int64_t rows, int64_t cols) {
+void backward_rows_of(bool rms, const S* d_y, const S* x, const float* mean, const float* rstd, const float* w, S* d_x,
+                      float* pw, float* pb, int64_t rows, int64_t cols) {
   const float n = static_cast<float>(cols);
   for (int64_t r = 0; r < rows; ++r) {
     const S* dyr = d_y + r * cols;
@@ -222,9 +222,10 @@ void backward_rows_of(bool rms, const S* d_y, const S* x, const float* mean, con
     }
     float mean_g = 0.0f, mean_gx = 0.0f;
     if (rms) {
-      mean_gx = hsum(block_sum<V>(0, cols, [&](V acc, int64_t i, int64_t rest) {
-                  return vm_fma(g_of(load_part(dyr, i, rest), i, rest), xhat_of(i, rest), acc);
-                })) /
+      mean_gx = hsum(block_sum<V>(0, cols,
+                                  [&](V acc, int64_t i, int64_t rest) {
+                                    return vm_fma(g_of(load_part(dyr, i, rest), i, rest), xhat_of(i, rest), acc);
+                                  })) /
                 n;
     } else {
       const V2 s = block_sum<V2>(0, cols, [&](V2 acc, int64_t i, int64_t rest) {

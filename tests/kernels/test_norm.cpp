@@ -85,8 +85,8 @@ std::vector<NormPath> norm_paths() {
     cpu::set_cpu_math(cpu::CpuMath::sleef);
     cpu::set_cpu_isa_cap(cap);
     const cpu::VecNormTable* t = cpu::vec_norm();
-    if (t == nullptr) break;                   // built without SLEEF: scalar only
-    if (paths.back().name == t->name) break;   // the cap is above the CPU's widest
+    if (t == nullptr) break;                  // built without SLEEF: scalar only
+    if (paths.back().name == t->name) break;  // the cap is above the CPU's widest
     CHECK(std::string(t->name) == cpu::cpu_math_name());
     paths.push_back({t->name, cpu::CpuMath::sleef, cap});
   }
@@ -319,9 +319,9 @@ TEST_CASE("every CPU norm path matches f64: vector tails, one-value rows, large 
     int64_t rows, cols;
     double offset, spread;  // x = offset + spread * U(-3, 3)
   };
-  const std::vector<Case> cases{{3, 1, 0, 1},      {4, 3, 0, 1},      {4, 15, 0, 1},        {4, 17, 0, 1},
-                                {3, 33, 0, 1},     {2, 255, 0, 1},    {3, 257, 0, 1},       {2, 4097, 0, 1},
-                                {64, 600, 0, 1},   {3, 768, 4096, 8}, {5, 40, -4096, 8},    {4, 17, 60000, 300}};
+  const std::vector<Case> cases{{3, 1, 0, 1},    {4, 3, 0, 1},      {4, 15, 0, 1},     {4, 17, 0, 1},
+                                {3, 33, 0, 1},   {2, 255, 0, 1},    {3, 257, 0, 1},    {2, 4097, 0, 1},
+                                {64, 600, 0, 1}, {3, 768, 4096, 8}, {5, 40, -4096, 8}, {4, 17, 60000, 300}};
   const CpuPathGuard guard;
   for (const NormPath& path : norm_paths()) {
     use_path(path);
