@@ -2,24 +2,36 @@
 // (kernels/norm.h has the formulas). The numerical oracle for
 // kernels/cuda/norm.cu.
 //
+// Two paths: the vector row kernels of kernels/cpu/vec_norm.h (f32, f16,
+// bf16 on the vector math path; Note [vector norm rows] in
+// kernels/cpu/vec_norm_impl.h), and the scalar rows below (f64, and every
+// dtype under HG_CPU_MATH=scalar or without SLEEF): the reference.
+//
 // Shapes     x, y, d_y, d_x: contiguous [rows, cols]; weight, bias: [cols]
-// Split      forward and d_x: rows in parallel (OpenMP) when large, one row
-//            per thread; d_weight/d_bias: the two-stage column reduction of
+// Split      forward and d_x: blocks of rows in parallel (OpenMP) when large;
+//            d_weight/d_bias: the two-stage column reduction of
 //            norm_math::norm_column_chunks (chunks of rows in parallel, then
-//            columns in parallel over the chunk partials)
-// Order      row sums are blocked pairwise (blocks of 128 in 8 interleaved
-//            lanes, blocks combined by halving); column sums go row by row within a chunk, then chunk
-//            by chunk, so the result depends only on the shape
+//            blocks of columns in parallel over the chunk partials). The
+//            vector path computes d_x inside the chunk loop when there are
+//            enough chunks to share out (Note [fused norm backward])
+// Order      row sums are blocked pairwise (scalar: blocks of 128 in 8
+//            interleaved lanes; vector: Note [vector norm rows]); column sums
+//            go row by row within a chunk, then chunk by chunk from +0, so
+//            the result depends only on the shape (and the path)
 // Precision  acc_t (float; double for f64), two passes for mean and variance,
 //            one rounding on store
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <memory>
+#include <type_traits>
 #include <vector>
 
 #include "core/copy.h"
 #include "kernels/cpu/convert_simd.h"
 #include "kernels/cpu/loops.h"
+#include "kernels/cpu/threads.h"
+#include "kernels/cpu/vec_norm.h"
 #include "kernels/norm.h"
 
 namespace hg::cpu {
@@ -53,8 +65,9 @@ A pairwise_sum(int64_t begin, int64_t n, const Term& term) {
 }
 
 // Note [16-bit norm rows on the CPU]
-// A norm reads each value of a row two or three times. A 16-bit row is
-// widened once into this thread's f32 row buffer by the vectorised converters
+// The scalar path's 16-bit rows (the vector path converts in registers, Note
+// [vector norm rows]). A norm reads each value of a row two or three times.
+// A 16-bit row is widened once into this thread's f32 row buffer by the vectorised converters
 // (kernels/cpu/convert_simd.h: L1-resident for rows up to a few thousand
 // values), the f32 row code runs on it, and a 16-bit output row is written
 // into a second buffer and rounded once (RNE) into the tensor. The weights
@@ -153,6 +166,25 @@ void backward_dx_rows(bool rms, const T* d_y, const T* x, const acc_t<T>* mean, 
   });
 }
 
+// Stage 2 of the column reduction: out[c] = the sum over k of part[k, c]
+// (part: [chunks, cols]), chunks in order from +0, rounded once. Blocks of
+// columns in parallel; within a block, a chunk's partial row at a time
+// (contiguous: vectorised), each column still summed in chunk order.
+template <typename A, typename W>
+void column_totals(const A* part, int64_t chunks, int64_t cols, W* out) {
+  constexpr int64_t kColumns = 64;
+  const int64_t blocks = (cols + kColumns - 1) / kColumns;
+  parallel_for(blocks, chunks * cols >= kParallelGrain, [&](int64_t j) {
+    const int64_t c0 = j * kColumns, nc = std::min(kColumns, cols - c0);
+    A total[kColumns] = {};
+    for (int64_t k = 0; k < chunks; ++k) {
+      const A* p = part + k * cols + c0;
+      for (int64_t c = 0; c < nc; ++c) total[c] += p[c];
+    }
+    for (int64_t c = 0; c < nc; ++c) out[c0 + c] = static_cast<W>(total[c]);
+  });
+}
+
 // d_w[c] = sum_r d_y[r, c] * xhat[r, c], d_b[c] = sum_r d_y[r, c], in two stages.
 template <typename T, typename W>
 void backward_params(bool rms, const T* d_y, const T* x, const acc_t<T>* mean, const acc_t<T>* rstd, W* d_w, W* d_b,
@@ -183,15 +215,102 @@ void backward_params(bool rms, const T* d_y, const T* x, const acc_t<T>* mean, c
       }
     }
   });
-  parallel_for(cols, chunks * cols >= kParallelGrain, [&](int64_t c) {
-    A sw = A(0), sb = A(0);
-    for (int64_t k = 0; k < chunks; ++k) {
-      if (d_w != nullptr) sw += part_w[static_cast<size_t>(k * cols + c)];
-      if (d_b != nullptr) sb += part_b[static_cast<size_t>(k * cols + c)];
-    }
-    if (d_w != nullptr) d_w[c] = static_cast<W>(sw);
-    if (d_b != nullptr) d_b[c] = static_cast<W>(sb);
+  if (d_w != nullptr) column_totals(part_w.data(), chunks, cols, d_w);
+  if (d_b != nullptr) column_totals(part_b.data(), chunks, cols, d_b);
+}
+
+// ---- the vector path (kernels/cpu/vec_norm.h) ----------------------------------------------
+
+template <typename T>
+constexpr VecType vec_type_of() {
+  if constexpr (std::is_same_v<T, float>) {
+    return VecType::f32;
+  } else if constexpr (std::is_same_v<T, half>) {
+    return VecType::f16;
+  } else {
+    static_assert(std::is_same_v<T, bfloat16>);
+    return VecType::bf16;
+  }
+}
+
+// Rows go to the kernels in blocks of about 16384 values: one call (one
+// dtype dispatch, one vzeroupper) for many short rows, and blocks enough to
+// share out.
+inline int64_t rows_per_block(int64_t cols) { return std::max<int64_t>(1, 16384 / cols); }
+
+// body(first row, row count) for every block of rows, blocks in parallel when large.
+template <typename Body>
+void for_row_blocks(int64_t rows, int64_t cols, const Body& body) {
+  const int64_t per = rows_per_block(cols), blocks = (rows + per - 1) / per;
+  parallel_for(blocks, rows * cols >= kParallelGrain, [&](int64_t k) {
+    const int64_t r0 = k * per;
+    body(r0, std::min(per, rows - r0));
   });
+}
+
+template <typename T>
+void vec_forward(const VecNormTable& vn, bool rms, const T* x, T* y, float* mean, float* rstd, const float* w,
+                 const float* b, int64_t rows, int64_t cols, double eps) {
+  for_row_blocks(rows, cols, [&](int64_t r0, int64_t n) {
+    vn.forward_rows(vec_type_of<T>(), rms, x + r0 * cols, y + r0 * cols, mean != nullptr ? mean + r0 : nullptr,
+                    rstd + r0, w, b, n, cols, static_cast<float>(eps));
+  });
+}
+
+// Note [fused norm backward]
+// d_x needs each row's d_y and x, and so do the stage-1 partials of d_w and
+// d_b (norm_math::norm_column_chunks). When there are chunks enough to keep
+// every thread busy (8 per thread, or one thread), the chunk loop computes
+// both from one read of the row: the kernel's d_x pass adds d_y * xhat and
+// d_y into the chunk's partial rows (f32, L1-resident for GPT-sized rows).
+// With fewer chunks, d_x runs on its own over blocks of rows in parallel
+// and the chunk loop only accumulates. Both give the same bits: the
+// per-element values and the partials' order are the same.
+template <typename T, typename W>
+void vec_backward(const VecNormTable& vn, bool rms, const T* d_y, const T* x, const float* mean, const float* rstd,
+                  const float* w, T* d_x, W* d_w, W* d_b, int64_t rows, int64_t cols) {
+  const VecType t = vec_type_of<T>();
+  const bool parallel = rows * cols >= kParallelGrain;
+  const auto dx_rows = [&] {
+    for_row_blocks(rows, cols, [&](int64_t r0, int64_t n) {
+      vn.backward_rows(t, rms, d_y + r0 * cols, x + r0 * cols, mean != nullptr ? mean + r0 : nullptr, rstd + r0, w,
+                       d_x + r0 * cols, nullptr, nullptr, n, cols);
+    });
+  };
+  if (d_w == nullptr && d_b == nullptr) {
+    if (d_x != nullptr) dx_rows();
+    return;
+  }
+  const int64_t chunks = norm_math::norm_column_chunks(rows, cols);
+  const int64_t rows_per_chunk = (rows + chunks - 1) / chunks;
+  const bool fuse = d_x != nullptr && (!parallel || chunks >= 8 * static_cast<int64_t>(get_num_threads()));
+  const auto partials = [&](bool wanted) {
+    return std::unique_ptr<float[]>(wanted ? new float[static_cast<size_t>(chunks * cols)] : nullptr);
+  };
+  const std::unique_ptr<float[]> part_w = partials(d_w != nullptr), part_b = partials(d_b != nullptr);
+  parallel_for(chunks, parallel, [&](int64_t k) {
+    float* pw = part_w ? part_w.get() + k * cols : nullptr;
+    float* pb = part_b ? part_b.get() + k * cols : nullptr;
+    if (pw != nullptr) std::fill_n(pw, cols, 0.0f);
+    if (pb != nullptr) std::fill_n(pb, cols, 0.0f);
+    const int64_t r0 = k * rows_per_chunk, n = std::min(rows, r0 + rows_per_chunk) - r0;
+    if (n <= 0) return;
+    vn.backward_rows(t, rms, d_y + r0 * cols, x + r0 * cols, mean != nullptr ? mean + r0 : nullptr, rstd + r0, w,
+                     fuse ? d_x + r0 * cols : nullptr, pw, pb, n, cols);
+  });
+  if (d_x != nullptr && !fuse) dx_rows();
+  if (d_w != nullptr) column_totals(part_w.get(), chunks, cols, d_w);
+  if (d_b != nullptr) column_totals(part_b.get(), chunks, cols, d_b);
+}
+
+// fn(T{}) for x's dtype T in {f32, f16, bf16}.
+template <typename Fn>
+void dispatch_vec(DType t, const Fn& fn) {
+  if (t == kF32) {
+    fn(float{});
+  } else {
+    dispatch_16bit(t, fn);
+  }
 }
 
 }  // namespace
@@ -204,6 +323,17 @@ void norm_forward(OpId op, const Tensor& y, const Tensor& mean, const Tensor& rs
   const bool rms = op == OpId::rms_norm;
   HG_CHECK(rms || mean.defined(), "cpu::norm_forward: layer_norm needs a mean buffer");
   const int64_t rows = x.size(0), cols = x.size(1);
+  const VecNormTable* vn = vec_norm();
+  if (vn != nullptr && x.dtype() != kF64) {  // Note [vector norm rows]
+    const Tensor wf = widened_f32(weight), bf = widened_f32(bias);
+    dispatch_vec(x.dtype(), [&](auto t_tag) {
+      using T = decltype(t_tag);
+      vec_forward<T>(*vn, rms, static_cast<const T*>(x.data_ptr()), static_cast<T*>(y.data_ptr()),
+                     ptr_or_null<float>(mean), static_cast<float*>(rstd.data_ptr()), ptr_or_null<const float>(wf),
+                     ptr_or_null<const float>(bf), rows, cols, eps);
+    });
+    return;
+  }
   if (x.dtype() == kF16 || x.dtype() == kBF16) {  // Note [16-bit norm rows on the CPU]
     const Tensor wf = widened_f32(weight), bf = widened_f32(bias);
     dispatch_16bit(x.dtype(), [&](auto t_tag) {
@@ -235,6 +365,21 @@ void norm_backward(OpId op, const Tensor& d_x, const Tensor& d_weight, const Ten
   const bool rms = op == OpId::rms_norm;
   const int64_t rows = x.size(0), cols = x.size(1);
   const DType w_dtype = detail::norm_param_dtype({&weight, &d_weight, &d_bias}, x.dtype());
+  const VecNormTable* vn = vec_norm();
+  if (vn != nullptr && x.dtype() != kF64) {  // Note [vector norm rows]
+    const Tensor wf = widened_f32(weight);
+    dispatch_norm(op, x.dtype(), w_dtype, [&](auto t_tag, auto w_tag) {
+      using T = decltype(t_tag);
+      using W = decltype(w_tag);
+      if constexpr (!std::is_same_v<T, double>) {
+        vec_backward<T, W>(*vn, rms, static_cast<const T*>(d_y.data_ptr()), static_cast<const T*>(x.data_ptr()),
+                           ptr_or_null<const float>(mean), static_cast<const float*>(rstd.data_ptr()),
+                           ptr_or_null<const float>(wf), d_x.defined() ? static_cast<T*>(d_x.data_ptr()) : nullptr,
+                           ptr_or_null<W>(d_weight), ptr_or_null<W>(d_bias), rows, cols);
+      }
+    });
+    return;
+  }
   if (x.dtype() == kF16 || x.dtype() == kBF16) {  // Note [16-bit norm rows on the CPU]
     const Tensor wf = widened_f32(weight);
     dispatch_norm(op, x.dtype(), w_dtype, [&](auto t_tag, auto w_tag) {

@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "kernels/cpu/vec_norm.h"
+
 #if defined(HG_HAVE_SLEEF)  // x86-64 only (CMakeLists.txt)
 #include <cpuid.h>
 #endif
@@ -13,13 +15,16 @@
 namespace hg::cpu {
 namespace vm_sse2 {
 const VecMathTable& table();
-}
+const VecNormTable& norm_table();
+}  // namespace vm_sse2
 namespace vm_avx2 {
 const VecMathTable& table();
-}
+const VecNormTable& norm_table();
+}  // namespace vm_avx2
 namespace vm_avx512 {
 const VecMathTable& table();
-}
+const VecNormTable& norm_table();
+}  // namespace vm_avx512
 }  // namespace hg::cpu
 #endif
 
@@ -94,6 +99,17 @@ const VecMathTable* vec_math() {
     case VecIsa::sse2:
       return &vm_sse2::table();
   }
+#endif
+  return nullptr;
+}
+
+// The norm rows of the ISA vec_math() chose (kernels/cpu/vec_norm.h).
+const VecNormTable* vec_norm() {
+#if defined(HG_HAVE_SLEEF)
+  const VecMathTable* m = vec_math();
+  if (m == &vm_avx512::table()) return &vm_avx512::norm_table();
+  if (m == &vm_avx2::table()) return &vm_avx2::norm_table();
+  if (m == &vm_sse2::table()) return &vm_sse2::norm_table();
 #endif
   return nullptr;
 }

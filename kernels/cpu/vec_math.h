@@ -11,7 +11,8 @@
 // kernels/cpu/vec_math_impl.h with GCC vector extensions and compiled once per
 // ISA: SSE2 (the x86-64 baseline), AVX2+FMA and AVX-512F, each calling the
 // SLEEF variant of its own width. The widest one the CPU supports is chosen
-// once, at first use, from CPUID.
+// once, at first use, from CPUID. The norm rows of kernels/cpu/vec_norm.h
+// (layer_norm, rms_norm) are compiled with them and chosen by the same switches.
 //
 // Switches (read once, at first use; the setters change them at run time):
 //   HG_CPU_MATH=scalar   the scalar reference path: the functors of

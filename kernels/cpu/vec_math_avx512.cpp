@@ -3,9 +3,11 @@
 // when the CPU has the ISA (kernels/cpu/vec_math.cpp).
 // GCC 12's AVX-512 intrinsics pass _mm512_undefined_*() as the unused source
 // of their masked builtins, which -Wmaybe-uninitialized reports wherever they
-// are inlined: a false positive, silenced for this file only.
+// are inlined (-Wuninitialized where the store is inlined into the norm
+// rows' tails): a false positive, silenced for this file only.
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 #include <immintrin.h>
 #include <sleef.h>
@@ -59,3 +61,4 @@ inline void vm_leave() { _mm256_zeroupper(); }  // Note [vzeroupper before the t
 #define HG_VM_NS vm_avx512
 #define HG_VM_NAME "sleef-avx512"
 #include "kernels/cpu/vec_math_impl.h"
+#include "kernels/cpu/vec_norm_impl.h"  // the norm rows (kernels/cpu/vec_norm.h) of the same ISA
