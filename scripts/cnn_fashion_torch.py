@@ -41,6 +41,7 @@ wall time: hg-train (HG_NUM_THREADS=1) runs --max-steps 10 and --max-steps
 10+N (the difference of the two runs' CPU time over N: start-up, data loading
 and the checkpoint cancel out), PyTorch (torch.set_num_threads(1)) its CPU time
 over steps 11..10+N; --rounds times each, alternated, the medians printed.
+--cpu-only skips the wall-time runs (only the CPU time per step).
 """
 import argparse
 import gzip
