@@ -5,21 +5,68 @@
 // Split: one row of the [rows, S] score matrix per loop iteration, rows in
 // parallel (OpenMP) when large. Precision: acc_t<T> (fp32, f64 for f64) per
 // row, max subtracted before exp, one rounding on store.
+//
+// Without a mask tensor and without dropout (the causal GPT's case), f32 and
+// 16-bit rows take the vector kernels of kernels/cpu/vec_math.h: the row's
+// allowed prefix (j <= i when causal, else the whole row) is scaled in f32
+// lanes (scale * s, the scalar value() with its + 0), run through the vector
+// softmax row (SLEEF's exp, kernels/cpu/vec_math.h) and rounded once to T; the
+// columns a causal row may not see are 0. The scalar loop below stays the
+// reference (HG_CPU_MATH=scalar) and serves masks, dropout and f64.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
+#include <vector>
 
+#include "core/half.h"
 #include "kernels/attention.h"
 #include "kernels/cpu/loops.h"
+#include "kernels/cpu/vec_math.h"
 
 namespace hg::cpu {
 
 namespace {
 
+// The vector path's forward (above): false when it does not apply.
+template <typename T>
+bool forward_rows_vec(const AttnSoftmaxParams& prm, const T* s, T* y) {
+  constexpr bool f32 = std::is_same_v<T, float>;
+  if constexpr (!f32 && !std::is_same_v<T, half> && !std::is_same_v<T, bfloat16>) {
+    return false;
+  } else {
+    const VecMathTable* vt = vec_math();
+    if (vt == nullptr || prm.mask_kind != AttnMaskKind::kNone || prm.dropout_p > 0.0f) return false;
+    constexpr VecType t = f32 ? VecType::f32 : std::is_same_v<T, half> ? VecType::f16 : VecType::bf16;
+    const int64_t cols = prm.cols;
+    const float scale = static_cast<float>(prm.scale);
+    parallel_for(prm.rows, prm.rows * cols >= kParallelGrain, [&](int64_t r) {
+      const int64_t allowed = prm.causal ? std::min(r % prm.q_len + 1, cols) : cols;
+      const T* s_row = s + r * cols;
+      T* y_row = y + r * cols;
+      if constexpr (f32) {
+        vt->affine(t, s_row, y_row, allowed, 0.0f, scale, 0.0f);
+        vt->softmax_row(t, false, y_row, y_row, allowed, nullptr);
+      } else {
+        thread_local std::vector<float> row;
+        if (row.size() < static_cast<size_t>(allowed)) row.resize(static_cast<size_t>(allowed));
+        vt->widen(t, s_row, row.data(), allowed);
+        vt->affine(VecType::f32, row.data(), row.data(), allowed, 0.0f, scale, 0.0f);
+        vt->softmax_row(VecType::f32, false, row.data(), row.data(), allowed, nullptr);
+        vt->narrow(t, row.data(), y_row, allowed);
+      }
+      std::fill(y_row + allowed, y_row + cols, static_cast<T>(0.0f));
+    });
+    return true;
+  }
+}
+
 template <typename T>
 void forward_rows(const AttnSoftmaxParams& prm, const T* s, T* y, T* p) {
   using A = acc_t<T>;
   const int64_t cols = prm.cols;
+  if (p == nullptr && forward_rows_vec(prm, s, y)) return;
   parallel_for(prm.rows, prm.rows * cols >= kParallelGrain, [&](int64_t r) {
     const T* s_row = s + r * cols;
     T* y_row = y + r * cols;

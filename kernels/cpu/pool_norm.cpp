@@ -11,8 +11,10 @@
 #include <type_traits>
 #include <vector>
 
+#include "core/half.h"
 #include "kernels/conv.h"
 #include "kernels/cpu/loops.h"
+#include "kernels/cpu/vec_math.h"
 #include "kernels/cpu/view4.h"
 
 namespace hg::cpu {
@@ -142,9 +144,55 @@ void max_pool2d_forward_typed(const Tensor& y, const Tensor& idx, const Tensor& 
   });
 }
 
+// The 2x2 / stride 2 window without padding (the forward's k2s2 case) on
+// dense rows: the windows do not overlap, so each x receives at most one d_y
+// and d_x is written directly, row pair by row pair: d_y at the window's
+// argmax, 0 at its other three places and outside every window. The value
+// written is S(0) + d_y rounded to T, the plane sum's value bit for bit
+// (-0 becomes +0 there too). Returns false (nothing written) when the
+// shape or layout is another.
 template <typename T>
-void max_pool2d_backward_typed(const Tensor& d_x, const Tensor& d_y, const Tensor& idx) {
+bool max_pool2d_backward_2x2(const Tensor& d_x, const Tensor& d_y, const Tensor& idx, const Pool2dParams& p) {
   using S = acc_t<T>;
+  const int64_t N = d_x.size(0), C = d_x.size(1), H = d_x.size(2), W = d_x.size(3), OH = d_y.size(2), OW = d_y.size(3);
+  const bool k2s2 = p.kernel == std::array<int64_t, 2>{2, 2} && p.stride == std::array<int64_t, 2>{2, 2} &&
+                    p.padding == std::array<int64_t, 2>{0, 0} && p.dilation == std::array<int64_t, 2>{1, 1} &&
+                    2 * OH <= H && 2 * OW <= W;
+  const View4<const T> dyv(d_y);
+  const View4<const int64_t> iv(idx);
+  const View4<T> dxv(d_x);
+  if (!k2s2 || dyv.s3 != 1 || iv.s3 != 1 || dxv.s3 != 1) return false;
+  const T zero = static_cast<T>(S(0));
+  parallel_for(N * C, N * C * H * W >= kParallelGrain, [&](int64_t nc) {
+    const int64_t n = nc / C, c = nc % C;
+    T* dx = dxv.p + n * dxv.s0 + c * dxv.s1;
+    for (int64_t i = 0; i < OH; ++i) {
+      T* r0 = dx + 2 * i * dxv.s2;
+      T* r1 = r0 + dxv.s2;
+      const T* g = dyv.p + n * dyv.s0 + c * dyv.s1 + i * dyv.s2;
+      const int64_t* ix = iv.p + n * iv.s0 + c * iv.s1 + i * iv.s2;
+      const int64_t top = 2 * i * W;
+      for (int64_t j = 0; j < OW; ++j) {
+        const int64_t at = ix[j] - top - 2 * j;  // 0, 1, W or W + 1: the place in the window
+        const T v = static_cast<T>(S(0) + static_cast<S>(g[j]));
+        r0[2 * j] = at == 0 ? v : zero;
+        r0[2 * j + 1] = at == 1 ? v : zero;
+        r1[2 * j] = at == W ? v : zero;
+        r1[2 * j + 1] = at == W + 1 ? v : zero;
+      }
+      for (int64_t w = 2 * OW; w < W; ++w) r0[w] = r1[w] = zero;  // an odd W's last column
+    }
+    for (int64_t h = 2 * OH; h < H; ++h) {  // an odd H's last row
+      for (int64_t w = 0; w < W; ++w) dx[h * dxv.s2 + w] = zero;
+    }
+  });
+  return true;
+}
+
+template <typename T>
+void max_pool2d_backward_typed(const Tensor& d_x, const Tensor& d_y, const Tensor& idx, const Pool2dParams& p) {
+  using S = acc_t<T>;
+  if (max_pool2d_backward_2x2<T>(d_x, d_y, idx, p)) return;
   const int64_t N = d_x.size(0), C = d_x.size(1), W = d_x.size(3), OH = d_y.size(2), OW = d_y.size(3);
   const View4<const T> dyv(d_y);
   const View4<const int64_t> iv(idx);
@@ -264,6 +312,14 @@ double run_sum(const T* p, int64_t n, int64_t step, F&& f) {
   return (a0 + a1) + (a2 + a3);
 }
 
+// The vector kernels' storage type for T (f32, f16, bf16); f64 has none.
+template <typename T>
+constexpr bool kHasVecType = std::is_same_v<T, float> || std::is_same_v<T, half> || std::is_same_v<T, bfloat16>;
+template <typename T>
+constexpr VecType vec_type_of() {
+  return std::is_same_v<T, float> ? VecType::f32 : std::is_same_v<T, half> ? VecType::f16 : VecType::bf16;
+}
+
 template <typename T>
 bool dense_rows(const View4<T>& v, int64_t H, int64_t W) {
   return H == 1 || v.s2 == W * v.s3;
@@ -299,20 +355,28 @@ void batch_norm_forward_typed(const Tensor& y, const Tensor& save_mean, const Te
   const S* bp = bias.defined() ? static_cast<const S*>(bias.data_ptr()) : nullptr;
   S* rmp = rm.defined() ? static_cast<S*>(rm.data_ptr()) : nullptr;
   S* rvp = rv.defined() ? static_cast<S*>(rv.data_ptr()) : nullptr;
+  // The vector kernels (kernels/cpu/vec_math.h) for dense runs of f32 and
+  // 16-bit values: the sums in double lanes, the normalisation in f32 lanes
+  // rounded once; the loops below are their reference (HG_CPU_MATH=scalar).
+  const VecMathTable* vt = nullptr;
+  if constexpr (kHasVecType<T>) vt = xr.step == 1 && yr.step == 1 ? vec_math() : nullptr;
   parallel_for(C, N * C * H * W >= kParallelGrain, [&](int64_t c) {
     const T* xc = xv.p + c * xv.s1;
     double mean, rstd;
-    if (training) {  // two passes in double, fixed order: mean, then the centred sum of squares
+    if (training) {  // two passes in double: mean, then the centred sum of squares
       double sum = 0;
-      for (int64_t r = 0; r < xr.outer; ++r)
-        sum += run_sum(xc + xr.base(r), xr.inner, xr.step, [](T v) { return static_cast<double>(v); });
+      for (int64_t r = 0; r < xr.outer; ++r) {
+        sum += vt != nullptr ? vt->sum_f64(vec_type_of<T>(), xc + xr.base(r), xr.inner, 0.0, false)
+                             : run_sum(xc + xr.base(r), xr.inner, xr.step, [](T v) { return static_cast<double>(v); });
+      }
       mean = sum / static_cast<double>(m);
       double ss = 0;
       for (int64_t r = 0; r < xr.outer; ++r) {
-        ss += run_sum(xc + xr.base(r), xr.inner, xr.step, [mean](T v) {
-          const double d = static_cast<double>(v) - mean;
-          return d * d;
-        });
+        ss += vt != nullptr ? vt->sum_f64(vec_type_of<T>(), xc + xr.base(r), xr.inner, mean, true)
+                            : run_sum(xc + xr.base(r), xr.inner, xr.step, [mean](T v) {
+                                const double d = static_cast<double>(v) - mean;
+                                return d * d;
+                              });
       }
       const double var = ss / static_cast<double>(m);
       rstd = 1.0 / std::sqrt(var + eps);
@@ -334,7 +398,9 @@ void batch_norm_forward_typed(const Tensor& y, const Tensor& save_mean, const Te
     for (int64_t r = 0; r < xr.outer; ++r) {
       const T* p = xc + xr.base(r);
       T* q = yc + yr.base(r);
-      if (xr.step == 1 && yr.step == 1) {  // NCHW: a plain loop the compiler vectorises
+      if (vt != nullptr) {
+        vt->affine(vec_type_of<T>(), p, q, xr.inner, sm, scale, bc);
+      } else if (xr.step == 1 && yr.step == 1) {  // NCHW: a plain loop the compiler vectorises
         for (int64_t k = 0; k < xr.inner; ++k) q[k] = static_cast<T>((static_cast<S>(p[k]) - sm) * scale + bc);
       } else {
         for (int64_t k = 0; k < xr.inner; ++k)
@@ -359,15 +425,28 @@ void batch_norm_backward_typed(const Tensor& d_x, const Tensor& d_weight, const 
   const S* wp = weight.defined() ? static_cast<const S*>(weight.data_ptr()) : nullptr;
   S* dwp = d_weight.defined() ? static_cast<S*>(d_weight.data_ptr()) : nullptr;
   S* dbp = d_bias.defined() ? static_cast<S*>(d_bias.data_ptr()) : nullptr;
+  // The vector kernels for dense runs of f32 and 16-bit values (as in the forward).
+  const VecMathTable* vt = nullptr;
+  if constexpr (kHasVecType<T>) {
+    const bool dense_dx = !d_x.defined() || ChannelRuns(View4<T>(d_x), N, H, W, flat).step == 1;
+    vt = xr.step == 1 && gr.step == 1 && dense_dx ? vec_math() : nullptr;
+  }
   parallel_for(C, N * C * H * W >= kParallelGrain, [&](int64_t c) {
     const double mean = static_cast<double>(mp[c]), rstd = static_cast<double>(ip[c]);
     const T* xc = xv.p + c * xv.s1;
     const T* gc = dyv.p + c * dyv.s1;
-    // sum(d_y) and sum(d_y * (x - mean)) in double, fixed order; xhat = (x - mean) * rstd.
+    // sum(d_y) and sum(d_y * (x - mean)) in double; xhat = (x - mean) * rstd.
     double sum_dy = 0, sum_dy_xc = 0;
     for (int64_t r = 0; r < xr.outer; ++r) {
       const T* p = xc + xr.base(r);
       const T* g = gc + gr.base(r);
+      if (vt != nullptr) {
+        double sg = 0, sgx = 0;
+        vt->dot_f64(vec_type_of<T>(), g, p, xr.inner, mean, &sg, &sgx);
+        sum_dy += sg;
+        sum_dy_xc += sgx;
+        continue;
+      }
       for (int64_t k = 0; k < xr.inner; ++k) {
         const double gk = static_cast<double>(g[k * gr.step]);
         sum_dy += gk;
@@ -390,7 +469,9 @@ void batch_norm_backward_typed(const Tensor& d_x, const Tensor& d_weight, const 
       const T* p = xc + xr.base(r);
       const T* g = gc + gr.base(r);
       T* q = dc + dr.base(r);
-      if (training && xr.step == 1 && gr.step == 1 && dr.step == 1) {  // NCHW: vectorised
+      if (training && vt != nullptr) {
+        vt->bn_dx(vec_type_of<T>(), g, p, q, xr.inner, sm, si, k, fm, a, b);
+      } else if (training && xr.step == 1 && gr.step == 1 && dr.step == 1) {  // NCHW: vectorised
         for (int64_t j = 0; j < xr.inner; ++j) {
           const S xhat = (static_cast<S>(p[j]) - sm) * si;
           q[j] = static_cast<T>(k * (fm * static_cast<S>(g[j]) - a - xhat * b));
@@ -414,9 +495,9 @@ void max_pool2d_forward(const Tensor& y, const Tensor& indices, const Tensor& x,
                     [&](auto tag) { max_pool2d_forward_typed<decltype(tag)>(y, indices, x, p); });
 }
 
-void max_pool2d_backward(const Tensor& d_x, const Tensor& d_y, const Tensor& indices, const Pool2dParams&) {
+void max_pool2d_backward(const Tensor& d_x, const Tensor& d_y, const Tensor& indices, const Pool2dParams& p) {
   dispatch_floating(d_x.dtype(), "max_pool2d_backward",
-                    [&](auto tag) { max_pool2d_backward_typed<decltype(tag)>(d_x, d_y, indices); });
+                    [&](auto tag) { max_pool2d_backward_typed<decltype(tag)>(d_x, d_y, indices, p); });
 }
 
 void avg_pool2d_forward(const Tensor& y, const Tensor& x, const Pool2dParams& p) {

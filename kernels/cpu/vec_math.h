@@ -77,6 +77,19 @@ struct VecMathTable {
   // and y = x rounded to t (round-to-nearest-even).
   void (*widen)(VecType t, const void* x, float* y, int64_t n);
   void (*narrow)(VecType t, const float* x, void* y, int64_t n);
+  // Batch norm's per-channel runs (kernels/cpu/pool_norm.cpp), the sums in
+  // double lanes (each value widened exactly to double, then added; the
+  // order differs from a serial sum, the precision does not): sum x when
+  // !square, else sum (x - shift)^2.
+  double (*sum_f64)(VecType t, const void* x, int64_t n, double shift, bool square);
+  // sum g and sum g * (x - shift), in double lanes.
+  void (*dot_f64)(VecType t, const void* g, const void* x, int64_t n, double shift, double* sum_g, double* sum_gx);
+  // y = (x - sub) * mul + add in f32, rounded once to t (batch norm's normalisation).
+  void (*affine)(VecType t, const void* x, void* y, int64_t n, float sub, float mul, float add);
+  // Batch norm's training d_x in f32, rounded once to t:
+  // dx = k * (m * g - a - ((x - mean) * rstd) * b).
+  void (*bn_dx)(VecType t, const void* g, const void* x, void* dx, int64_t n, float mean, float rstd, float k, float m,
+                float a, float b);
 };
 
 // The kernels to use now, or nullptr for the scalar path.

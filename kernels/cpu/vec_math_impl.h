@@ -390,11 +390,128 @@ void narrow(VecType t, const float* x, void* y, int64_t n) {
   });
 }
 
+// ---- batch norm's runs ----------------------------------------------------------------------
+
+// Half a vector's floats, and as many doubles (the same bytes as a V).
+using VH = float __attribute__((vector_size(kW * 2)));
+using VD = double __attribute__((vector_size(kW * 4)));
+
+// v's lanes widened exactly to double: the first half in lo, the second in hi.
+inline void widen_f64(V v, VD& lo, VD& hi) {
+  VH a, b;
+  std::memcpy(&a, &v, sizeof a);
+  std::memcpy(&b, reinterpret_cast<const char*>(&v) + sizeof a, sizeof b);
+  lo = __builtin_convertvector(a, VD);
+  hi = __builtin_convertvector(b, VD);
+}
+inline double hsum_f64(VD v) {
+  double s = 0;
+  for (int k = 0; k < kW / 2; ++k) s += v[k];
+  return s;
+}
+
+// sum x or sum (x - shift)^2 over n values: whole vectors into two double
+// accumulators, the tail (< kW values) added one at a time.
+template <bool Square, typename S>
+double sum_f64_of(const S* x, int64_t n, double shift) {
+  const VD sh = VD{} + shift;
+  VD a0 = VD{}, a1 = VD{};
+  int64_t i = 0;
+  for (; i + kW <= n; i += kW) {
+    VD lo, hi;
+    widen_f64(load(x + i), lo, hi);
+    if constexpr (Square) {
+      lo -= sh;
+      hi -= sh;
+      a0 += lo * lo;
+      a1 += hi * hi;
+    } else {
+      a0 += lo;
+      a1 += hi;
+    }
+  }
+  double s = hsum_f64(a0 + a1);
+  for (; i < n; ++i) {
+    const double v = static_cast<double>(static_cast<float>(x[i]));
+    if constexpr (Square) {
+      s += (v - shift) * (v - shift);
+    } else {
+      s += v;
+    }
+  }
+  return s;
+}
+
+double sum_f64(VecType t, const void* x, int64_t n, double shift, bool square) {
+  const Leave leave;
+  double s = 0;
+  with_type(t, [&](auto tag) {
+    using S = decltype(tag);
+    const S* xs = static_cast<const S*>(x);
+    s = square ? sum_f64_of<true>(xs, n, shift) : sum_f64_of<false>(xs, n, shift);
+  });
+  return s;
+}
+
+template <typename S>
+void dot_f64_of(const S* g, const S* x, int64_t n, double shift, double* sum_g, double* sum_gx) {
+  const VD sh = VD{} + shift;
+  VD g0 = VD{}, g1 = VD{}, p0 = VD{}, p1 = VD{};
+  int64_t i = 0;
+  for (; i + kW <= n; i += kW) {
+    VD glo, ghi, xlo, xhi;
+    widen_f64(load(g + i), glo, ghi);
+    widen_f64(load(x + i), xlo, xhi);
+    g0 += glo;
+    g1 += ghi;
+    p0 += glo * (xlo - sh);
+    p1 += ghi * (xhi - sh);
+  }
+  double sg = hsum_f64(g0 + g1), sp = hsum_f64(p0 + p1);
+  for (; i < n; ++i) {
+    const double gv = static_cast<double>(static_cast<float>(g[i]));
+    sg += gv;
+    sp += gv * (static_cast<double>(static_cast<float>(x[i])) - shift);
+  }
+  *sum_g = sg;
+  *sum_gx = sp;
+}
+
+void dot_f64(VecType t, const void* g, const void* x, int64_t n, double shift, double* sum_g, double* sum_gx) {
+  const Leave leave;
+  with_type(t, [&](auto tag) {
+    using S = decltype(tag);
+    dot_f64_of(static_cast<const S*>(g), static_cast<const S*>(x), n, shift, sum_g, sum_gx);
+  });
+}
+
+void affine(VecType t, const void* x, void* y, int64_t n, float sub, float mul, float add) {
+  const Leave leave;
+  const V sv = splat(sub), mv = splat(mul), av = splat(add);
+  with_type(t, [&](auto tag) {
+    using S = decltype(tag);
+    map1(static_cast<const S*>(x), static_cast<S*>(y), n, [&](V v) { return (v - sv) * mv + av; });
+  });
+}
+
+void bn_dx(VecType t, const void* g, const void* x, void* dx, int64_t n, float mean, float rstd, float k, float m,
+           float a, float b) {
+  const Leave leave;
+  const V mv = splat(mean), rv = splat(rstd), kv = splat(k), fm = splat(m), av = splat(a), bv = splat(b);
+  with_type(t, [&](auto tag) {
+    using S = decltype(tag);
+    map2(static_cast<const S*>(g), static_cast<const S*>(x), static_cast<S*>(dx), n, [&](V gv, V xv) {
+      const V xhat = (xv - mv) * rv;
+      return kv * (fm * gv - av - xhat * bv);
+    });
+  });
+}
+
 }  // namespace
 
 const VecMathTable& table() {
-  static const VecMathTable t{HG_VM_NAME,           unary, unary_backward, exp_sum, exp_grad, softmax_row,
-                              softmax_backward_row, widen, narrow};
+  static const VecMathTable t{HG_VM_NAME, unary,  unary_backward, exp_sum, exp_grad, softmax_row, softmax_backward_row,
+                              widen,      narrow, sum_f64,        dot_f64, affine,   bn_dx};
   return t;
 }
 

@@ -591,6 +591,32 @@ TEST_CASE("max_pool2d 2x2: ties, NaN and -inf across wide rows match a sequentia
   }
 }
 
+TEST_CASE("max_pool2d 2x2 backward puts each d_y at its window's argmax, odd sizes and every layout",
+          "[kernels][pool]") {
+  // 7 x 9 planes: the last row and column belong to no window and get 0.
+  const int64_t N = 2, C = 3, H = 7, W = 9;
+  const Pool2dParams p{.kernel = {2, 2}, .stride = {2, 2}};
+  for (DType dt : kAllFloat) {
+    for (bool cl : {false, true}) {
+      INFO(dtype_name(dt) << (cl ? " channels-last" : " NCHW"));
+      Tensor x = small_input({N, C, H, W}, dt, 31), dy = small_input({N, C, H / 2, W / 2}, dt, 32);
+      auto [y, idx] = ops::max_pool2d(cl ? channels_last(x) : x, p);
+      const Tensor dx = ops::max_pool2d_backward(cl ? channels_last(dy) : dy, cl ? channels_last(x) : x, idx, p);
+      REQUIRE(dx.sizes() == x.sizes());
+      // The reference: scatter d_y to the recorded flat index of its plane.
+      const std::vector<int64_t> at = idx.contiguous().to_vector<int64_t>();
+      const std::vector<double> g = values_of(dy);
+      std::vector<double> want(static_cast<size_t>(N * C * H * W), 0.0);
+      for (int64_t nc = 0; nc < N * C; ++nc)
+        for (int64_t k = 0; k < (H / 2) * (W / 2); ++k) {
+          const size_t o = static_cast<size_t>(nc * (H / 2) * (W / 2) + k);
+          want[static_cast<size_t>(nc * H * W + at[o])] += g[o];
+        }
+      CHECK(values_of(dx.contiguous()) == want);  // one d_y per place: exact
+    }
+  }
+}
+
 namespace {
 
 // Distinct values (k * 37 mod 173, a permutation for k < 173) so no max sits

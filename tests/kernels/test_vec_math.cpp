@@ -21,6 +21,9 @@
 #include <vector>
 
 #include "core/half.h"
+#include "core/shape.h"
+#include "kernels/attention.h"
+#include "kernels/conv.h"
 #include "kernels/cpu/vec_math.h"
 #include "kernels/ops.h"
 #include "kernels/softmax.h"
@@ -364,6 +367,75 @@ TEST_CASE("16-bit vector kernels give the f32 kernel's result rounded once", "[k
                                round_to(values_of(ops::softmax_backward(dy.to(kF32), y.to(kF32))), dtype)) == "");
         CHECK(first_difference(values_of(ops::log_softmax_backward(dy, ly)),
                                round_to(values_of(ops::log_softmax_backward(dy.to(kF32), ly.to(kF32))), dtype)) == "");
+      }
+    }
+  }
+}
+
+// Batch norm's dense runs (sums in double lanes, the normalisation and d_x in
+// f32 lanes) and the causal attention softmax rows take the vector kernels on
+// the SLEEF paths and the scalar loops on the scalar path: both against the
+// f64 kernels. Runs of 35 values (two AVX-512 vectors and a tail) and of 256,
+// NCHW and channels-last (strided runs: the scalar loops on every path).
+TEST_CASE("every CPU math path matches f64 on batch norm and the causal attention softmax", "[kernels][vec-math]") {
+  const MathPathGuard guard;
+  for (const Path& p : runnable_paths()) {
+    cpu::set_cpu_math(p.math);
+    cpu::set_cpu_isa_cap(p.cap);
+    for (DType dtype : {kF32, kF16, kBF16}) {
+      const Tolerance tol = tolerance_for(dtype, OpKind::kReduction);
+      for (const Shape& shape : {Shape{3, 4, 5, 7}, Shape{2, 3, 16, 16}}) {
+        for (bool cl : {false, true}) {
+          INFO(p.name << " " << dtype_name(dtype) << " batch_norm " << shape_to_string(shape)
+                      << (cl ? " channels-last" : " NCHW"));
+          std::vector<double> xv = values_of(make_input(shape, kF64, Domain::kAny, 41));
+          for (double& v : xv) v = 3.0 * v + 1.5;  // a mean far from 0
+          Tensor x = from_vector(xv, shape, {.dtype = dtype});
+          Tensor dy = make_input(shape, dtype, Domain::kAny, 42);
+          if (cl) {
+            x = x.permute({0, 2, 3, 1}).contiguous().permute({0, 3, 1, 2});
+            dy = dy.permute({0, 2, 3, 1}).contiguous().permute({0, 3, 1, 2});
+          }
+          std::vector<double> wv = values_of(make_input({shape[1]}, kF64, Domain::kAny, 43));
+          for (double& v : wv) v += 1.0;  // weights away from 0
+          const Tensor w = from_vector(wv, {shape[1]}, {.dtype = kF32});
+          const Tensor b = make_input({shape[1]}, kF32, Domain::kAny, 44);
+          const ops::BatchNormResult r = ops::batch_norm(x, w, b, Tensor(), Tensor(), true, 0.1, 1e-5);
+          const ops::BatchNormResult rd =
+              ops::batch_norm(x.to(kF64), w.to(kF64), b.to(kF64), Tensor(), Tensor(), true, 0.1, 1e-5);
+          CHECK(compare_values(values_of(r.y.contiguous()), round_to(values_of(rd.y.contiguous()), dtype), tol) == "");
+          CHECK(compare_values(values_of(r.save_mean), values_of(rd.save_mean),
+                               tolerance_for(kF32, OpKind::kReduction)) == "");
+          CHECK(compare_values(values_of(r.save_rstd), values_of(rd.save_rstd),
+                               tolerance_for(kF32, OpKind::kReduction)) == "");
+          const auto [dx, dw, db] =
+              ops::batch_norm_backward(dy, x, w, r.save_mean, r.save_rstd, true, {true, true, true});
+          const auto [dxd, dwd, dbd] = ops::batch_norm_backward(dy.to(kF64), x.to(kF64), w.to(kF64), rd.save_mean,
+                                                                rd.save_rstd, true, {true, true, true});
+          CHECK(compare_values(values_of(dx.contiguous()), round_to(values_of(dxd.contiguous()), dtype), tol) == "");
+          CHECK(compare_values(values_of(dw), values_of(dwd), tolerance_for(kF32, OpKind::kReduction)) == "");
+          CHECK(compare_values(values_of(db), values_of(dbd), tolerance_for(kF32, OpKind::kReduction)) == "");
+        }
+      }
+      for (bool causal : {true, false}) {
+        for (int64_t q_len : {int64_t{1}, int64_t{37}}) {
+          INFO(p.name << " " << dtype_name(dtype) << " attention softmax " << (causal ? "causal" : "full")
+                      << " q_len=" << q_len);
+          std::vector<double> sv = values_of(make_input({2, 3, q_len, 37}, kF64, Domain::kAny, 45));
+          for (double& v : sv) v *= 40.0;  // scores of a few units after the scale
+          const Tensor s = from_vector(sv, {2, 3, q_len, 37}, {.dtype = dtype});
+          AttnSoftmaxParams prm;
+          prm.scale = 0.125;
+          prm.causal = causal;
+          const Tensor y = ops::attention_softmax(s, Tensor(), prm, nullptr);
+          const Tensor yd = ops::attention_softmax(s.to(kF64), Tensor(), prm, nullptr);
+          CHECK(compare_values(values_of(y), round_to(values_of(yd), dtype), tol) == "");
+          if (dtype != kF32 && p.math != cpu::CpuMath::scalar) {  // the f32 row kernel's result, rounded once
+            CHECK(first_difference(values_of(y),
+                                   round_to(values_of(ops::attention_softmax(s.to(kF32), Tensor(), prm, nullptr)),
+                                            dtype)) == "");
+          }
+        }
       }
     }
   }
