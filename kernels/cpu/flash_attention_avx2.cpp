@@ -11,6 +11,7 @@ using VR = __m256;
 inline constexpr int kW = 8;
 inline constexpr int kRB = 6, kCB = 2;
 inline VR fa_exp(VR x) { return Sleef_expf8_u10avx2(x); }
+inline VR fa_splat(float c) { return _mm256_set1_ps(c); }
 inline VR fa_fma(VR a, VR b, VR c) { return _mm256_fmadd_ps(a, b, c); }
 inline void fa_leave() { _mm256_zeroupper(); }  // Note [vzeroupper before the tail]
 }  // namespace hg::cpu::fa_avx2

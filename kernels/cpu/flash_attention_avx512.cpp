@@ -11,6 +11,7 @@ using VR = __m512;
 inline constexpr int kW = 16;
 inline constexpr int kRB = 6, kCB = 4;
 inline VR fa_exp(VR x) { return Sleef_expf16_u10avx512f(x); }
+inline VR fa_splat(float c) { return _mm512_set1_ps(c); }
 inline VR fa_fma(VR a, VR b, VR c) { return _mm512_fmadd_ps(a, b, c); }
 inline void fa_leave() { _mm256_zeroupper(); }  // Note [vzeroupper before the tail]
 }  // namespace hg::cpu::fa_avx512

@@ -7,6 +7,7 @@
 //   kRB, kCB              the register block of the tile product: kRB rows
 //                         by kCB vectors (kRB * kCB accumulators)
 //   fa_exp                SLEEF's u10 expf of that width
+//   fa_splat(c)           c in every lane (the ISA's broadcast)
 //   fa_fma(a, b, c)       a * b + c, fused where the ISA has FMA
 //   fa_leave()            what to run before returning to baseline code
 //
@@ -23,6 +24,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <utility>
 
 #include "kernels/cpu/flash_attention_tiles.h"
 
@@ -35,7 +37,9 @@ constexpr int64_t kB = kFlashBlock;
 constexpr int64_t kNB = kCB * kW;  // columns per pass of the register block
 static_assert(kB % kNB == 0 && kB % kW == 0, "the tiles are whole register blocks wide");
 
-inline V splat(float c) { return V{} + c; }
+// c in every lane: the ISA's broadcast (V{} + c would add +0 first, an
+// extra instruction per broadcast in the tile loop, and turn -0 into +0).
+inline V splat(float c) { return fa_splat(c); }
 inline V load(const float* p) {
   V v;
   std::memcpy(&v, p, sizeof v);
@@ -57,9 +61,10 @@ struct Leave {
   ~Leave() { fa_leave(); }
 };
 
-// One register block of tile_gemm: rows [0, RB) and columns [0, kNB) of C.
+// One register block of tile_gemm: rows [0, RB) and columns [0, kNB) of C,
+// the inner index over [k0, k1).
 template <int RB>
-inline void gemm_block(int64_t kk, const float* a, int64_t a_rs, int64_t a_ks, const float* b, int64_t ldb, float* c,
+inline void gemm_block(int64_t k0, int64_t k1, const float* a, int64_t a_rs, int64_t a_ks, const float* b, int64_t ldb, float* c,
                        int64_t ldc, bool add, const float* alpha, float scale) {
   V acc[RB][kCB];
   if (add) {
@@ -80,7 +85,7 @@ inline void gemm_block(int64_t kk, const float* a, int64_t a_rs, int64_t a_ks, c
       for (int cb = 0; cb < kCB; ++cb) acc[r][cb] = V{};
     }
   }
-  for (int64_t k = 0; k < kk; ++k) {
+  for (int64_t k = k0; k < k1; ++k) {
     V bv[kCB];
 #pragma GCC unroll 8
     for (int cb = 0; cb < kCB; ++cb) bv[cb] = load(b + k * ldb + cb * kW);
@@ -102,16 +107,28 @@ inline void gemm_block(int64_t kk, const float* a, int64_t a_rs, int64_t a_ks, c
 
 // The last m (< kRB) rows: the block of that height.
 template <int RB>
-inline void gemm_rest(int64_t m, int64_t kk, const float* a, int64_t a_rs, int64_t a_ks, const float* b, int64_t ldb,
-                      float* c, int64_t ldc, bool add, const float* alpha, float scale) {
+inline void gemm_rest(int64_t m, int64_t k0, int64_t k1, const float* a, int64_t a_rs, int64_t a_ks, const float* b,
+                      int64_t ldb, float* c, int64_t ldc, bool add, const float* alpha, float scale) {
   if constexpr (RB > 0) {
     if (m == RB) {
-      gemm_block<RB>(kk, a, a_rs, a_ks, b, ldb, c, ldc, add, alpha, scale);
+      gemm_block<RB>(k0, k1, a, a_rs, a_ks, b, ldb, c, ldc, add, alpha, scale);
     } else {
-      gemm_rest<RB - 1>(m, kk, a, a_rs, a_ks, b, ldb, c, ldc, add, alpha, scale);
+      gemm_rest<RB - 1>(m, k0, k1, a, a_rs, a_ks, b, ldb, c, ldc, add, alpha, scale);
     }
   }
 }
+
+// The causal band of an accumulating product on a diagonal tile: A(r, k) is
+// exactly 0 (a masked probability or its dS) outside it, so a row block
+// [r, r + rb) skips those k. Adding 0 * B changes no accumulator (for
+// finite B), so the results are those of the full loop.
+//   all       every k
+//   upto_row  k <= r + diag   (rows are queries, k are keys: P V, dS K)
+//   from_row  k >= r + diag   (rows are keys, k are queries: P^T dO, dS^T Q)
+struct Band {
+  enum Kind { all, upto_row, from_row } kind = all;
+  int64_t diag = 0;
+};
 
 // C[r][n] for r < m, n < n_cols (a multiple of kNB), with A(r, k) =
 // a[r * a_rs + k * a_ks] and B(k, n) = b[k * ldb + n]:
@@ -119,18 +136,36 @@ inline void gemm_rest(int64_t m, int64_t kk, const float* a, int64_t a_rs, int64
 //   add true:  C = alpha[r] C + sum_k A(r, k) B(k, n)  (alpha null: 1)
 // Columns outer, rows inner, so one kk x kNB panel of B serves every row.
 void tile_gemm(int64_t m, int64_t n_cols, int64_t kk, const float* a, int64_t a_rs, int64_t a_ks, const float* b,
-               int64_t ldb, float* c, int64_t ldc, bool add, const float* alpha, float scale) {
+               int64_t ldb, float* c, int64_t ldc, bool add, const float* alpha, float scale, Band band = {}) {
+  // The k range of the row block [r, r + rb).
+  const auto k_range = [&](int64_t r, int64_t rb) -> std::pair<int64_t, int64_t> {
+    switch (band.kind) {
+      case Band::upto_row:
+        return {0, std::clamp<int64_t>(r + rb + band.diag, 0, kk)};
+      case Band::from_row:
+        return {std::clamp<int64_t>(r + band.diag, 0, kk), kk};
+      case Band::all:
+        break;
+    }
+    return {0, kk};
+  };
   for (int64_t n0 = 0; n0 < n_cols; n0 += kNB) {
     int64_t r = 0;
     for (; r + kRB <= m; r += kRB) {
-      gemm_block<kRB>(kk, a + r * a_rs, a_rs, a_ks, b + n0, ldb, c + r * ldc + n0, ldc, add,
+      const auto [k0, k1] = k_range(r, kRB);
+      gemm_block<kRB>(k0, k1, a + r * a_rs, a_rs, a_ks, b + n0, ldb, c + r * ldc + n0, ldc, add,
                       alpha != nullptr ? alpha + r : nullptr, scale);
     }
     if (r < m) {
-      gemm_rest<kRB - 1>(m - r, kk, a + r * a_rs, a_rs, a_ks, b + n0, ldb, c + r * ldc + n0, ldc, add,
+      const auto [k0, k1] = k_range(r, m - r);
+      gemm_rest<kRB - 1>(m - r, k0, k1, a + r * a_rs, a_rs, a_ks, b + n0, ldb, c + r * ldc + n0, ldc, add,
                          alpha != nullptr ? alpha + r : nullptr, scale);
     }
   }
+}
+
+Band causal_band(const FlashHead& h, Band::Kind kind, int64_t diag) {
+  return h.causal ? Band{kind, diag} : Band{};
 }
 
 int64_t elem_bytes(VecType t) { return t == VecType::f32 ? 4 : 2; }
@@ -223,7 +258,7 @@ void forward_block(const FlashHead& h, int64_t i0, float* scratch) {
       store(m + iv, m_new);
       store(alpha + iv, al);
     }
-    tile_gemm(nq, d, nk, st, 1, kB, vr, d, o, d, true, alpha, 1.0f);
+    tile_gemm(nq, d, nk, st, 1, kB, vr, d, o, d, true, alpha, 1.0f, causal_band(h, Band::upto_row, i0 - j0));
   }
   for (int64_t i = 0; i < nq; ++i) {
     const V lv = splat(l[i]);
@@ -279,7 +314,7 @@ void backward_q_block(const FlashHead& h, int64_t i0, float* scratch) {
         store(st + j * kB + iv, p * (load(dpt + j * kB + iv) - load(delta + iv)));
       }
     }
-    tile_gemm(nq, d, nk, st, 1, kB, kr, d, dq_acc, d, true, nullptr, 1.0f);
+    tile_gemm(nq, d, nk, st, 1, kB, kr, d, dq_acc, d, true, nullptr, 1.0f, causal_band(h, Band::upto_row, i0 - j0));
   }
   store_rows(h, dq_acc, nq, h.scale, h.dq, i0);
 }
@@ -324,8 +359,9 @@ void backward_kv_block(const FlashHead& h, int64_t j0, float* scratch) {
         store(dpi + jv, p * (load(dpi + jv) - delta));
       }
     }
-    tile_gemm(nk, d, nq, s, 1, kB, dor, d, dv_acc, d, true, nullptr, 1.0f);
-    tile_gemm(nk, d, nq, dp, 1, kB, qr, d, dk_acc, d, true, nullptr, 1.0f);
+    const Band band = causal_band(h, Band::from_row, j0 - i0);
+    tile_gemm(nk, d, nq, s, 1, kB, dor, d, dv_acc, d, true, nullptr, 1.0f, band);
+    tile_gemm(nk, d, nq, dp, 1, kB, qr, d, dk_acc, d, true, nullptr, 1.0f, band);
   }
   store_rows(h, dk_acc, nk, h.scale, h.dk, j0);
   store_rows(h, dv_acc, nk, 1.0f, h.dv, j0);

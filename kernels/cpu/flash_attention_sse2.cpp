@@ -10,6 +10,7 @@ using VR = __m128;
 inline constexpr int kW = 4;
 inline constexpr int kRB = 6, kCB = 2;
 inline VR fa_exp(VR x) { return Sleef_expf4_u10sse2(x); }
+inline VR fa_splat(float c) { return _mm_set1_ps(c); }
 inline VR fa_fma(VR a, VR b, VR c) { return a * b + c; }
 inline void fa_leave() {}
 }  // namespace hg::cpu::fa_sse2
