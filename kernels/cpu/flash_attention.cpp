@@ -25,14 +25,15 @@
 //            each output row has one owner and each sum a fixed order inside
 //            its task, so results are bit-identical from run to run and
 //            for any thread count. No atomics.
-// FLOPs      forward 4 L S D (causal: the tiles on and below the diagonal,
-//            about half plus one 64-tile band), backward 14 L S D (S and dP
+// FLOPs      forward 4 L S D (causal: about half; the tiles on and below
+//            the diagonal, and on a diagonal tile the score products whole
+//            but the accumulating ones over the causal band), backward 14 L S D (S and dP
 //            in both passes, the three products of dq, dk, dv: 7 tile GEMMs
 //            against FlashAttention-2's 5 with atomics); exp: L S forward,
 //            2 L S backward.
 // Bytes      forward per task: Q block once, K and V once (L2-resident per
 //            head); the working set per thread is the scratch of
-//            flash_scratch_floats(D): 6 x 64 x D + 3 x 64 x 64 floats (208 KiB
+//            flash_scratch_floats(D): 6 x 64 x D + 3 x 64 x 64 floats (241 KiB
 //            at D = 128), O(1) in L and S. Backward: pass 1 reads K, V once
 //            per query block, pass 2 reads Q, dO once per key block; delta
 //            BH x L floats. 16-bit rows are widened per tile into the scratch
@@ -49,7 +50,6 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
-#include <memory>
 #include <type_traits>
 #include <vector>
 
@@ -193,7 +193,7 @@ constexpr VecType vec_type_of() {
 }
 
 // The calling thread's scratch for the tile kernels, at least n floats,
-// 64-byte aligned; kept between calls (one block's tiles: 208 KiB at D = 128).
+// 64-byte aligned; kept between calls (one block's tiles: 241 KiB at D = 128).
 float* thread_scratch(int64_t n) {
   thread_local std::vector<float> buf;
   const size_t need = static_cast<size_t>(n) + 16;

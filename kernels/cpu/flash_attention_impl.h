@@ -15,10 +15,11 @@
 // kernels/cpu/flash_attention.cpp. Every product is one routine, tile_gemm:
 // C[M x N] = scale * A B or C = diag(alpha) C + A B, with A read through two
 // strides (so A, or A transposed, is a row-major tile already in memory) and
-// B a row-major panel whose N is a multiple of kRB's column block. The sums
-// over the inner index run in index order inside one accumulator lane, so
-// every result has one fixed summation order (independent of the thread
-// count and the schedule).
+// B a row-major panel whose N is a multiple of the register block's kCB * kW
+// columns; on a causal diagonal tile the accumulating products skip the
+// masked (exactly zero) terms (Band). The sums over the inner index run in
+// index order inside one accumulator lane, so every result has one fixed
+// summation order (independent of the thread count and the schedule).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -64,8 +65,8 @@ struct Leave {
 // One register block of tile_gemm: rows [0, RB) and columns [0, kNB) of C,
 // the inner index over [k0, k1).
 template <int RB>
-inline void gemm_block(int64_t k0, int64_t k1, const float* a, int64_t a_rs, int64_t a_ks, const float* b, int64_t ldb, float* c,
-                       int64_t ldc, bool add, const float* alpha, float scale) {
+inline void gemm_block(int64_t k0, int64_t k1, const float* a, int64_t a_rs, int64_t a_ks, const float* b, int64_t ldb,
+                       float* c, int64_t ldc, bool add, const float* alpha, float scale) {
   V acc[RB][kCB];
   if (add) {
 #pragma GCC unroll 8
@@ -164,9 +165,7 @@ void tile_gemm(int64_t m, int64_t n_cols, int64_t kk, const float* a, int64_t a_
   }
 }
 
-Band causal_band(const FlashHead& h, Band::Kind kind, int64_t diag) {
-  return h.causal ? Band{kind, diag} : Band{};
-}
+Band causal_band(const FlashHead& h, Band::Kind kind, int64_t diag) { return h.causal ? Band{kind, diag} : Band{}; }
 
 int64_t elem_bytes(VecType t) { return t == VecType::f32 ? 4 : 2; }
 
@@ -277,10 +276,10 @@ void forward_block(const FlashHead& h, int64_t i0, float* scratch) {
 void backward_q_block(const FlashHead& h, int64_t i0, float* scratch) {
   const Leave leave;
   const int64_t d = h.d, nq = std::min(kB, h.l - i0);
-  float* qt = scratch;           // [d x kB] Q^T
-  float* dot = qt + d * kB;      // [d x kB] dO^T
-  float* st = dot + d * kB;      // [kB x kB] S^T, then dS^T
-  float* dpt = st + kB * kB;     // [kB x kB] dP^T
+  float* qt = scratch;            // [d x kB] Q^T
+  float* dot = qt + d * kB;       // [d x kB] dO^T
+  float* st = dot + d * kB;       // [kB x kB] S^T, then dS^T
+  float* dpt = st + kB * kB;      // [kB x kB] dP^T
   float* dq_acc = dpt + kB * kB;  // [kB x d]
   float* kbuf = dq_acc + kB * d;  // [kB x d] 16-bit rows widened
   float* vbuf = kbuf + kB * d;
@@ -327,11 +326,11 @@ void backward_q_block(const FlashHead& h, int64_t i0, float* scratch) {
 void backward_kv_block(const FlashHead& h, int64_t j0, float* scratch) {
   const Leave leave;
   const int64_t d = h.d, nk = std::min(kB, h.s - j0);
-  float* kt = scratch;             // [d x kB] K^T
-  float* vt = kt + d * kB;         // [d x kB] V^T
-  float* dk_acc = vt + d * kB;     // [kB x d]
+  float* kt = scratch;              // [d x kB] K^T
+  float* vt = kt + d * kB;          // [d x kB] V^T
+  float* dk_acc = vt + d * kB;      // [kB x d]
   float* dv_acc = dk_acc + kB * d;  // [kB x d]
-  float* qbuf = dv_acc + kB * d;   // [kB x d] 16-bit rows widened
+  float* qbuf = dv_acc + kB * d;    // [kB x d] 16-bit rows widened
   float* dobuf = qbuf + kB * d;
   float* s = dobuf + kB * d;  // [kB x kB] S, then P
   float* dp = s + kB * kB;    // [kB x kB] dP, then dS

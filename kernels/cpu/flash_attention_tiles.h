@@ -48,7 +48,9 @@ struct FlashHead {
 
 // f32 values per thread: the packed transposes, the score tiles and the
 // output accumulators of one block.
-inline int64_t flash_scratch_floats(int64_t d) { return 6 * kFlashBlock * d + 3 * kFlashBlock * kFlashBlock + 4 * kFlashBlock; }
+inline int64_t flash_scratch_floats(int64_t d) {
+  return 6 * kFlashBlock * d + 3 * kFlashBlock * kFlashBlock + 4 * kFlashBlock;
+}
 
 struct FlashTileKernels {
   const char* name;
