@@ -3,26 +3,60 @@
 // kernels/cuda/flash_attention.cu, with the same algorithm and contract.
 //
 // Shapes     q, out, d_out, dq [BH, L, D]; k, v, dk, dv [BH, S, D]; lse [BH, L]
-// Forward    one (bh, query row) per task (OpenMP over BH * L); keys streamed
-//            in tiles of kTile = 64 with the online softmax: per tile the
-//            tile max m~, then m' = max(m, m~), acc = acc * e^(m - m') +
-//            sum_j e^(s_j - m') v_j, l = l e^(m - m') + sum_j e^(s_j - m');
-//            out = acc / l, lse = m + log l. Memory per task: D + kTile values.
-// Backward   recomputes P = exp(s - lse) from the saved lse, D_i = dO_i . O_i;
-//            pass 1, one (bh, key row) per task: dv_j = sum_i P_ij dO_i,
-//            dk_j = scale sum_i dS_ij q_i; pass 2, one (bh, query row) per
-//            task: dq_i = scale sum_j dS_ij k_j. Each output has one owner
-//            (no atomics, no races): bit-identical from run to run. Causal
-//            rows and columns outside tril are skipped, not computed.
-// Precision  acc_t (float; double for f64) for scores, statistics and sums;
-//            inputs widened once, outputs rounded once.
+//
+// Blocked kernels (f32, f16, bf16 on the vector math path; the tiles are
+// kernels/cpu/flash_attention_impl.h, compiled per ISA, chosen with the
+// vector math's ISA): every product is a register-blocked tile GEMM on
+// blocks of B = 64 rows (kFlashBlock), f32 operands and accumulators.
+// Forward    one task per (bh, block of 64 query rows): Q^T packed once (D x
+//            64), keys streamed in tiles of 64: S^T = scale K Q^T (64 x 64),
+//            causal mask, online softmax per query lane (m' = max(m, max_j
+//            s), alpha = e^(m - m'), P^T = e^(S^T - m'), l = alpha l + sum_j
+//            P^T), O = diag(alpha) O + P V; out = O / l, lse = m + log l.
+// Backward   recomputes P = exp(S - lse) from the saved lse. Pass 1, one
+//            task per (bh, query block): D_i = dO_i . O_i, then keys
+//            streamed: S^T, dP^T = V dO^T, dS^T = P^T (dP^T - D), dQ += dS K;
+//            dq = scale dQ. Pass 2, one task per (bh, key block), K^T and
+//            V^T packed once, query rows streamed (causal: from the block's
+//            first key): S = scale Q K^T, dP = dO V^T, P, dS, dV += P^T dO,
+//            dK += dS^T Q; dk = scale dK, dv = dV.
+// Split      the tasks of a pass on the OpenMP pool (schedule dynamic, the
+//            costliest causal blocks first), one plain loop below the grain;
+//            each output row has one owner and each sum a fixed order inside
+//            its task, so results are bit-identical from run to run and
+//            for any thread count. No atomics.
+// FLOPs      forward 4 L S D (causal: about half; the tiles on and below
+//            the diagonal, and on a diagonal tile the score products whole
+//            but the accumulating ones over the causal band), backward 14 L S D (S and dP
+//            in both passes, the three products of dq, dk, dv: 7 tile GEMMs
+//            against FlashAttention-2's 5 with atomics); exp: L S forward,
+//            2 L S backward.
+// Bytes      forward per task: Q block once, K and V once (L2-resident per
+//            head); the working set per thread is the scratch of
+//            flash_scratch_floats(D): 6 x 64 x D + 3 x 64 x 64 floats (241 KiB
+//            at D = 128), O(1) in L and S. Backward: pass 1 reads K, V once
+//            per query block, pass 2 reads Q, dO once per key block; delta
+//            BH x L floats. 16-bit rows are widened per tile into the scratch
+//            by the vector math's converters; outputs rounded once.
+// Precision  f32 throughout (SLEEF's 1-ulp expf); inputs widened exactly,
+//            outputs rounded once.
+//
+// Reference kernels (f64 always; every dtype on the scalar math path,
+// HG_CPU_MATH=scalar, and in builds without SLEEF): one (bh, row) per task,
+// matrix-vector products in acc_t (f64 for f64, else f32) with libm's exp,
+// the same online softmax over key tiles of 64, the same two-pass backward
+// (one key row per task for dk/dv, one query row per task for dq).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
+#include "core/half.h"
+#include "kernels/cpu/flash_attention_tiles.h"
 #include "kernels/cpu/loops.h"
+#include "kernels/cpu/vec_math.h"
 #include "kernels/flash_attention.h"
 
 namespace hg::cpu {
@@ -129,7 +163,135 @@ void backward_impl(T* dq, T* dk, T* dv, const T* d_out, const T* q, const T* k, 
   });
 }
 
+// ---- the blocked kernels -----------------------------------------------------
+
+// The tile kernels of the vector math's ISA, or null for the reference path.
+const FlashTileKernels* tile_kernels() {
+#if defined(HG_HAVE_SLEEF)
+  if (vec_math() == nullptr) return nullptr;
+  switch (vec_isa()) {
+    case VecIsa::avx512:
+      return &fa_avx512::flash_tiles();
+    case VecIsa::avx2:
+      return &fa_avx2::flash_tiles();
+    case VecIsa::sse2:
+      return &fa_sse2::flash_tiles();
+  }
+#endif
+  return nullptr;
+}
+
+template <typename T>
+constexpr VecType vec_type_of() {
+  if constexpr (std::is_same_v<T, half>) {
+    return VecType::f16;
+  } else if constexpr (std::is_same_v<T, bfloat16>) {
+    return VecType::bf16;
+  } else {
+    return VecType::f32;
+  }
+}
+
+// The calling thread's scratch for the tile kernels, at least n floats,
+// 64-byte aligned; kept between calls (one block's tiles: 241 KiB at D = 128).
+float* thread_scratch(int64_t n) {
+  thread_local std::vector<float> buf;
+  const size_t need = static_cast<size_t>(n) + 16;
+  if (buf.size() < need) buf.resize(need);
+  const auto addr = reinterpret_cast<uintptr_t>(buf.data());
+  return buf.data() + ((64 - addr % 64) % 64) / sizeof(float);
+}
+
+// Below this many multiply-adds of the score product (BH L S D) the tasks
+// run on the calling thread: one 64 x 64 x 64 tile product is about this
+// much work, several times a parallel region's cost.
+constexpr int64_t kTileGrain = int64_t{1} << 18;
+
+// Task t of a pass with `blocks` blocks per head: the head and the block, the
+// largest blocks first when `descending` (the causal forward and dq: later
+// query blocks see more keys), so a dynamic schedule ends balanced.
+struct HeadBlock {
+  int64_t head, block;
+};
+HeadBlock task_of(int64_t t, int64_t bh, int64_t blocks, bool descending) {
+  const int64_t b = t / bh;
+  return {t % bh, descending ? blocks - 1 - b : b};
+}
+
+FlashHead head_view(const FlashHead& all, int64_t b, VecType t) {
+  const int64_t eb = t == VecType::f32 ? 4 : 2;
+  const int64_t q_rows = all.l * all.d * eb, k_rows = all.s * all.d * eb;
+  const auto at = [](const void* p, int64_t off) -> const void* {
+    return p == nullptr ? nullptr : static_cast<const char*>(p) + off;
+  };
+  const auto at_mut = [](void* p, int64_t off) -> void* {
+    return p == nullptr ? nullptr : static_cast<char*>(p) + off;
+  };
+  FlashHead h = all;
+  h.q = at(all.q, b * q_rows);
+  h.k = at(all.k, b * k_rows);
+  h.v = at(all.v, b * k_rows);
+  h.d_out = at(all.d_out, b * q_rows);
+  h.saved_out = at(all.saved_out, b * q_rows);
+  h.out = at_mut(all.out, b * q_rows);
+  h.dq = at_mut(all.dq, b * q_rows);
+  h.dk = at_mut(all.dk, b * k_rows);
+  h.dv = at_mut(all.dv, b * k_rows);
+  h.lse = all.lse + b * all.l;
+  h.delta = all.delta != nullptr ? all.delta + b * all.l : nullptr;
+  return h;
+}
+
+void blocked_forward(const FlashTileKernels& tk, const FlashHead& all, int64_t bh) {
+  const int64_t blocks = (all.l + kFlashBlock - 1) / kFlashBlock, n = bh * blocks;
+  const int64_t scratch = flash_scratch_floats(all.d);
+  const auto task = [&](int64_t t) {
+    const HeadBlock hb = task_of(t, bh, blocks, all.causal);
+    tk.forward_block(head_view(all, hb.head, all.t), hb.block * kFlashBlock, thread_scratch(scratch));
+  };
+  if (n < 2 || bh * all.l * all.s * all.d < kTileGrain) {
+    for (int64_t t = 0; t < n; ++t) task(t);
+    return;
+  }
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int64_t t = 0; t < n; ++t) task(t);
+}
+
+void blocked_backward(const FlashTileKernels& tk, const FlashHead& all, int64_t bh) {
+  const int64_t q_blocks = (all.l + kFlashBlock - 1) / kFlashBlock;
+  const int64_t k_blocks = (all.s + kFlashBlock - 1) / kFlashBlock;
+  const int64_t scratch = flash_scratch_floats(all.d);
+  const auto q_task = [&](int64_t t) {
+    const HeadBlock hb = task_of(t, bh, q_blocks, all.causal);
+    tk.backward_q_block(head_view(all, hb.head, all.t), hb.block * kFlashBlock, thread_scratch(scratch));
+  };
+  const auto kv_task = [&](int64_t t) {
+    const HeadBlock hb = task_of(t, bh, k_blocks, false);  // causal: the first key blocks see the most queries
+    tk.backward_kv_block(head_view(all, hb.head, all.t), hb.block * kFlashBlock, thread_scratch(scratch));
+  };
+  const int64_t nq = bh * q_blocks, nk = bh * k_blocks;
+  if (std::max(nq, nk) < 2 || bh * all.l * all.s * all.d < kTileGrain) {
+    for (int64_t t = 0; t < nq; ++t) q_task(t);
+    for (int64_t t = 0; t < nk; ++t) kv_task(t);
+    return;
+  }
+  // One parallel region, two passes: the barrier after the first loop
+  // publishes every row's D_i before the dk/dv tasks read them.
+#pragma omp parallel
+  {
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t t = 0; t < nq; ++t) q_task(t);
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t t = 0; t < nk; ++t) kv_task(t);
+  }
+}
+
 }  // namespace
+
+const char* flash_attention_cpu_path() {
+  const FlashTileKernels* tk = tile_kernels();
+  return tk != nullptr ? tk->name : "reference";
+}
 
 void flash_attention_forward(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
                              double scale, bool causal) {
@@ -140,6 +302,26 @@ void flash_attention_forward(const Tensor& out, const Tensor& lse, const Tensor&
   const int64_t bh = q.size(0), l = q.size(1), s = k.size(1), d = q.size(2);
   dispatch_floating(q.dtype(), "flash_attention_forward", [&](auto tag) {
     using T = decltype(tag);
+    if constexpr (!std::is_same_v<T, double>) {
+      if (const FlashTileKernels* tk = tile_kernels()) {
+        FlashHead all;
+        all.t = vec_type_of<T>();
+        all.q = q.data_ptr();
+        all.k = k.data_ptr();
+        all.v = v.data_ptr();
+        all.out = out.data_ptr();
+        all.lse = static_cast<float*>(lse.data_ptr());
+        all.l = l;
+        all.s = s;
+        all.d = d;
+        all.scale = static_cast<float>(scale);
+        all.causal = causal;
+        all.widen = vec_math()->widen;
+        all.narrow = vec_math()->narrow;
+        blocked_forward(*tk, all, bh);
+        return;
+      }
+    }
     forward_impl<T>(static_cast<T*>(out.data_ptr()), static_cast<acc_t<T>*>(lse.data_ptr()),
                     static_cast<const T*>(q.data_ptr()), static_cast<const T*>(k.data_ptr()),
                     static_cast<const T*>(v.data_ptr()), bh, l, s, d, scale, causal);
@@ -157,6 +339,32 @@ void flash_attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& 
   const int64_t bh = q.size(0), l = q.size(1), s = k.size(1), d = q.size(2);
   dispatch_floating(q.dtype(), "flash_attention_backward", [&](auto tag) {
     using T = decltype(tag);
+    if constexpr (!std::is_same_v<T, double>) {
+      if (const FlashTileKernels* tk = tile_kernels()) {
+        std::vector<float> delta(static_cast<size_t>(bh * l));
+        FlashHead all;
+        all.t = vec_type_of<T>();
+        all.q = q.data_ptr();
+        all.k = k.data_ptr();
+        all.v = v.data_ptr();
+        all.d_out = d_out.data_ptr();
+        all.saved_out = out.data_ptr();
+        all.lse = static_cast<float*>(lse.data_ptr());
+        all.delta = delta.data();
+        all.dq = dq.data_ptr();
+        all.dk = dk.data_ptr();
+        all.dv = dv.data_ptr();
+        all.l = l;
+        all.s = s;
+        all.d = d;
+        all.scale = static_cast<float>(scale);
+        all.causal = causal;
+        all.widen = vec_math()->widen;
+        all.narrow = vec_math()->narrow;
+        blocked_backward(*tk, all, bh);
+        return;
+      }
+    }
     backward_impl<T>(static_cast<T*>(dq.data_ptr()), static_cast<T*>(dk.data_ptr()), static_cast<T*>(dv.data_ptr()),
                      static_cast<const T*>(d_out.data_ptr()), static_cast<const T*>(q.data_ptr()),
                      static_cast<const T*>(k.data_ptr()), static_cast<const T*>(v.data_ptr()),

@@ -85,13 +85,17 @@ CpuMath cpu_math() { return state().math.load(); }
 void set_cpu_isa_cap(VecIsa cap) { state().cap.store(cap); }
 VecIsa cpu_isa_cap() { return state().cap.load(); }
 
+VecIsa vec_isa() {
+  State& s = state();
+  const VecIsa cap = s.cap.load(std::memory_order_relaxed);
+  return static_cast<int>(cap) < static_cast<int>(s.best) ? cap : s.best;
+}
+
 const VecMathTable* vec_math() {
 #if defined(HG_HAVE_SLEEF)
   State& s = state();
   if (s.math.load(std::memory_order_relaxed) == CpuMath::scalar) return nullptr;
-  const VecIsa cap = s.cap.load(std::memory_order_relaxed);
-  const VecIsa isa = static_cast<int>(cap) < static_cast<int>(s.best) ? cap : s.best;
-  switch (isa) {
+  switch (vec_isa()) {
     case VecIsa::avx512:
       return &vm_avx512::table();
     case VecIsa::avx2:

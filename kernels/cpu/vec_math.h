@@ -43,6 +43,10 @@ void set_cpu_isa_cap(VecIsa cap);
 VecIsa cpu_isa_cap();
 // "scalar", "sleef-sse2", "sleef-avx2" or "sleef-avx512": what runs now.
 const char* cpu_math_name();
+// The ISA of vec_math()'s kernels now (the cap and the CPU's best, the
+// smaller); meaningful when vec_math() is not null. Kernels compiled per ISA
+// outside this table (kernels/cpu/flash_attention_tiles.h) follow it.
+VecIsa vec_isa();
 
 // The storage type of a typed kernel's arrays: f32, or a 16-bit float whose
 // values the kernel widens in registers (16 lanes loaded, converted to f32 in

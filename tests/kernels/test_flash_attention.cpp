@@ -16,6 +16,9 @@
 
 #include "autograd/functions.h"
 #include "autograd/functions_attention.h"
+#include "kernels/cpu/flash_attention_tiles.h"
+#include "kernels/cpu/threads.h"
+#include "kernels/cpu/vec_math.h"
 #include "kernels/flash_attention.h"
 #include "tests/kernels/test_support.h"
 
@@ -189,7 +192,7 @@ TEST_CASE("flash attention: tile edges (257) and L != S", "[flash]") {
       {1, 1, 257, 257, 128, false},
   };
   for (Device dev : test_devices()) {
-    for (DType dt : {kF16, kBF16}) {
+    for (DType dt : dev.is_cpu() ? std::vector<DType>{kF32, kF16, kBF16} : std::vector<DType>{kF16, kBF16}) {
       for (const Case& c : cases) check_case(c, dev, dt);
     }
   }
@@ -198,6 +201,103 @@ TEST_CASE("flash attention: tile edges (257) and L != S", "[flash]") {
 TEST_CASE("flash attention: L = S = 1024", "[flash]") {
   for (Device dev : test_devices()) {
     check_case({1, 1, 1024, 1024, 64, true}, dev, kF16);
+  }
+}
+
+namespace {
+
+// Restores the CPU math path, ISA cap and thread count when a test ends.
+struct CpuPathGuard {
+  cpu::CpuMath math = cpu::cpu_math();
+  cpu::VecIsa cap = cpu::cpu_isa_cap();
+  int threads = get_num_threads();
+  CpuPathGuard() = default;
+  CpuPathGuard(const CpuPathGuard&) = delete;
+  CpuPathGuard& operator=(const CpuPathGuard&) = delete;
+  ~CpuPathGuard() {
+    cpu::set_cpu_math(math);
+    cpu::set_cpu_isa_cap(cap);
+    set_num_threads(threads);
+  }
+};
+
+bool cpu_has(cpu::VecIsa isa) {
+  __builtin_cpu_init();
+  switch (isa) {
+    case cpu::VecIsa::sse2:
+      return true;
+    case cpu::VecIsa::avx2:
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    case cpu::VecIsa::avx512:
+      return __builtin_cpu_supports("avx512f");
+  }
+  return false;
+}
+
+struct CpuPath {
+  std::string name;  // what cpu::flash_attention_cpu_path() must say
+  cpu::CpuMath math;
+  cpu::VecIsa cap;
+};
+
+// The CPU kernels this build and CPU can run: the reference row kernels
+// (the scalar math switch) and the blocked tiles at every ISA up to the CPU's.
+std::vector<CpuPath> cpu_paths() {
+  std::vector<CpuPath> paths{{"reference", cpu::CpuMath::scalar, cpu::VecIsa::avx512}};
+  const CpuPathGuard guard;
+  cpu::set_cpu_math(cpu::CpuMath::sleef);
+  cpu::set_cpu_isa_cap(cpu::VecIsa::sse2);
+  if (std::string(cpu::flash_attention_cpu_path()) == "reference") return paths;  // built without SLEEF
+  paths.push_back({"blocked-sse2", cpu::CpuMath::sleef, cpu::VecIsa::sse2});
+  if (cpu_has(cpu::VecIsa::avx2)) paths.push_back({"blocked-avx2", cpu::CpuMath::sleef, cpu::VecIsa::avx2});
+  if (cpu_has(cpu::VecIsa::avx512)) paths.push_back({"blocked-avx512", cpu::CpuMath::sleef, cpu::VecIsa::avx512});
+  return paths;
+}
+
+}  // namespace
+
+// Every CPU kernel (the forced switches of docs/kernels.md, "CPU math: SLEEF
+// and ISA dispatch") against the f64 reference: several query and key
+// blocks, partial blocks, L != S both ways, both head dims, causal and not.
+TEST_CASE("flash attention: every CPU path against the f64 reference", "[flash]") {
+  const CpuPathGuard guard;
+  const std::vector<Case> cases{
+      {1, 2, 130, 70, 64, true},  {2, 1, 70, 130, 128, false}, {1, 1, 200, 200, 64, false},
+      {1, 1, 65, 193, 128, true}, {1, 1, 3, 2, 64, true},
+  };
+  for (const CpuPath& p : cpu_paths()) {
+    cpu::set_cpu_math(p.math);
+    cpu::set_cpu_isa_cap(p.cap);
+    INFO(p.name);
+    REQUIRE(std::string(cpu::flash_attention_cpu_path()) == p.name);
+    for (DType dt : {kF32, kF16, kBF16}) {
+      for (const Case& c : cases) check_case(c, Device::cpu(), dt);
+    }
+  }
+}
+
+// The CPU kernels' sums have one order inside each task, so the thread count
+// (and the dynamic schedule) cannot change a bit of the results.
+TEST_CASE("flash attention: CPU results are bit-identical for any thread count", "[flash]") {
+  const CpuPathGuard guard;
+  for (const CpuPath& p : cpu_paths()) {
+    cpu::set_cpu_math(p.math);
+    cpu::set_cpu_isa_cap(p.cap);
+    for (DType dt : {kF32, kBF16}) {
+      for (bool causal : {false, true}) {
+        INFO(p.name << " " << dtype_name(dt) << (causal ? " causal" : ""));
+        const Tensor q = input({2, 3, 150, 64}, dt, 41), k = input({2, 3, 150, 64}, dt, 42);
+        const Tensor v = input({2, 3, 150, 64}, dt, 43), d_out = input({2, 3, 150, 64}, dt, 44);
+        std::vector<std::vector<double>> runs[2];
+        for (int run = 0; run < 2; ++run) {
+          set_num_threads(run == 0 ? 1 : 3);
+          const ops::FlashForward f = ops::flash_attention_forward(q, k, v, 0.125, causal);
+          const ops::FlashBackward g = ops::flash_attention_backward(d_out, q, k, v, f.out, f.lse, 0.125, causal);
+          runs[run] = {values_of(f.out), values_of(f.lse), values_of(g.dq), values_of(g.dk), values_of(g.dv)};
+        }
+        for (size_t o = 0; o < runs[0].size(); ++o) CHECK(runs[0][o] == runs[1][o]);
+      }
+    }
   }
 }
 
