@@ -82,17 +82,21 @@ AttentionPath choose_attention_path(const Tensor& q, const Tensor& k, const Tens
              options.path ? "SdpaOptions::path" : "HG_ATTENTION", ") but cannot run these inputs: ", why);
     return *forced;
   }
-  // The fused kernel on CUDA wherever it applies (4-D [B, H, L, D] without
-  // broadcast, f16/bf16, D 64 or 128, no mask, no dropout: the conditions of
-  // ops::flash_attention_supported). On the CPU the math path stays the
-  // default: its two GEMMs are OpenBLAS's, faster there than the tiled loop,
-  // which the CPU keeps as the flash kernels' counterpart (kernels/cpu/).
-  // cuDNN's fused graph runs the same inputs on sm_80+ but is not the
-  // default: no GPU comparison of the two has been taken yet (docs/kernels.md).
-  if (q.device().is_cuda() && ops::flash_attention_supported(q, k, v, options.attn_mask.defined(), options.dropout_p)) {
-    return AttentionPath::flash;
+  // The fused kernel wherever it applies (4-D [B, H, L, D] without
+  // broadcast, D 64 or 128, no mask, no dropout: the conditions of
+  // ops::flash_attention_supported; f16/bf16 on CUDA). On the CPU, f32, f16
+  // and bf16 take it where its blocked kernels run: they beat the math path's
+  // two GEMMs and its L x S intermediate on every shape measured
+  // (docs/benchmarks.md, "CPU flash attention"); the reference row kernels
+  // (HG_CPU_MATH=scalar, no SLEEF) and f64 stay on the math path. cuDNN's
+  // fused graph runs the same CUDA inputs on sm_80+ but is not the default:
+  // no GPU comparison of the two has been taken yet (docs/kernels.md).
+  if (!ops::flash_attention_supported(q, k, v, options.attn_mask.defined(), options.dropout_p)) {
+    return AttentionPath::math;
   }
-  return AttentionPath::math;
+  if (q.device().is_cuda()) return AttentionPath::flash;
+  const bool blocked = std::string(cpu::flash_attention_cpu_path()) != "reference";
+  return q.device().is_cpu() && q.dtype() != kF64 && blocked ? AttentionPath::flash : AttentionPath::math;
 }
 
 namespace {

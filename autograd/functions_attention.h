@@ -51,9 +51,10 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
 
 // THE dispatch decision, in one function: options.path, else HG_ATTENTION,
 // when set (checked: a forced path that cannot run throws with the reason);
-// otherwise flash on CUDA for 4-D f16/bf16 inputs with head dim 64 or 128, no
-// mask and no dropout, and math elsewhere. HG_LOG_LEVEL=debug logs the path of
-// every call.
+// otherwise flash for 4-D inputs with head dim 64 or 128, no mask and no
+// dropout (f16/bf16 on CUDA; f32/f16/bf16 on the CPU where its blocked kernels
+// run, i.e. not under HG_CPU_MATH=scalar), and math elsewhere.
+// HG_LOG_LEVEL=debug logs the path of every call.
 AttentionPath choose_attention_path(const Tensor& q, const Tensor& k, const Tensor& v, const SdpaOptions& options);
 const char* attention_path_name(AttentionPath path);
 // Empty when `path` can run these inputs, else why not (a sentence).

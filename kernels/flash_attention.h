@@ -90,6 +90,10 @@ bool flash_attention_rows_ok(const Tensor& x);
 
 namespace hg::cpu {
 HG_DECLARE_FLASH_ATTENTION_KERNELS
+// What the CPU kernels run for a dtype other than f64: "blocked-avx512",
+// "blocked-avx2", "blocked-sse2" (tiles in the vector math's ISA), or
+// "reference" (the row kernels: HG_CPU_MATH=scalar, or no SLEEF; f64 always).
+const char* flash_attention_cpu_path();
 }  // namespace hg::cpu
 
 #if defined(HG_WITH_CUDA)

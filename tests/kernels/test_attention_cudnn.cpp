@@ -376,8 +376,12 @@ TEST_CASE("cudnn attention backward: clear errors", "[cudnn-sdpa]") {
 
 TEST_CASE("attention path switch: SdpaOptions::path, HG_ATTENTION, and clear errors", "[cudnn-sdpa][sdpa]") {
   const Tensor qc = input({1, 2, 9, 64}, kF16, 51);
-  // CPU inputs: math is the default; cudnn cannot run and says why.
-  CHECK(choose_attention_path(qc, qc, qc, {}) == AttentionPath::math);
+  // CPU inputs: flash is the default where the blocked CPU kernels run (math
+  // under HG_CPU_MATH=scalar); cudnn cannot run and says why.
+  const AttentionPath cpu_default =
+      std::string(cpu::flash_attention_cpu_path()) == "reference" ? AttentionPath::math : AttentionPath::flash;
+  CHECK(choose_attention_path(qc, qc, qc, {}) == cpu_default);
+  CHECK(choose_attention_path(qc.to(kF64), qc.to(kF64), qc.to(kF64), {}) == AttentionPath::math);
   CHECK(choose_attention_path(qc, qc, qc, {.path = AttentionPath::flash}) == AttentionPath::flash);
   CHECK_THROWS_WITH(choose_attention_path(qc, qc, qc, {.path = AttentionPath::cudnn}),
                     Contains("cudnn path was forced") && Contains("CUDA"));
@@ -393,7 +397,7 @@ TEST_CASE("attention path switch: SdpaOptions::path, HG_ATTENTION, and clear err
   ::setenv("HG_ATTENTION", "fastest", 1);
   CHECK_THROWS_WITH(choose_attention_path(qc, qc, qc, {}), Contains("HG_ATTENTION=fastest"));
   ::unsetenv("HG_ATTENTION");
-  CHECK(choose_attention_path(qc, qc, qc, {}) == AttentionPath::math);
+  CHECK(choose_attention_path(qc, qc, qc, {}) == cpu_default);
   if (!has_cuda()) return;
   const Device cuda = Device::cuda(0);
   const Tensor q = qc.to(cuda);

@@ -483,8 +483,9 @@ TEST_CASE("flash path agrees with the math path of scaled_dot_product_attention"
           const Tensor d_out = input(shape, dt, ++seed);
           // The math path on the CPU, through the differentiable op.
           Tensor qm = q.clone().requires_grad_(), km = k.clone().requires_grad_(), vm = v.clone().requires_grad_();
-          const Tensor out_math = scaled_dot_product_attention(qm, km, vm, {.is_causal = causal});
-          REQUIRE(choose_attention_path(qm, km, vm, {.is_causal = causal}) == AttentionPath::math);
+          const SdpaOptions math_path{.is_causal = causal, .path = AttentionPath::math};
+          const Tensor out_math = scaled_dot_product_attention(qm, km, vm, math_path);
+          REQUIRE(choose_attention_path(qm, km, vm, math_path) == AttentionPath::math);
           sum(mul(out_math, d_out)).backward();
           const std::vector<std::vector<double>> math{values_of(out_math), values_of(qm.grad()), values_of(km.grad()),
                                                       values_of(vm.grad())};
