@@ -175,7 +175,8 @@ HG_AVX2 inline __m256 widen8_bf16(const uint16_t* s) {
 // block's (l0+l1)+(l2+l3) in the low half and (l4+l5)+(l6+l7) in the high
 // half, and the halves of blocks 0-3 and 4-7 meet in one last add.
 HG_AVX2 inline __m256 pairs(__m256 a, __m256 b) {
-  return _mm256_add_ps(_mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0)), _mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1)));
+  return _mm256_add_ps(_mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0)),
+                       _mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1)));
 }
 HG_AVX2 inline __m256 fold8(__m256 a0, __m256 a1, __m256 a2, __m256 a3, __m256 a4, __m256 a5, __m256 a6, __m256 a7) {
   const __m256 q0 = pairs(pairs(a0, a1), pairs(a2, a3));
@@ -222,7 +223,7 @@ HG_AVX2 void block_sums_avx2(const S* s, int64_t n, float* sums) {
   for (; (b + 8) * kSumBlock <= n; b += 8) sum8_blocks<kSquare, S, Load8>(s + b * kSumBlock, sums + b);
   float lanes[8][8];  // blocks b .. blocks - 1 (at most 8)
   const int64_t first = b;
-  int64_t i = 0;      // the elements of the last block its vectors covered
+  int64_t i = 0;  // the elements of the last block its vectors covered
   for (; b < blocks; ++b) {
     const S* x = s + b * kSumBlock;
     const int64_t len = std::min(kSumBlock, n - b * kSumBlock);
