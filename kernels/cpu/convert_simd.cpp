@@ -36,7 +36,6 @@ void narrow_bf16_generic(const float* s, uint16_t* d, int64_t n) {
 }
 
 // The block sums (convert_simd.h): block by block, lane by lane.
-inline float same_float(float v) { return v; }
 // A block's lanes folded by the order's tree.
 inline float fold_lanes(const float* l) { return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7])); }
 
@@ -65,9 +64,6 @@ void block_sums_generic(const S* s, int64_t n, bool square, float* sums) {
     }
     sums[b] = fold_lanes(lane);
   }
-}
-void block_sums_f32_generic(const float* s, int64_t n, bool square, float* sums) {
-  block_sums_generic<float, same_float>(s, n, square, sums);
 }
 void block_sums_f16_generic(const uint16_t* s, int64_t n, bool square, float* sums) {
   block_sums_generic<uint16_t, detail::half_bits_to_float>(s, n, square, sums);
@@ -143,8 +139,7 @@ HG_AVX2 void narrow_bf16_avx2(const float* s, uint16_t* d, int64_t n) {
   narrow_bf16_generic(s + i, d + i, n - i);
 }
 
-// Eight values widened in a YMM register.
-HG_AVX2 inline __m256 load8_f32(const float* s) { return _mm256_loadu_ps(s); }
+// Eight 16-bit values widened in a YMM register.
 HG_AVX2 inline __m256 widen8_f16(const uint16_t* s) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s)));
 }
@@ -166,8 +161,11 @@ HG_AVX2 inline __m256 widen8_bf16(const uint16_t* s) {
 // eight block sums with a few shuffles (fold8). Within each lane the adds are
 // the same, in the same order: the same bits as the portable loop.
 // The loads stay in memory order: interleaving the eight blocks' loads
-// (eight streams 512 bytes apart in f32) measured about twice slower on this
-// project's Zen 4 VM than reading in order, for f32 (hardware prefetch).
+// (eight streams 512 bytes apart) measured about twice slower on this
+// project's Zen 4 VM than reading in order, for f32 (hardware prefetch); f32
+// sums keep kernels/cpu/reduce.cpp's block loop, which was as fast or faster
+// than this one in order (one thread, memory-bound: 3.2 against 3.7 ms for
+// 16Mi values).
 
 // Eight block registers folded into their eight block sums (result lane b =
 // fold_lanes(block b's register)): pairs() adds the even and odd lanes of two blocks,
@@ -240,13 +238,6 @@ HG_AVX2 void block_sums_avx2(const S* s, int64_t n, float* sums) {
   }
   for (int64_t k = first; k < blocks; ++k) sums[k] = fold_lanes(lanes[k - first]);
 }
-HG_AVX2 void block_sums_f32_avx2(const float* s, int64_t n, bool square, float* sums) {
-  if (square) {
-    block_sums_avx2<true, float, load8_f32, same_float>(s, n, sums);
-  } else {
-    block_sums_avx2<false, float, load8_f32, same_float>(s, n, sums);
-  }
-}
 HG_AVX2 void block_sums_f16_avx2(const uint16_t* s, int64_t n, bool square, float* sums) {
   if (square) {
     block_sums_avx2<true, uint16_t, widen8_f16, detail::half_bits_to_float>(s, n, sums);
@@ -281,7 +272,6 @@ struct Table {
   void (*widen_bf16)(const uint16_t*, float*, int64_t);
   void (*narrow_f16)(const float*, uint16_t*, int64_t);
   void (*narrow_bf16)(const float*, uint16_t*, int64_t);
-  void (*block_sums_f32)(const float*, int64_t, bool, float*);
   void (*block_sums_f16)(const uint16_t*, int64_t, bool, float*);
   void (*block_sums_bf16)(const uint16_t*, int64_t, bool, float*);
 };
@@ -293,12 +283,12 @@ const Table& table() {
 #if defined(HG_X86_DISPATCH)
     if (!generic && cpu_has_avx2_f16c()) {
       return Table{"avx2-f16c",      widen_f16_avx2,      widen_bf16_avx2,     narrow_f16_avx2,
-                   narrow_bf16_avx2, block_sums_f32_avx2, block_sums_f16_avx2, block_sums_bf16_avx2};
+                   narrow_bf16_avx2, block_sums_f16_avx2, block_sums_bf16_avx2};
     }
 #endif
     (void)generic;
     return Table{"generic",           widen_f16_generic,      widen_bf16_generic,     narrow_f16_generic,
-                 narrow_bf16_generic, block_sums_f32_generic, block_sums_f16_generic, block_sums_bf16_generic};
+                 narrow_bf16_generic, block_sums_f16_generic, block_sums_bf16_generic};
   }();
   return t;
 }
@@ -312,9 +302,6 @@ void narrow_f16(const float* s, uint16_t* d, int64_t n) { table().narrow_f16(s, 
 void narrow_bf16(const float* s, uint16_t* d, int64_t n) { table().narrow_bf16(s, d, n); }
 // The block sums: the portable loop also while the vector math is capped at
 // SSE2 (convert_simd.h).
-void block_sums_f32(const float* s, int64_t n, bool square, float* sums) {
-  (cpu_isa_cap() == VecIsa::sse2 ? block_sums_f32_generic : table().block_sums_f32)(s, n, square, sums);
-}
 void block_sums_f16(const uint16_t* s, int64_t n, bool square, float* sums) {
   (cpu_isa_cap() == VecIsa::sse2 ? block_sums_f16_generic : table().block_sums_f16)(s, n, square, sums);
 }

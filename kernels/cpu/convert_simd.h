@@ -32,7 +32,7 @@ void widen_bf16(const uint16_t* src, float* dst, int64_t n);
 void narrow_f16(const float* src, uint16_t* dst, int64_t n);
 void narrow_bf16(const float* src, uint16_t* dst, int64_t n);
 
-// The block sums of the CPU reductions' summation order (kernels/cpu/reduce.cpp,
+// The block sums of the CPU reductions' 16-bit summation order (kernels/cpu/reduce.cpp,
 // docs/kernels.md "Reductions"): the n values split into nb = ceil(n / 128)
 // consecutive blocks of kSumBlock (the last one may be shorter); in block b,
 // lane l (0..7) = sum over the block's i = l (mod 8) of f(x[i]), from +0 left
@@ -41,16 +41,16 @@ void narrow_bf16(const float* src, uint16_t* dst, int64_t n);
 // lane5) + (lane6 + lane7)). sums holds nb floats. 16-bit values are widened
 // to f32 exactly.
 //
-// The vector path (AVX2 + F16C) sums eight blocks at once, one YMM register
-// per block (its lanes are the block's 8 lanes), so eight independent
-// dependency chains run side by side, and folds the eight registers into eight
-// block sums with the same tree; the portable path sums block by block. Both
+// The vector path (AVX2 + F16C) sums eight consecutive blocks per loop step,
+// one YMM register per block (its lanes are the block's 8 lanes), whose
+// independent dependency chains the out-of-order core overlaps, and folds the
+// eight registers into eight block sums with the same tree (Note [Eight
+// blocks at once] in convert_simd.cpp); the portable path sums block by block. Both
 // give the same bits. The portable path runs under HG_CPU_ISA=generic (read
 // once, as for the converters above) and also while the vector math is capped
 // at SSE2 (cpu::set_cpu_isa_cap(VecIsa::sse2), kernels/cpu/vec_math.h), so a
 // test can compare the two in one process.
 inline constexpr int64_t kSumBlock = 128;
-void block_sums_f32(const float* src, int64_t n, bool square, float* sums);
 void block_sums_f16(const uint16_t* src, int64_t n, bool square, float* sums);
 void block_sums_bf16(const uint16_t* src, int64_t n, bool square, float* sums);
 
@@ -74,10 +74,8 @@ void narrow_row(const float* src, T* dst, int64_t n) {
 
 template <typename T>
 void block_sums(const T* src, int64_t n, bool square, float* sums) {
-  static_assert(std::is_same_v<T, float> || std::is_same_v<T, half> || std::is_same_v<T, bfloat16>);
-  if constexpr (std::is_same_v<T, float>)
-    block_sums_f32(src, n, square, sums);
-  else if constexpr (std::is_same_v<T, half>)
+  static_assert(std::is_same_v<T, half> || std::is_same_v<T, bfloat16>);
+  if constexpr (std::is_same_v<T, half>)
     block_sums_f16(reinterpret_cast<const uint16_t*>(src), n, square, sums);
   else
     block_sums_bf16(reinterpret_cast<const uint16_t*>(src), n, square, sums);

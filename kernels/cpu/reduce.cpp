@@ -12,7 +12,7 @@
 //             combined by recursive halving, so the error grows like
 //             (kSumBlock / 8 + 3 + log2(cols / kSumBlock)) * eps instead of
 //             cols * eps; one long row splits its tree across the threads
-//             (same tree, same result); f32 and 16-bit blocks are summed by
+//             (same tree, same result); 16-bit blocks are summed by
 //             cpu::block_sums (kernels/cpu/convert_simd.h), eight blocks at a
 //             time in AVX2 registers where the CPU has them, the same lanes
 //             and trees, the same bits as the portable loop;
@@ -99,18 +99,18 @@ float tree_sum(const float* s, int64_t nb) {
 }
 
 // Blocks whose sums one cpu::block_sums call computes at the leaves of the
-// pairwise tree below (16 KiB of f16, 32 KiB of f32: L1-sized).
+// pairwise tree below (16 KiB: L1-sized).
 constexpr int64_t kLeafBlocks = 64;
 
 // sum over i in [0, n) of post(A(x[i])), blocked pairwise (see Order above).
-// f32 and 16-bit values: a subtree of at most kLeafBlocks blocks has its
-// block sums computed by cpu::block_sums (kernels/cpu/convert_simd.h: the
+// 16-bit values: a subtree of at most kLeafBlocks blocks has its block sums
+// computed by cpu::block_sums (kernels/cpu/convert_simd.h: the
 // same lanes and lane tree, widened in registers, several blocks at once) and
 // combined by tree_sum, the same tree as the recursion: the same bits.
 template <typename T, typename Post>
 row_acc_t<T> pairwise_sum(const T* x, int64_t n, Post post) {
   using A = row_acc_t<T>;
-  if constexpr (std::is_same_v<T, float> || is_16bit_float_v<T>) {
+  if constexpr (is_16bit_float_v<T>) {
     if (n <= kLeafBlocks * kSumBlock) {
       if (n == 0) return 0.0f;
       float sums[kLeafBlocks];
