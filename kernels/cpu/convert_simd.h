@@ -1,5 +1,6 @@
 // Row conversions between 16-bit floats and f32 for the CPU GEMM's widen and
-// round steps, with run-time ISA dispatch (docs/kernels.md, "CPU ISA dispatch").
+// round steps, and the block sums of the CPU reductions, with run-time ISA
+// dispatch (docs/kernels.md, "CPU ISA dispatch").
 //
 // The library is built for generic x86-64 so that the installed binary runs on
 // any x86-64 CPU; these few hot loops are compiled a second time for
@@ -31,12 +32,27 @@ void widen_bf16(const uint16_t* src, float* dst, int64_t n);
 void narrow_f16(const float* src, uint16_t* dst, int64_t n);
 void narrow_bf16(const float* src, uint16_t* dst, int64_t n);
 
-// The 8 interleaved partial sums of kernels/cpu/reduce.cpp's blocks over n
-// 16-bit values: lane[l] = sum over i = l (mod 8) of f(x[i]), each lane from
-// +0 left to right, f(v) = v, or v * v when square (a multiply, then an add:
-// no fused multiply-add). Bit-identical between the paths.
-void lane_sums_f16(const uint16_t* src, int64_t n, bool square, float lane[8]);
-void lane_sums_bf16(const uint16_t* src, int64_t n, bool square, float lane[8]);
+// The block sums of the CPU reductions' 16-bit summation order (kernels/cpu/reduce.cpp,
+// docs/kernels.md "Reductions"): the n values split into nb = ceil(n / 128)
+// consecutive blocks of kSumBlock (the last one may be shorter); in block b,
+// lane l (0..7) = sum over the block's i = l (mod 8) of f(x[i]), from +0 left
+// to right, f(v) = v, or v * v when square (a multiply, then an add: no fused
+// multiply-add); sums[b] = ((lane0 + lane1) + (lane2 + lane3)) + ((lane4 +
+// lane5) + (lane6 + lane7)). sums holds nb floats. 16-bit values are widened
+// to f32 exactly.
+//
+// The vector path (AVX2 + F16C) sums eight consecutive blocks per loop step,
+// one YMM register per block (its lanes are the block's 8 lanes), whose
+// independent dependency chains the out-of-order core overlaps, and folds the
+// eight registers into eight block sums with the same tree (Note [Eight
+// blocks at once] in convert_simd.cpp); the portable path sums block by block. Both
+// give the same bits. The portable path runs under HG_CPU_ISA=generic (read
+// once, as for the converters above) and also while the vector math is capped
+// at SSE2 (cpu::set_cpu_isa_cap(VecIsa::sse2), kernels/cpu/vec_math.h), so a
+// test can compare the two in one process.
+inline constexpr int64_t kSumBlock = 128;
+void block_sums_f16(const uint16_t* src, int64_t n, bool square, float* sums);
+void block_sums_bf16(const uint16_t* src, int64_t n, bool square, float* sums);
 
 // The same for a 16-bit type T (half or bfloat16), chosen at compile time.
 template <typename T>
@@ -57,12 +73,12 @@ void narrow_row(const float* src, T* dst, int64_t n) {
 }
 
 template <typename T>
-void lane_sums(const T* src, int64_t n, bool square, float lane[8]) {
+void block_sums(const T* src, int64_t n, bool square, float* sums) {
   static_assert(std::is_same_v<T, half> || std::is_same_v<T, bfloat16>);
   if constexpr (std::is_same_v<T, half>)
-    lane_sums_f16(reinterpret_cast<const uint16_t*>(src), n, square, lane);
+    block_sums_f16(reinterpret_cast<const uint16_t*>(src), n, square, sums);
   else
-    lane_sums_bf16(reinterpret_cast<const uint16_t*>(src), n, square, lane);
+    block_sums_bf16(reinterpret_cast<const uint16_t*>(src), n, square, sums);
 }
 
 }  // namespace hg::cpu

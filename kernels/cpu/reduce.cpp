@@ -12,11 +12,14 @@
 //             combined by recursive halving, so the error grows like
 //             (kSumBlock / 8 + 3 + log2(cols / kSumBlock)) * eps instead of
 //             cols * eps; one long row splits its tree across the threads
-//             (same tree, same result);
+//             (same tree, same result); 16-bit blocks are summed by
+//             cpu::block_sums (kernels/cpu/convert_simd.h), eight blocks at a
+//             time in AVX2 registers where the CPU has them, the same lanes
+//             and trees, the same bits as the portable loop;
 //             max/min/argmax scan left to right (their result does not depend
 //             on the order)
 // Bytes       each element read once; one write per row
-// Precision   16-bit and f32 values widened to float, f64 stays double,
+// Precision   16-bit and f32 values widened to float (exactly), f64 stays double,
 //             integer sums in i64; one rounding to the output dtype on store
 #include <cmath>
 #include <cstdint>
@@ -35,9 +38,9 @@ namespace hg::cpu {
 
 namespace {
 
-// Elements summed in one block before pairwise combining takes over, and the
-// interleaved accumulators (lanes) of a block.
-constexpr int64_t kSumBlock = 128;
+// Elements summed in one block before pairwise combining takes over
+// (cpu::kSumBlock = 128, kernels/cpu/convert_simd.h), and the interleaved
+// accumulators (lanes) of a block.
 constexpr int64_t kLanes = 8;
 
 // What a row accumulates in: float for f32/f16/bf16, double for f64, i64 for
@@ -87,18 +90,35 @@ A block_sum(const A* v, int64_t n, Post post) {
   return combine_lanes(lane);
 }
 
+// The pairwise tree over nb >= 1 block sums: the left half the first nb / 2
+// blocks (tree_split's split), the right half the rest.
+float tree_sum(const float* s, int64_t nb) {
+  if (nb == 1) return s[0];
+  const int64_t h = nb / 2;
+  return tree_sum(s, h) + tree_sum(s + h, nb - h);
+}
+
+// Blocks whose sums one cpu::block_sums call computes at the leaves of the
+// pairwise tree below (16 KiB: L1-sized).
+constexpr int64_t kLeafBlocks = 64;
+
 // sum over i in [0, n) of post(A(x[i])), blocked pairwise (see Order above).
-// A 16-bit block is widened and summed in registers by cpu::lane_sums
-// (kernels/cpu/convert_simd.h): the same lanes, the same order, the same bits.
+// 16-bit values: a subtree of at most kLeafBlocks blocks has its block sums
+// computed by cpu::block_sums (kernels/cpu/convert_simd.h: the
+// same lanes and lane tree, widened in registers, several blocks at once) and
+// combined by tree_sum, the same tree as the recursion: the same bits.
 template <typename T, typename Post>
 row_acc_t<T> pairwise_sum(const T* x, int64_t n, Post post) {
   using A = row_acc_t<T>;
-  if (n <= kSumBlock) {
-    if constexpr (is_16bit_float_v<T>) {  // widened in registers, the same lanes (convert_simd.h)
-      float lane[kLanes];
-      lane_sums<T>(x, n, Post::kSquare, lane);
-      return combine_lanes(lane);
-    } else if constexpr (std::is_same_v<T, A>) {
+  if constexpr (is_16bit_float_v<T>) {
+    if (n <= kLeafBlocks * kSumBlock) {
+      if (n == 0) return 0.0f;
+      float sums[kLeafBlocks];
+      block_sums<T>(x, n, Post::kSquare, sums);
+      return tree_sum(sums, (n + kSumBlock - 1) / kSumBlock);
+    }
+  } else if (n <= kSumBlock) {
+    if constexpr (std::is_same_v<T, A>) {
       return block_sum<A>(x, n, post);
     } else {
       A v[kSumBlock];

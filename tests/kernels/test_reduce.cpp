@@ -25,7 +25,9 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cpu/convert_simd.h"
 #include "kernels/cpu/threads.h"
+#include "kernels/cpu/vec_math.h"
 #include "kernels/ops.h"
 #include "kernels/reduce.h"
 #include "tests/kernels/test_support.h"
@@ -363,6 +365,43 @@ TEST_CASE("a long row's CPU sum splits across threads without changing a bit", "
     set_num_threads(threads);
     INFO(dtype);
     CHECK(one == many);
+  }
+}
+
+// cpu::block_sums (kernels/cpu/convert_simd.h, Note [Eight blocks at once])
+// sums eight blocks at once where the CPU has AVX2 + F16C and must give the
+// portable block-by-block loop's bits: lengths around the vector (8), block
+// (128), eight-block (1,024) and leaf (8,192) sizes, rows and whole tensors
+// (a long one split across the threads), a NaN and an inf in two rows.
+TEST_CASE("CPU sums: the vector block path gives the portable path's bits", "[kernels][reduce][numerics]") {
+  struct CapGuard {  // the process's cap back when the test ends, failed or not
+    cpu::VecIsa cap = cpu::cpu_isa_cap();
+    ~CapGuard() { cpu::set_cpu_isa_cap(cap); }
+  } guard;
+  const cpu::VecIsa cap = guard.cap;
+  if (std::strcmp(cpu::convert_isa(), "avx2-f16c") != 0 || cap == cpu::VecIsa::sse2) {
+    WARN("this process has no vector block sums (" << cpu::convert_isa() << "): both runs take the portable path");
+  }
+  const std::vector<int64_t> lengths{1, 7, 9, 127, 129, 1023, 1031, 1024 + 7 * 128 + 5, 8192, 8193, 17387, 100003};
+  for (DType dtype : {kF16, kBF16}) {
+    for (const int64_t n : lengths) {
+      Tensor x = make_input({3, n}, dtype, Domain::kAny, 71);
+      if (n > 1000) {
+        x.slice(0, 1, 2).slice(1, 500, 501).fill_(NAN);
+        x.slice(0, 2, 3).slice(1, 900, 901).fill_(INFINITY);
+      }
+      for (OpId op : {OpId::sum, OpId::mean, OpId::norm}) {
+        for (const std::vector<int64_t>& dims : {std::vector<int64_t>{-1}, std::vector<int64_t>{}}) {
+          INFO(dtype << " [3, " << n << "] " << op_name(op) << (dims.empty() ? " all" : " rows"));
+          cpu::set_cpu_isa_cap(cpu::VecIsa::sse2);
+          const Tensor portable = ops::reduce(op, x, dims);
+          cpu::set_cpu_isa_cap(cap);
+          const Tensor vector = ops::reduce(op, x, dims);
+          REQUIRE(portable.sizes() == vector.sizes());
+          CHECK(std::memcmp(portable.data_ptr(), vector.data_ptr(), vector.nbytes()) == 0);
+        }
+      }
+    }
   }
 }
 
