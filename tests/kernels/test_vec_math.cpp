@@ -431,9 +431,9 @@ TEST_CASE("every CPU math path matches f64 on batch norm and the causal attentio
           const Tensor yd = ops::attention_softmax(s.to(kF64), Tensor(), prm, nullptr);
           CHECK(compare_values(values_of(y), round_to(values_of(yd), dtype), tol) == "");
           if (dtype != kF32 && p.math != cpu::CpuMath::scalar) {  // the f32 row kernel's result, rounded once
-            CHECK(first_difference(values_of(y),
-                                   round_to(values_of(ops::attention_softmax(s.to(kF32), Tensor(), prm, nullptr)),
-                                            dtype)) == "");
+            CHECK(first_difference(
+                      values_of(y),
+                      round_to(values_of(ops::attention_softmax(s.to(kF32), Tensor(), prm, nullptr)), dtype)) == "");
           }
         }
       }
