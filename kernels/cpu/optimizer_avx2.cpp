@@ -6,36 +6,17 @@
 
 #include <cstdint>
 
+#include "kernels/cpu/simd16_avx2.h"
+
 namespace hg::cpu::opt_avx2 {
 using VR = __m256;
 inline constexpr int kW = 8;
 inline VR vs_sqrt(VR v) { return _mm256_sqrt_ps(v); }
-// f16 by F16C (VCVTPH2PS / VCVTPS2PH with round-to-nearest-even: core/half.h's
-// bits, NaN quieted with its payload); bf16 widened by a 16-bit shift and
-// rounded as core/half.h's float_to_bfloat16_bits: NaN -> (x >> 16) | 0x40,
-// else (x + 0x7fff + lsb) >> 16.
-inline VR vs_load_f16(const uint16_t* p) {
-  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-}
-inline void vs_store_f16(uint16_t* p, VR v) {
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-}
-inline VR vs_load_bf16(const uint16_t* p) {
-  const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-  return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
-}
-inline void vs_store_bf16(uint16_t* p, VR v) {
-  const __m256i x = _mm256_castps_si256(v);
-  const __m256i is_nan =
-      _mm256_cmpgt_epi32(_mm256_and_si256(x, _mm256_set1_epi32(0x7fffffff)), _mm256_set1_epi32(0x7f800000));
-  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(x, 16), _mm256_set1_epi32(1));
-  const __m256i rounded = _mm256_srli_epi32(_mm256_add_epi32(x, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), lsb)), 16);
-  const __m256i nan = _mm256_or_si256(_mm256_srli_epi32(x, 16), _mm256_set1_epi32(0x40));
-  const __m256i r = _mm256_blendv_epi8(rounded, nan, is_nan);
-  // Pack the 32-bit lanes (all < 2^16) to 16 bits, undoing the lane interleave.
-  const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(r, r), 0x08);
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_castsi256_si128(packed));
-}
+// 16-bit lanes in registers: kernels/cpu/simd16_avx2.h.
+inline VR vs_load_f16(const uint16_t* p) { return simd16_avx2::load_f16(p); }
+inline void vs_store_f16(uint16_t* p, VR v) { simd16_avx2::store_f16(p, v); }
+inline VR vs_load_bf16(const uint16_t* p) { return simd16_avx2::load_bf16(p); }
+inline void vs_store_bf16(uint16_t* p, VR v) { simd16_avx2::store_bf16(p, v); }
 inline void vs_leave() { _mm256_zeroupper(); }
 }  // namespace hg::cpu::opt_avx2
 
