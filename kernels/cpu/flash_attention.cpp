@@ -286,6 +286,27 @@ void blocked_backward(const FlashTileKernels& tk, const FlashHead& all, int64_t 
   }
 }
 
+// The fields of a blocked call that forward and backward share: q, k, v
+// ([BH, L, D] / [BH, S, D]), lse, the sizes, scale, mask and the converters
+// of the vector math's ISA.
+template <typename T>
+FlashHead head_of(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& lse, double scale, bool causal) {
+  FlashHead h;
+  h.t = vec_type_of<T>();
+  h.q = q.data_ptr();
+  h.k = k.data_ptr();
+  h.v = v.data_ptr();
+  h.lse = static_cast<float*>(lse.data_ptr());
+  h.l = q.size(1);
+  h.s = k.size(1);
+  h.d = q.size(2);
+  h.scale = static_cast<float>(scale);
+  h.causal = causal;
+  h.widen = vec_math()->widen;
+  h.narrow = vec_math()->narrow;
+  return h;
+}
+
 }  // namespace
 
 const char* flash_attention_cpu_path() {
@@ -304,20 +325,8 @@ void flash_attention_forward(const Tensor& out, const Tensor& lse, const Tensor&
     using T = decltype(tag);
     if constexpr (!std::is_same_v<T, double>) {
       if (const FlashTileKernels* tk = tile_kernels()) {
-        FlashHead all;
-        all.t = vec_type_of<T>();
-        all.q = q.data_ptr();
-        all.k = k.data_ptr();
-        all.v = v.data_ptr();
+        FlashHead all = head_of<T>(q, k, v, lse, scale, causal);
         all.out = out.data_ptr();
-        all.lse = static_cast<float*>(lse.data_ptr());
-        all.l = l;
-        all.s = s;
-        all.d = d;
-        all.scale = static_cast<float>(scale);
-        all.causal = causal;
-        all.widen = vec_math()->widen;
-        all.narrow = vec_math()->narrow;
         blocked_forward(*tk, all, bh);
         return;
       }
@@ -342,25 +351,13 @@ void flash_attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& 
     if constexpr (!std::is_same_v<T, double>) {
       if (const FlashTileKernels* tk = tile_kernels()) {
         std::vector<float> delta(static_cast<size_t>(bh * l));
-        FlashHead all;
-        all.t = vec_type_of<T>();
-        all.q = q.data_ptr();
-        all.k = k.data_ptr();
-        all.v = v.data_ptr();
+        FlashHead all = head_of<T>(q, k, v, lse, scale, causal);
         all.d_out = d_out.data_ptr();
         all.saved_out = out.data_ptr();
-        all.lse = static_cast<float*>(lse.data_ptr());
         all.delta = delta.data();
         all.dq = dq.data_ptr();
         all.dk = dk.data_ptr();
         all.dv = dv.data_ptr();
-        all.l = l;
-        all.s = s;
-        all.d = d;
-        all.scale = static_cast<float>(scale);
-        all.causal = causal;
-        all.widen = vec_math()->widen;
-        all.narrow = vec_math()->narrow;
         blocked_backward(*tk, all, bh);
         return;
       }
