@@ -14,10 +14,13 @@
 //   forward+backward  3.5 x forward
 // Softmax, exp and the row statistics are not counted.
 //
-// Shapes: on a GPU, GPT-2 small's (B 8, H 12, T 1024, D 64, causal), a head
+// Shapes: on a GPU, GPT-2 small's (B 8, H 12, T 1024, D 64, causal), the
+// FlashAttention-2 paper's at T 1024 (16k tokens, hidden 2048: B 16, H 32,
+// D 64, causal; 512 heads of work against GPT-2's 96, so its grid fills the
+// GPU in more waves: the shape the paper's published TFLOP/s refer to), a head
 // dim 128 one (B 4, H 8, T 2048) and a long one (B 1, H 16, T 8192, D 64),
-// in bf16 and f16; --quick keeps the GPT-2 bf16 forward and forward+backward
-// and the D 128 bf16 forward. On a CPU the CPU flash path (the kernels'
+// in bf16 and f16; --quick keeps the bf16 forward and forward+backward of the
+// first two and the D 128 bf16 forward. On a CPU the CPU flash path (the kernels'
 // oracle) at small shapes in f32 and bf16.
 #include <cmath>
 #include <cstdint>
@@ -115,6 +118,7 @@ void add_attention(Bench& b, std::vector<Workload>& out) {
   };
   const bool gpu = b.on_cuda();
   const std::vector<Row> rows = gpu ? std::vector<Row>{{{8, 12, 1024, 64, true}, true, true},    // GPT-2 small
+                                                       {{16, 32, 1024, 64, true}, true, true},   // FA2 paper, 16k tokens
                                                        {{4, 8, 2048, 128, true}, true, false},   // head dim 128
                                                        {{1, 16, 8192, 64, true}, false, false}}  // long
                                     // CPU: the CPU flash path at shapes that keep one call well under a second.
