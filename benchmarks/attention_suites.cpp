@@ -117,9 +117,9 @@ void add_attention(Bench& b, std::vector<Workload>& out) {
     bool quick_forward, quick_backward;
   };
   const bool gpu = b.on_cuda();
-  const std::vector<Row> rows = gpu ? std::vector<Row>{{{8, 12, 1024, 64, true}, true, true},    // GPT-2 small
-                                                       {{16, 32, 1024, 64, true}, true, true},   // FA2 paper, 16k tokens
-                                                       {{4, 8, 2048, 128, true}, true, false},   // head dim 128
+  const std::vector<Row> rows = gpu ? std::vector<Row>{{{8, 12, 1024, 64, true}, true, true},   // GPT-2 small
+                                                       {{16, 32, 1024, 64, true}, true, true},  // FA2 paper, 16k tokens
+                                                       {{4, 8, 2048, 128, true}, true, false},  // head dim 128
                                                        {{1, 16, 8192, 64, true}, false, false}}  // long
                                     // CPU: the CPU flash path at shapes that keep one call well under a second.
                                     : std::vector<Row>{{{1, 4, 256, 64, true}, true, true},

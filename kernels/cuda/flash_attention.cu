@@ -99,8 +99,8 @@ constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 
 constexpr int kFwdRows = 128;  // forward: query rows per block
-constexpr int kFwdWarps = kFwdRows / 16;
-constexpr int kBwdRows = 64;  // backward: query rows per Q tile and keys per K/V tile
+constexpr int kFwdFrags = 1;   // forward: 16-row fragments per warp by default (HG_FLASH_FWD_WARP_ROWS)
+constexpr int kBwdRows = 64;   // backward: query rows per Q tile and keys per K/V tile
 constexpr int kBwdWarps = kBwdRows / 16;
 constexpr int kKeys = 64;  // keys per K/V tile
 // dkdv: query rows per streamed Q/dO tile (32 for D = 128 keeps S^T and dP^T
@@ -186,37 +186,67 @@ __device__ __forceinline__ void load_b_kn(uint32_t (&b)[4], const T* tile, int l
   ldmatrix_x4_trans(b, tile + (k0 + (mi % 2) * 8 + ri) * ld + n0 + (mi / 2) * 8);
 }
 
-// acc[kN / 8] (16 x kN) += A (16 x kK, rows arow0.. of tile a) B^T, B stored [kN][kK] in tile b.
-template <typename T, int kK, int kN>
-__device__ __forceinline__ void gemm_a_bt(float (&acc)[kN / 8][4], const T* a, int arow0, const T* b, int ld) {
+// acc[f] (16 x kN, kN / 8 accumulators) += A_f B^T for kF row fragments:
+// A_f is rows arow0 + 16 f .. + 15 of tile a (16 x kK), B stored [kN][kK] in
+// tile b. Each B fragment is loaded once and used by all kF fragments (the
+// point of kF > 1: shared-memory reads per mma / kF).
+template <typename T, int kK, int kN, int kF>
+__device__ __forceinline__ void gemm_a_bt_f(float (&acc)[kF][kN / 8][4], const T* a, int arow0, const T* b, int ld) {
   for (int kk = 0; kk < kK / 16; ++kk) {
-    uint32_t fa[4];
-    load_a(fa, a, ld, arow0, kk * 16);
+    uint32_t fa[kF][4];
+#pragma unroll
+    for (int f = 0; f < kF; ++f) load_a(fa[f], a, ld, arow0 + 16 * f, kk * 16);
     for (int np = 0; np < kN / 16; ++np) {
       uint32_t fb[4];
       load_b_nk(fb, b, ld, np * 16, kk * 16);
       const uint32_t b0[2] = {fb[0], fb[1]}, b1[2] = {fb[2], fb[3]};
-      mma_m16n8k16<T>(acc[2 * np], fa, b0);
-      mma_m16n8k16<T>(acc[2 * np + 1], fa, b1);
+#pragma unroll
+      for (int f = 0; f < kF; ++f) {
+        mma_m16n8k16<T>(acc[f][2 * np], fa[f], b0);
+        mma_m16n8k16<T>(acc[f][2 * np + 1], fa[f], b1);
+      }
     }
   }
 }
 
-// acc[kN / 8] (16 x kN) += P B, P (16 x kK) given as accumulators p[kK / 8]
-// (rounded to T here), B stored [kK][kN] in tile b.
-template <typename T, int kK, int kN>
-__device__ __forceinline__ void gemm_p_b(float (&acc)[kN / 8][4], const float (&p)[kK / 8][4], const T* b, int ld) {
+// acc[f] (16 x kN) += P_f B for kF row fragments, P_f (16 x kK) given as
+// accumulators p[f][kK / 8] (rounded to T here), B stored [kK][kN] in tile b;
+// each B fragment loaded once for all fragments, as above.
+template <typename T, int kK, int kN, int kF>
+__device__ __forceinline__ void gemm_p_b_f(float (&acc)[kF][kN / 8][4], const float (&p)[kF][kK / 8][4], const T* b,
+                                           int ld) {
   for (int kk = 0; kk < kK / 16; ++kk) {
-    const uint32_t fa[4] = {pack2<T>(p[2 * kk][0], p[2 * kk][1]), pack2<T>(p[2 * kk][2], p[2 * kk][3]),
-                            pack2<T>(p[2 * kk + 1][0], p[2 * kk + 1][1]), pack2<T>(p[2 * kk + 1][2], p[2 * kk + 1][3])};
+    uint32_t fa[kF][4];
+#pragma unroll
+    for (int f = 0; f < kF; ++f) {
+      fa[f][0] = pack2<T>(p[f][2 * kk][0], p[f][2 * kk][1]);
+      fa[f][1] = pack2<T>(p[f][2 * kk][2], p[f][2 * kk][3]);
+      fa[f][2] = pack2<T>(p[f][2 * kk + 1][0], p[f][2 * kk + 1][1]);
+      fa[f][3] = pack2<T>(p[f][2 * kk + 1][2], p[f][2 * kk + 1][3]);
+    }
     for (int np = 0; np < kN / 16; ++np) {
       uint32_t fb[4];
       load_b_kn(fb, b, ld, kk * 16, np * 16);
       const uint32_t b0[2] = {fb[0], fb[1]}, b1[2] = {fb[2], fb[3]};
-      mma_m16n8k16<T>(acc[2 * np], fa, b0);
-      mma_m16n8k16<T>(acc[2 * np + 1], fa, b1);
+#pragma unroll
+      for (int f = 0; f < kF; ++f) {
+        mma_m16n8k16<T>(acc[f][2 * np], fa[f], b0);
+        mma_m16n8k16<T>(acc[f][2 * np + 1], fa[f], b1);
+      }
     }
   }
+}
+
+// One row fragment (the backward's warps own 16 rows): acc (16 x kN) += A B^T
+// and acc += P B, as above with kF = 1.
+template <typename T, int kK, int kN>
+__device__ __forceinline__ void gemm_a_bt(float (&acc)[kN / 8][4], const T* a, int arow0, const T* b, int ld) {
+  gemm_a_bt_f<T, kK, kN, 1>(reinterpret_cast<float(&)[1][kN / 8][4]>(acc), a, arow0, b, ld);
+}
+template <typename T, int kK, int kN>
+__device__ __forceinline__ void gemm_p_b(float (&acc)[kN / 8][4], const float (&p)[kK / 8][4], const T* b, int ld) {
+  gemm_p_b_f<T, kK, kN, 1>(reinterpret_cast<float(&)[1][kN / 8][4]>(acc),
+                           reinterpret_cast<const float(&)[1][kK / 8][4]>(p), b, ld);
 }
 
 template <int N>
@@ -291,11 +321,19 @@ __device__ inline BlockTile block_tile() {
 }
 
 // ---- forward -----------------------------------------------------------------------------
-template <typename T, int D, bool kHeaviestFirst>
-__global__ void __launch_bounds__(32 * kFwdWarps)
+// kF: 16-row fragments per warp, so 128 / (16 kF) warps per block. kF = 1 is
+// 8 warps x 16 rows; kF = 2 is FlashAttention-2's 4 warps x 32 rows, which
+// loads each K and V fragment from shared memory once for two mma's (half the
+// ldmatrix traffic per tensor-core instruction) at the cost of twice the
+// accumulator registers per thread. The rows' arithmetic is the same either
+// way (a warp skips exactly the tiles its fragments cannot see, below), so
+// both give identical bits; kFwdFrags picks the default.
+template <typename T, int D, bool kHeaviestFirst, int kF>
+__global__ void __launch_bounds__(32 * kFwdRows / (16 * kF))
     flash_forward_kernel(Strided<const T> q, Strided<const T> k, Strided<const T> v, Strided<T> out,
                          float* __restrict__ lse, int H, int L, int S, float scale_log2, bool causal) {
-  constexpr int kThreads = 32 * kFwdWarps, kLd = kPitch<D>;
+  static_assert(kFwdRows % (16 * kF) == 0 && kKeys % (16 * kF) == 0, "a warp's rows never straddle a tile start");
+  constexpr int kThreads = 32 * kFwdRows / (16 * kF), kLd = kPitch<D>;
   T* sQ = dynamic_shared<T>();
   T* sKV = sQ + kFwdRows * kLd;  // stage s: K at sKV + 2 s kKeys kLd, V after it
   const BlockTile bt = block_tile<kHeaviestFirst, true>();
@@ -303,7 +341,7 @@ __global__ void __launch_bounds__(32 * kFwdWarps)
   const int q0 = bt.tile * kFwdRows;
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   const int g = lane / 4, t = lane % 4;
-  const int wrow0 = q0 + warp * 16;  // this warp's first query row
+  const int wrow0 = q0 + warp * 16 * kF;  // this warp's first query row; fragment f starts at wrow0 + 16 f
   const T* qh = q.head(b, h);
   const T* kh = k.head(b, h);
   const T* vh = v.head(b, h);
@@ -314,69 +352,87 @@ __global__ void __launch_bounds__(32 * kFwdWarps)
   load_pair_async<kKeys, D, kThreads>(sKV, 0, kh, k.sr, vh, v.sr, 0, S);
   cp_async_commit();
 
-  float o[D / 8][4];
-  zero(o);
-  float m[2] = {-INFINITY, -INFINITY};  // running row max of the log2-scaled scores, rows g and g + 8
-  float l[2] = {0.0f, 0.0f};            // this thread's part of the running row sums
+  float o[kF][D / 8][4];
+  float m[kF][2], l[kF][2];  // per fragment, rows g and g + 8: the running row max of the log2-scaled
+                             // scores and this thread's part of the running row sums
+#pragma unroll
+  for (int f = 0; f < kF; ++f) {
+    zero(o[f]);
+    m[f][0] = m[f][1] = -INFINITY;
+    l[f][0] = l[f][1] = 0.0f;
+  }
   for (int j = 0; j < n_tiles; ++j) {
     const int j0 = j * kKeys;
     const T* sK = next_pair_stage<kKeys, D, kThreads>(sKV, j, n_tiles, kh, k.sr, vh, v.sr, j0, S, [] {});
     const T* sV = sK + kKeys * kLd;
-    if (!(causal && j0 > wrow0 + 15)) {  // some key of the tile is visible to some row of this warp
-      float s[kKeys / 8][4];
-      zero(s);
-      gemm_a_bt<T, D, kKeys>(s, sQ, warp * 16, sK, kLd);
-      const bool edge = j0 + kKeys > S || (causal && j0 + kKeys - 1 > wrow0);
-      float mx[2] = {-INFINITY, -INFINITY};
-      for (int nt = 0; nt < kKeys / 8; ++nt) {
-        for (int i = 0; i < 4; ++i) {
-          float x = s[nt][i] * scale_log2;
-          if (edge) {
-            const int key = j0 + nt * 8 + 2 * t + i % 2, row = wrow0 + g + 8 * (i / 2);
-            if (key >= S || (causal && key > row)) x = -INFINITY;
+    // Some key of the tile is visible to some row of this warp. Then every
+    // fragment of the warp sees one: tiles start at multiples of kKeys and a
+    // warp's rows at multiples of 16 kF, which divides kKeys, so no tile
+    // starts inside a warp's rows.
+    if (!(causal && j0 > wrow0 + 16 * kF - 1)) {
+      float s[kF][kKeys / 8][4];
+#pragma unroll
+      for (int f = 0; f < kF; ++f) zero(s[f]);
+      gemm_a_bt_f<T, D, kKeys, kF>(s, sQ, warp * 16 * kF, sK, kLd);
+#pragma unroll
+      for (int f = 0; f < kF; ++f) {
+        const int frow0 = wrow0 + 16 * f;
+        const bool edge = j0 + kKeys > S || (causal && j0 + kKeys - 1 > frow0);
+        float mx[2] = {-INFINITY, -INFINITY};
+        for (int nt = 0; nt < kKeys / 8; ++nt) {
+          for (int i = 0; i < 4; ++i) {
+            float x = s[f][nt][i] * scale_log2;
+            if (edge) {
+              const int key = j0 + nt * 8 + 2 * t + i % 2, row = frow0 + g + 8 * (i / 2);
+              if (key >= S || (causal && key > row)) x = -INFINITY;
+            }
+            s[f][nt][i] = x;
+            mx[i / 2] = fmaxf(mx[i / 2], x);
           }
-          s[nt][i] = x;
-          mx[i / 2] = fmaxf(mx[i / 2], x);
+        }
+        float alpha[2], base[2];
+        for (int r = 0; r < 2; ++r) {
+          mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+          mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+          const float m_new = fmaxf(m[f][r], mx[r]);
+          base[r] = m_new == -INFINITY ? 0.0f : m_new;  // a row with every key so far masked
+          alpha[r] = exp2f(m[f][r] - base[r]);
+          m[f][r] = m_new;
+          l[f][r] *= alpha[r];
+        }
+        for (int nt = 0; nt < kKeys / 8; ++nt) {
+          for (int i = 0; i < 4; ++i) {
+            const float p = exp2f(s[f][nt][i] - base[i / 2]);
+            s[f][nt][i] = p;
+            l[f][i / 2] += p;
+          }
+        }
+        for (int nt = 0; nt < D / 8; ++nt) {
+          for (int i = 0; i < 4; ++i) o[f][nt][i] *= alpha[i / 2];
         }
       }
-      float alpha[2], base[2];
-      for (int r = 0; r < 2; ++r) {
-        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-        const float m_new = fmaxf(m[r], mx[r]);
-        base[r] = m_new == -INFINITY ? 0.0f : m_new;  // a row with every key so far masked
-        alpha[r] = exp2f(m[r] - base[r]);
-        m[r] = m_new;
-        l[r] *= alpha[r];
-      }
-      for (int nt = 0; nt < kKeys / 8; ++nt) {
-        for (int i = 0; i < 4; ++i) {
-          const float p = exp2f(s[nt][i] - base[i / 2]);
-          s[nt][i] = p;
-          l[i / 2] += p;
-        }
-      }
-      for (int nt = 0; nt < D / 8; ++nt) {
-        for (int i = 0; i < 4; ++i) o[nt][i] *= alpha[i / 2];
-      }
-      gemm_p_b<T, kKeys, D>(o, s, sV, kLd);
+      gemm_p_b_f<T, kKeys, D, kF>(o, s, sV, kLd);
     }
     __syncthreads();  // every warp is done with this stage before it is refilled
   }
-  for (int r = 0; r < 2; ++r) {
-    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
-    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
-  }
-  const float inv[2] = {1.0f / l[0], 1.0f / l[1]};
-  for (int nt = 0; nt < D / 8; ++nt) {
-    for (int i = 0; i < 4; ++i) o[nt][i] *= inv[i / 2];
-  }
-  store_rows<T, D>(out.head(b, h), out.sr, o, 1.0f, wrow0, L);
-  if (t == 0) {
-    float* lh = lse + (static_cast<int64_t>(b) * H + h) * L;
+#pragma unroll
+  for (int f = 0; f < kF; ++f) {
     for (int r = 0; r < 2; ++r) {
-      const int row = wrow0 + g + 8 * r;
-      if (row < L) lh[row] = (m[r] + log2f(l[r])) * kLn2;
+      l[f][r] += __shfl_xor_sync(0xffffffffu, l[f][r], 1);
+      l[f][r] += __shfl_xor_sync(0xffffffffu, l[f][r], 2);
+    }
+    const float inv[2] = {1.0f / l[f][0], 1.0f / l[f][1]};
+    for (int nt = 0; nt < D / 8; ++nt) {
+      for (int i = 0; i < 4; ++i) o[f][nt][i] *= inv[i / 2];
+    }
+    const int frow0 = wrow0 + 16 * f;
+    store_rows<T, D>(out.head(b, h), out.sr, o[f], 1.0f, frow0, L);
+    if (t == 0) {
+      float* lh = lse + (static_cast<int64_t>(b) * H + h) * L;
+      for (int r = 0; r < 2; ++r) {
+        const int row = frow0 + g + 8 * r;
+        if (row < L) lh[row] = (m[f][r] + log2f(l[f][r])) * kLn2;
+      }
     }
   }
 }
@@ -602,6 +658,19 @@ Strided<const T> strided_in(const Tensor& x) {
   return Strided<const T>{static_cast<const T*>(x.data_ptr()), x.stride(0), x.stride(1), x.stride(2)};
 }
 
+// The forward's row fragments per warp: kFwdFrags, or HG_FLASH_FWD_WARP_ROWS=16|32
+// (read on every launch) for 8 warps x 16 rows or 4 warps x 32 rows. D = 128
+// always takes 16 rows: with 32, ptxas needs 255 registers on sm_90 and
+// spills on sm_80 (its accumulators alone are 2 x (64 + 32) per thread).
+int forward_frags() {
+  const char* env = std::getenv("HG_FLASH_FWD_WARP_ROWS");
+  if (env == nullptr || *env == '\0') return kFwdFrags;
+  const std::string value(env);
+  HG_CHECK(value == "16" || value == "32", "HG_FLASH_FWD_WARP_ROWS=", value,
+           " is not a forward warp shape: use 16 (8 warps x 16 rows) or 32 (4 warps x 32 rows), or leave it unset");
+  return value == "16" ? 1 : 2;
+}
+
 template <typename T, int D>
 void forward_launch(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
                     float scale, bool causal, cudaStream_t stream) {
@@ -609,12 +678,24 @@ void forward_launch(const Tensor& out, const Tensor& lse, const Tensor& q, const
   constexpr size_t smem = forward_smem<D>();
   bool heavy = false;
   const dim3 grid = flash_grid(tiles(l, kFwdRows), h, b, causal, b * h * s * D * 2 * 2, &heavy);
+  const int frags = forward_frags();
   with_order(heavy, [&](auto order) {
     constexpr bool kHeavy = decltype(order)::value;
-    allow_smem(flash_forward_kernel<T, D, kHeavy>, smem);
-    HG_LAUNCH((flash_forward_kernel<T, D, kHeavy>), grid, dim3(32 * kFwdWarps), smem, stream, strided_in<T>(q),
-              strided_in<T>(k), strided_in<T>(v), strided<T>(out), static_cast<float*>(lse.data_ptr()),
-              static_cast<int>(h), static_cast<int>(l), static_cast<int>(s), scale * kLog2e, causal);
+    auto launch = [&](auto f) {
+      constexpr int kF = decltype(f)::value;
+      allow_smem(flash_forward_kernel<T, D, kHeavy, kF>, smem);
+      HG_LAUNCH((flash_forward_kernel<T, D, kHeavy, kF>), grid, dim3(32 * kFwdRows / (16 * kF)), smem, stream,
+                strided_in<T>(q), strided_in<T>(k), strided_in<T>(v), strided<T>(out),
+                static_cast<float*>(lse.data_ptr()), static_cast<int>(h), static_cast<int>(l), static_cast<int>(s),
+                scale * kLog2e, causal);
+    };
+    if constexpr (D == 64) {
+      if (frags == 2) {
+        launch(std::integral_constant<int, 2>{});
+        return;
+      }
+    }
+    launch(std::integral_constant<int, 1>{});
   });
 }
 

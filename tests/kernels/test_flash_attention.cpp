@@ -355,6 +355,40 @@ TEST_CASE("flash attention: both block orders give the same bits", "[flash]") {
   }
 }
 
+// HG_FLASH_FWD_WARP_ROWS picks the forward's warp shape: 8 warps x 16 rows
+// or 4 warps x 32 rows (two 16-row fragments per warp sharing each K and V
+// fragment). A row's arithmetic is the same either way, so each shape is
+// checked against the f64 reference (a fragment computed from the wrong rows,
+// or a tile skipped that a fragment sees, would show there) and the two
+// against each other bit for bit, causal with L != S, and rows that end
+// inside a fragment. Head dim 128 always runs 16 rows per warp (the switch
+// is accepted and changes nothing there).
+TEST_CASE("flash attention: both forward warp shapes give the same bits", "[flash]") {
+  for (Device dev : test_devices()) {
+    if (!dev.is_cuda()) continue;
+    for (const Case& c : {Case{1, 2, 200, 137, 64, true}, Case{2, 1, 77, 250, 64, false},
+                          Case{1, 2, 150, 150, 128, true}, Case{1, 1, 40, 300, 128, false}}) {
+      const DType dt = c.d == 64 ? kF16 : kBF16;
+      const Tensor q = input({c.b, c.h, c.l, c.d}, dt, 51).to(dev);
+      const Tensor k = input({c.b, c.h, c.s, c.d}, dt, 52).to(dev);
+      const Tensor v = input({c.b, c.h, c.s, c.d}, dt, 53).to(dev);
+      std::vector<std::vector<double>> results[2];
+      for (int shape = 0; shape < 2; ++shape) {
+        ::setenv("HG_FLASH_FWD_WARP_ROWS", shape == 0 ? "16" : "32", 1);
+        INFO(case_name(c, dev, dt) << (shape == 0 ? " 16 rows per warp" : " 32 rows per warp"));
+        check_case(c, dev, dt);
+        const ops::FlashForward f = ops::flash_attention_forward(q, k, v, 0.125, c.causal);
+        results[shape] = {values_of(f.out), values_of(f.lse)};
+      }
+      CHECK(results[0] == results[1]);
+    }
+    ::setenv("HG_FLASH_FWD_WARP_ROWS", "64", 1);
+    const Tensor q = input({1, 1, 16, 64}, kF16, 54).to(dev);
+    CHECK_THROWS_WITH(ops::flash_attention_forward(q, q, q, 0.125, true), Contains("HG_FLASH_FWD_WARP_ROWS=64"));
+    ::unsetenv("HG_FLASH_FWD_WARP_ROWS");
+  }
+}
+
 TEST_CASE("flash attention: non-contiguous inputs and B*H = 0", "[flash]") {
   for (Device dev : test_devices()) {
     const DType dt = dev.is_cpu() ? kF32 : kF16;
