@@ -107,9 +107,14 @@ Tensor make(const Bench& b, const std::vector<float>& v, hg::Shape shape, DType 
   return hg::from_vector(v, std::move(shape)).to(dt).to(b.device());
 }
 
-double gelu_ref(double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); }
+// GELU's references in forms that do not cancel for negative x: 1 + erf(z)
+// and 1 + tanh(u) lose everything below their own error even in f64 (at
+// x = -8.5, 1 + erf(x / sqrt 2) is 0 in f64 while Phi(x) = 1e-17), which made
+// exact tail results look hundreds of bf16 ulps off. Phi(x) = erfc(-x / sqrt 2)
+// / 2 and (1 + tanh u) / 2 = 1 / (1 + e^(-2u)) are the same functions.
+double gelu_ref(double x) { return 0.5 * x * std::erfc(-x / std::sqrt(2.0)); }
 double gelu_tanh_ref(double x) {
-  return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+  return x / (1.0 + std::exp(-2.0 * std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
 }
 double sigmoid_ref(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 

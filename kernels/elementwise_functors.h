@@ -61,9 +61,14 @@ HG_HOST_DEVICE inline A sigmoid_of(A x) {
   const A e = smath::exp(x);
   return e / (A(1) + e);
 }
-// Phi(x) and phi(x): the standard normal CDF and density.
+// Phi(x) and phi(x): the standard normal CDF and density. Phi is
+// (1 + erf(x / sqrt 2)) / 2 from kCdfTail up and erfc(-x / sqrt 2) / 2 below,
+// where the erf form cancels (Note [The normal CDF in the tail],
+// kernels/cpu/vec_math_impl.h).
+inline constexpr double kCdfTail = -3.0;
 template <typename A>
 HG_HOST_DEVICE inline A normal_cdf(A x) {
+  if (x < A(kCdfTail)) return A(0.5) * smath::erfc(-x * A(kSqrt1_2));
   return A(0.5) * (A(1) + smath::erf(x * A(kSqrt1_2)));
 }
 template <typename A>
@@ -154,15 +159,18 @@ struct Unary<OpId::gelu, A> : SavesInput {
   HG_HOST_DEVICE A backward(A d, A x) const { return d * (normal_cdf(x) + x * normal_pdf(x)); }
 };
 
-// x/2 (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3);
-// f' = (1 + t)/2 + x/2 (1 - t^2) u', t = tanh(u), u' = sqrt(2/pi) (1 + 3 * 0.044715 x^2).
+// x/2 (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3), computed as
+// x sigmoid(2u) (the same function: (1 + tanh u) / 2 = sigmoid(2u)), which
+// does not cancel for negative x as 1 + tanh(u) does;
+// f' = s + 2 x s (1 - s) u', s = sigmoid(2u), u' = sqrt(2/pi) (1 + 3 * 0.044715 x^2)
+// (the tanh form's (1 + t)/2 + x/2 (1 - t^2) u' with t = 2s - 1).
 template <typename A>
 struct Unary<OpId::gelu_tanh, A> : SavesInput {
-  HG_HOST_DEVICE A forward(A x) const { return A(0.5) * x * (A(1) + smath::tanh(gelu_tanh_inner(x))); }
+  HG_HOST_DEVICE A forward(A x) const { return x * sigmoid_of(A(2) * gelu_tanh_inner(x)); }
   HG_HOST_DEVICE A backward(A d, A x) const {
-    const A t = smath::tanh(gelu_tanh_inner(x));
+    const A s = sigmoid_of(A(2) * gelu_tanh_inner(x));
     const A d_inner = A(kSqrt2OverPi) * (A(1) + A(3 * kGeluTanhCoeff) * x * x);
-    return d * (A(0.5) * (A(1) + t) + A(0.5) * x * (A(1) - t * t) * d_inner);
+    return d * (s + A(2) * x * s * (A(1) - s) * d_inner);
   }
 };
 

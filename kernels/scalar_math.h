@@ -50,6 +50,8 @@ HG_HOST_DEVICE inline float tanh(float x) { return ::tanhf(x); }
 HG_HOST_DEVICE inline double tanh(double x) { return ::tanh(x); }
 HG_HOST_DEVICE inline float erf(float x) { return ::erff(x); }
 HG_HOST_DEVICE inline double erf(double x) { return ::erf(x); }
+HG_HOST_DEVICE inline float erfc(float x) { return ::erfcf(x); }
+HG_HOST_DEVICE inline double erfc(double x) { return ::erfc(x); }
 HG_HOST_DEVICE inline float pow(float x, float y) { return ::powf(x, y); }
 HG_HOST_DEVICE inline double pow(double x, double y) { return ::pow(x, y); }
 // clang-format on

@@ -16,6 +16,7 @@ inline VR vm_log(VR x) { return Sleef_logf8_u10avx2(x); }
 inline VR vm_log1p(VR x) { return Sleef_log1pf8_u10avx2(x); }
 inline VR vm_tanh(VR x) { return Sleef_tanhf8_u10avx2(x); }
 inline VR vm_erf(VR x) { return Sleef_erff8_u10avx2(x); }
+inline VR vm_erfc(VR x) { return Sleef_erfcf8_u15avx2(x); }  // 1.5 ulp
 // 16-bit lanes in registers: kernels/cpu/simd16_avx2.h.
 inline VR vm_load_f16(const uint16_t* p) { return simd16_avx2::load_f16(p); }
 inline void vm_store_f16(uint16_t* p, VR v) { simd16_avx2::store_f16(p, v); }

@@ -186,6 +186,62 @@ TEST_CASE("every CPU math path matches f64 on the transcendental ops", "[kernels
   }
 }
 
+// GELU far in the negative tail, against references written here in
+// cancellation-free f64 forms (Phi(x) = erfc(-x / sqrt 2) / 2, and
+// (1 + tanh u) / 2 = 1 / (1 + e^(-2u))): the (1 + erf) form that GELU used
+// before is 0 in float below x = -5.5, where the results are not (Note [The
+// normal CDF in the tail], kernels/cpu/vec_math_impl.h). The bound is the
+// error of the argument's float roundings (each at most 2^-24 relative),
+// which erfc and exp amplify by their logarithmic slope: a relative error e
+// of a costs erfc(a) 2 a^2 e, a = x / sqrt 2 (e <= 1.2 2^-24: the product's
+// rounding and the float 1/sqrt 2's 0.2), and of 2u costs e^(-2u) |2u| e
+// (e <= 5 2^-24: five roundings in u); in ulps of the result (each at least
+// 2^-24 of it): 1.2 x^2 for gelu, 5 |2u| for gelu_tanh; plus a few ulps for
+// the function and the products. bf16 results are held to half
+// a bf16 ulp (the f32 error above is below 1e-3 of a bf16 ulp).
+TEST_CASE("GELU's negative tail matches f64 on every CPU math path", "[kernels][vec-math]") {
+  const MathPathGuard guard;
+  const Tensor x = sweep(-12.5, -3.01, 4097);
+  const std::vector<double> xs = values_of(x);
+  std::vector<double> gelu(xs.size()), gelu_tanh(xs.size());
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const double v = xs[i], u = std::sqrt(2.0 / M_PI) * (v + 0.044715 * v * v * v);
+    gelu[i] = 0.5 * v * std::erfc(-v / std::sqrt(2.0));
+    gelu_tanh[i] = v / (1.0 + std::exp(-2.0 * u));
+  }
+  for (const Path& p : runnable_paths()) {
+    cpu::set_cpu_math(p.math);
+    cpu::set_cpu_isa_cap(p.cap);
+    for (const OpId op : {OpId::gelu, OpId::gelu_tanh}) {
+      const std::vector<double>& ref = op == OpId::gelu ? gelu : gelu_tanh;
+      const std::vector<double> y = values_of(ops::unary(op, x));
+      const std::vector<double> yb = values_of(ops::unary(op, x.to(kBF16)));
+      const std::vector<double> xb = values_of(x.to(kBF16));
+      int bad = 0, bad_bf16 = 0;
+      for (size_t i = 0; i < xs.size() && bad + bad_bf16 < 5; ++i) {
+        const double v = xs[i], u = std::sqrt(2.0 / M_PI) * (v + 0.044715 * v * v * v);
+        const double slope = op == OpId::gelu ? 1.2 * v * v : 5.0 * std::fabs(2.0 * u);
+        const double ulp = std::ldexp(1.0, std::ilogb(std::max(std::fabs(ref[i]), 0x1p-126)) - 23);
+        if (!(std::fabs(y[i] - ref[i]) <= (4.0 + slope) * ulp + 0x1p-149)) {
+          ++bad;
+          UNSCOPED_INFO(p.name << " " << op_name(op) << "(" << v << ") = " << y[i] << ", f64 " << ref[i]);
+        }
+        // bf16: the input rounded to bf16 first, the result to half a bf16 ulp.
+        const double vb = xb[i], ub = std::sqrt(2.0 / M_PI) * (vb + 0.044715 * vb * vb * vb);
+        const double rb =
+            op == OpId::gelu ? 0.5 * vb * std::erfc(-vb / std::sqrt(2.0)) : vb / (1.0 + std::exp(-2.0 * ub));
+        const double ulp_b = std::ldexp(1.0, std::ilogb(std::max(std::fabs(rb), 0x1p-126)) - 7);
+        if (!(std::fabs(yb[i] - rb) <= 0.51 * ulp_b + 0x1p-133)) {
+          ++bad_bf16;
+          UNSCOPED_INFO(p.name << " bf16 " << op_name(op) << "(" << vb << ") = " << yb[i] << ", f64 " << rb);
+        }
+      }
+      CHECK(bad == 0);
+      CHECK(bad_bf16 == 0);
+    }
+  }
+}
+
 TEST_CASE("every CPU math path matches f64 on softmax rows and cross-entropy", "[kernels][vec-math]") {
   const MathPathGuard guard;
   for (const Path& p : runnable_paths()) {
