@@ -12,6 +12,10 @@
 
 #include <unistd.h>
 
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
+
 #include "core/error.h"
 
 // GCC defines __SANITIZE_ADDRESS__ under -fsanitize=address; clang (the
@@ -29,11 +33,46 @@ namespace hg {
 
 namespace {
 
+// Note [Huge pages for large host blocks]
+// A block of kHugePage (2 MiB) or more is placed on a 2 MiB boundary, its size
+// rounded up to a multiple of 2 MiB, and advised MADV_HUGEPAGE when it is
+// allocated, so that on Linux with transparent huge pages in "madvise" mode
+// (Debian's default) or "always" its pages are faulted in as 2 MiB pages: one
+// TLB entry instead of 512. (Memory glibc hands back from an earlier block may
+// already hold 4 KiB pages; khugepaged merges those later, in the background.) Streaming kernels walk hundreds of MiB per call
+// (the optimizer step: 28 bytes per parameter over 7 or 8 arrays), and with
+// 4 KiB pages every 4 KiB of every stream costs a TLB miss and a page walk,
+// which in a virtual machine is a two-level walk: the AdamW step of a GPT-2
+// sized model ran 1.2-1.3x faster with its tensors on huge pages
+// (docs/benchmarks.md, "CPU AdamW, 2026-12-05 (session 2)"). PyTorch does the
+// same for blocks of 2 MiB or more when THP_MEM_ALLOC_ENABLE=1. The advice
+// only changes the page size, never the contents; the memory cost is at most
+// the block's last 2 MiB page (the rounded-up tail is never touched unless it
+// shares that page). HG_CPU_HUGE_PAGES=0 (read once, at start-up) turns it
+// off; where madvise fails (no THP in the kernel) the block keeps 4 KiB pages.
+constexpr size_t kHugePage = size_t{2} << 20;
+
+bool huge_pages_enabled() {
+  static const bool on = [] {
+    const char* env = std::getenv("HG_CPU_HUGE_PAGES");
+    return !(env != nullptr && std::strcmp(env, "0") == 0);
+  }();
+  return on;
+}
+
 // nullptr when the host is out of memory (the caller may free cached blocks
 // and try again).
 void* try_aligned_host_alloc(size_t nbytes) {
   // aligned_alloc needs a size that is a multiple of the alignment.
-  HG_CHECK(nbytes <= SIZE_MAX - kCpuAlignment, "allocation of ", nbytes, " bytes is too large; check the tensor sizes");
+  HG_CHECK(nbytes <= SIZE_MAX - kHugePage, "allocation of ", nbytes, " bytes is too large; check the tensor sizes");
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  if (nbytes >= kHugePage && huge_pages_enabled()) {
+    const size_t rounded = (nbytes + kHugePage - 1) / kHugePage * kHugePage;
+    void* ptr = std::aligned_alloc(kHugePage, rounded);
+    if (ptr != nullptr) (void)madvise(ptr, rounded, MADV_HUGEPAGE);  // advice: a failure changes nothing
+    return ptr;
+  }
+#endif
   const size_t rounded = (nbytes + kCpuAlignment - 1) / kCpuAlignment * kCpuAlignment;
   return std::aligned_alloc(kCpuAlignment, rounded);
 }

@@ -8,8 +8,12 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <set>
+#include <sstream>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -99,4 +103,64 @@ TEST_CASE("cpu_allocator: large blocks are reused within their budget and given 
   CHECK(empty.large_cached_blocks == 0);
   CHECK(empty.large_cached_bytes == 0);
   CHECK(empty.small_cached_blocks == 0);
+}
+
+// Note [Huge pages for large host blocks]: a block of 2 MiB or more starts on
+// a 2 MiB boundary and its mapping carries the MADV_HUGEPAGE advice ("hg" in
+// the VmFlags of /proc/self/smaps), unless HG_CPU_HUGE_PAGES=0 (the ctest run
+// test_core_no_huge_pages). Skipped where
+// the kernel has no transparent huge pages.
+namespace {
+// The VmFlags line of the mapping of /proc/self/smaps that holds p ("" when
+// none is found).
+std::string vm_flags_of(const void* p) {
+  std::ifstream smaps("/proc/self/smaps");
+  const auto addr = reinterpret_cast<uintptr_t>(p);
+  std::string line;
+  bool inside = false;
+  while (std::getline(smaps, line)) {
+    unsigned long long lo = 0, hi = 0;
+    if (std::sscanf(line.c_str(), "%llx-%llx ", &lo, &hi) == 2 && line.find('-') < line.find(' ')) {
+      inside = addr >= lo && addr < hi;
+      continue;
+    }
+    if (inside && line.rfind("VmFlags:", 0) == 0) return line;
+  }
+  return "";
+}
+bool has_flag(const std::string& flags, const char* flag) {
+  std::istringstream words(flags);
+  std::string w;
+  while (words >> w) {
+    if (w == flag) return true;
+  }
+  return false;
+}
+}  // namespace
+
+TEST_CASE("cpu_allocator: blocks of 2 MiB or more are advised to use huge pages", "[core][allocator]") {
+  std::ifstream thp("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string mode;
+  if (!thp || !std::getline(thp, mode) || mode.find("[never]") != std::string::npos) {
+    WARN("skipped: no transparent huge pages in this kernel");
+    return;
+  }
+  const char* env = std::getenv("HG_CPU_HUGE_PAGES");
+  const bool on = !(env != nullptr && std::strcmp(env, "0") == 0);
+  Allocator& a = cpu_allocator();
+  constexpr size_t kHuge = size_t{2} << 20;
+  for (size_t n : {kHuge, size_t{9} << 20}) {
+    void* p = a.allocate(n, Device::cpu());
+    REQUIRE(p != nullptr);
+    std::memset(p, 0x5A, n);
+    const std::string flags = vm_flags_of(p);
+    INFO("block of " << n << " bytes at " << p << ": " << flags);
+    REQUIRE_FALSE(flags.empty());
+    CHECK(has_flag(flags, "hg") == on);
+    // The block starts on a 2 MiB boundary; with the block cache, its 64-byte
+    // header comes first.
+    const size_t header = cpu_cache_stats().enabled ? kCpuAlignment : 0;
+    if (on) CHECK(reinterpret_cast<uintptr_t>(p) % kHuge == header);
+    a.deallocate(p, Device::cpu());
+  }
 }

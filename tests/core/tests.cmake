@@ -16,3 +16,7 @@ set_tests_properties(test_core_no_block_cache PROPERTIES ENVIRONMENT HG_CPU_BLOC
 # eviction path of Note [CPU block cache]).
 add_test(NAME test_core_small_block_cache COMMAND test_core "[allocator]")
 set_tests_properties(test_core_small_block_cache PROPERTIES ENVIRONMENT HG_CPU_CACHE_MB=1 LABELS core)
+# The allocator's tests without the huge-page advice (Note [Huge pages for
+# large host blocks] in core/allocator.cpp).
+add_test(NAME test_core_no_huge_pages COMMAND test_core "[allocator]")
+set_tests_properties(test_core_no_huge_pages PROPERTIES ENVIRONMENT HG_CPU_HUGE_PAGES=0 LABELS core)
