@@ -34,11 +34,11 @@ namespace hg {
 namespace {
 
 // Note [Huge pages for large host blocks]
-// A block of kHugePage (2 MiB) or more is placed on a 2 MiB boundary, its size
-// rounded up to a multiple of 2 MiB, and advised MADV_HUGEPAGE when it is
-// allocated, so that on Linux with transparent huge pages in "madvise" mode
-// (Debian's default) or "always" its pages are faulted in as 2 MiB pages: one
-// TLB entry instead of 512. (Memory glibc hands back from an earlier block may
+// A block of kHugePage (2 MiB) or more is placed on a 2 MiB boundary and the
+// whole 2 MiB pages inside it are advised MADV_HUGEPAGE when it is allocated,
+// so that on Linux with transparent huge pages in "madvise" mode (Debian's
+// default) or "always" they are faulted in as 2 MiB pages: one TLB entry
+// instead of 512. (Memory glibc hands back from an earlier block may
 // already hold 4 KiB pages; khugepaged merges those later, in the background.) Streaming kernels walk hundreds of MiB per call
 // (the optimizer step: 28 bytes per parameter over 7 or 8 arrays), and with
 // 4 KiB pages every 4 KiB of every stream costs a TLB miss and a page walk,
@@ -46,10 +46,13 @@ namespace {
 // sized model ran 1.2-1.3x faster with its tensors on huge pages
 // (docs/benchmarks.md, "CPU AdamW, 2026-12-05 (session 2)"). PyTorch does the
 // same for blocks of 2 MiB or more when THP_MEM_ALLOC_ENABLE=1. The advice
-// only changes the page size, never the contents; the memory cost is at most
-// the block's last 2 MiB page (the rounded-up tail is never touched unless it
-// shares that page). HG_CPU_HUGE_PAGES=0 (read once, at start-up) turns it
-// off; where madvise fails (no THP in the kernel) the block keeps 4 KiB pages.
+// only changes the page size, never the contents, and costs no resident
+// memory: the block's tail past its last whole 2 MiB page is not advised and
+// keeps 4 KiB pages (advising it too would make the kernel back a whole 2 MiB
+// page for it: a 2.4 MB tensor would hold 4 MiB), and the unaligned head
+// glibc leaves before the aligned block is never touched. HG_CPU_HUGE_PAGES=0
+// (read once, at start-up) turns it off; where madvise fails (no THP in the
+// kernel) the block keeps 4 KiB pages.
 constexpr size_t kHugePage = size_t{2} << 20;
 
 bool huge_pages_enabled() {
@@ -67,9 +70,9 @@ void* try_aligned_host_alloc(size_t nbytes) {
   HG_CHECK(nbytes <= SIZE_MAX - kHugePage, "allocation of ", nbytes, " bytes is too large; check the tensor sizes");
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
   if (nbytes >= kHugePage && huge_pages_enabled()) {
-    const size_t rounded = (nbytes + kHugePage - 1) / kHugePage * kHugePage;
-    void* ptr = std::aligned_alloc(kHugePage, rounded);
-    if (ptr != nullptr) (void)madvise(ptr, rounded, MADV_HUGEPAGE);  // advice: a failure changes nothing
+    void* ptr = nullptr;
+    if (posix_memalign(&ptr, kHugePage, nbytes) != 0) return nullptr;
+    (void)madvise(ptr, nbytes / kHugePage * kHugePage, MADV_HUGEPAGE);  // advice: a failure changes nothing
     return ptr;
   }
 #endif

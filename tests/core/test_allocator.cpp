@@ -106,9 +106,9 @@ TEST_CASE("cpu_allocator: large blocks are reused within their budget and given 
 }
 
 // Note [Huge pages for large host blocks]: a block of 2 MiB or more starts on
-// a 2 MiB boundary and its mapping carries the MADV_HUGEPAGE advice ("hg" in
-// the VmFlags of /proc/self/smaps), unless HG_CPU_HUGE_PAGES=0 (the ctest run
-// test_core_no_huge_pages). Skipped where
+// a 2 MiB boundary and its whole 2 MiB pages carry the MADV_HUGEPAGE advice
+// ("hg" in the VmFlags of /proc/self/smaps), its tail does not, unless
+// HG_CPU_HUGE_PAGES=0 (the ctest run test_core_no_huge_pages). Skipped where
 // the kernel has no transparent huge pages.
 namespace {
 // The VmFlags line of the mapping of /proc/self/smaps that holds p ("" when
@@ -161,6 +161,9 @@ TEST_CASE("cpu_allocator: blocks of 2 MiB or more are advised to use huge pages"
     // header comes first.
     const size_t header = cpu_cache_stats().enabled ? kCpuAlignment : 0;
     if (on) CHECK(reinterpret_cast<uintptr_t>(p) % kHuge == header);
+    // The tail past the block's last whole 2 MiB page keeps 4 KiB pages (no
+    // resident memory spent on a partly used huge page).
+    if ((header + n) % kHuge != 0) CHECK_FALSE(has_flag(vm_flags_of(static_cast<char*>(p) + n - 1), "hg"));
     a.deallocate(p, Device::cpu());
   }
 }
