@@ -17,6 +17,8 @@ inline VR vm_log1p(VR x) { return Sleef_log1pf8_u10avx2(x); }
 inline VR vm_tanh(VR x) { return Sleef_tanhf8_u10avx2(x); }
 inline VR vm_erf(VR x) { return Sleef_erff8_u10avx2(x); }
 inline VR vm_erfc(VR x) { return Sleef_erfcf8_u15avx2(x); }  // 1.5 ulp
+// Whether a < b in some lane (one compare and a mask test; NaN lanes are not less).
+inline bool vm_any_lt(VR a, VR b) { return _mm256_movemask_ps(_mm256_cmp_ps(a, b, _CMP_LT_OQ)) != 0; }
 // 16-bit lanes in registers: kernels/cpu/simd16_avx2.h.
 inline VR vm_load_f16(const uint16_t* p) { return simd16_avx2::load_f16(p); }
 inline void vm_store_f16(uint16_t* p, VR v) { simd16_avx2::store_f16(p, v); }

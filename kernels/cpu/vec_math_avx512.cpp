@@ -25,6 +25,8 @@ inline VR vm_log1p(VR x) { return Sleef_log1pf16_u10avx512f(x); }
 inline VR vm_tanh(VR x) { return Sleef_tanhf16_u10avx512f(x); }
 inline VR vm_erf(VR x) { return Sleef_erff16_u10avx512f(x); }
 inline VR vm_erfc(VR x) { return Sleef_erfcf16_u15avx512f(x); }  // 1.5 ulp
+// Whether a < b in some lane (one compare and a mask test; NaN lanes are not less).
+inline bool vm_any_lt(VR a, VR b) { return _mm512_cmp_ps_mask(a, b, _CMP_LT_OQ) != 0; }
 // 16-bit lanes in registers: kernels/cpu/simd16_avx512.h.
 inline VR vm_load_f16(const uint16_t* p) { return simd16_avx512::load_f16(p); }
 inline void vm_store_f16(uint16_t* p, VR v) { simd16_avx512::store_f16(p, v); }

@@ -17,6 +17,8 @@ inline VR vm_log1p(VR x) { return Sleef_log1pf4_u10sse2(x); }
 inline VR vm_tanh(VR x) { return Sleef_tanhf4_u10sse2(x); }
 inline VR vm_erf(VR x) { return Sleef_erff4_u10sse2(x); }
 inline VR vm_erfc(VR x) { return Sleef_erfcf4_u15sse2(x); }  // 1.5 ulp
+// Whether a < b in some lane (one compare and a mask test; NaN lanes are not less).
+inline bool vm_any_lt(VR a, VR b) { return _mm_movemask_ps(_mm_cmplt_ps(a, b)) != 0; }
 // 16-bit lanes: the x86-64 baseline has no conversion instructions, so each
 // lane goes through core/half.h's conversions (the same bits).
 inline VR vm_load_f16(const uint16_t* p) {
