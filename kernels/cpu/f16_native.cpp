@@ -1,0 +1,46 @@
+// The native f16 element-wise dispatch (kernels/cpu/f16_native.h).
+#include "kernels/cpu/f16_native.h"
+
+#include "kernels/cpu/cpu_dispatch.h"
+#include "kernels/cpu/vec_math.h"
+
+namespace hg::cpu {
+
+#if !defined(HG_HAVE_F16_NATIVE)  // kernels/cpu/sources.cmake: the compiler has no -mavx512fp16
+const F16NativeTable* f16_native_avx512fp16() { return nullptr; }
+#endif
+
+std::optional<F16Op> f16_native_op(OpId op) {
+  switch (op) {
+    case OpId::add:
+      return F16Op::add;
+    case OpId::sub:
+      return F16Op::sub;
+    case OpId::mul:
+      return F16Op::mul;
+    case OpId::div:
+      return F16Op::div;
+    case OpId::maximum:
+      return F16Op::maximum;
+    case OpId::minimum:
+      return F16Op::minimum;
+    case OpId::neg:
+      return F16Op::neg;
+    case OpId::abs:
+      return F16Op::abs;
+    case OpId::relu:
+      return F16Op::relu;
+    case OpId::sqrt:
+      return F16Op::sqrt;
+    default:
+      return std::nullopt;
+  }
+}
+
+const F16NativeTable* f16_native() {
+  const F16NativeTable* t = f16_native_avx512fp16();
+  const Decision d = f16_elementwise_decision(cpu_features(), env_isa_cap(), cpu_isa_cap(), t != nullptr);
+  return *d.reason == '\0' ? t : nullptr;
+}
+
+}  // namespace hg::cpu
