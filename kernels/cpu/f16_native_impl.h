@@ -96,7 +96,8 @@ template <F16Op kOp>
 void scalar_kernel(const uint16_t* a, uint16_t s, uint16_t* y, int64_t n) {
   _Float16 sv;
   std::memcpy(&sv, &s, 2);
-  const hv b = hv{} + sv;
+  hv b;  // a broadcast by assignment: 0 + s would turn -0 into +0
+  for (int l = 0; l < kLanes; ++l) b[l] = sv;
   for_vectors(n, [&](int64_t i, int64_t len) { store(y + i, binary_op<kOp>(load(a + i, len), b), len); });
   HG_F16_LEAVE();
 }
