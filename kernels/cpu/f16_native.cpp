@@ -1,6 +1,10 @@
 // The native f16 element-wise dispatch (kernels/cpu/f16_native.h).
 #include "kernels/cpu/f16_native.h"
 
+#include <cstdlib>
+#include <cstring>
+
+#include "core/log.h"
 #include "kernels/cpu/cpu_dispatch.h"
 #include "kernels/cpu/vec_math.h"
 
@@ -40,6 +44,15 @@ std::optional<F16Op> f16_native_op(OpId op) {
 const F16NativeTable* f16_native() {
   const F16NativeTable* t = f16_native_avx512fp16();
   const Decision d = f16_elementwise_decision(cpu_features(), env_isa_cap(), cpu_isa_cap(), t != nullptr);
+  // HG_CPU_ISA=avx512fp16 asks for the native path; where it cannot run, the
+  // request is ignored (never an illegal instruction) and said so once.
+  static const bool warned = [&] {
+    const char* isa = std::getenv("HG_CPU_ISA");
+    if (isa == nullptr || std::strcmp(isa, "avx512fp16") != 0 || *d.reason == '\0') return false;
+    HG_LOG_WARN("HG_CPU_ISA=avx512fp16 ignored: {}; f16 element-wise ops widen to f32", d.reason);
+    return true;
+  }();
+  (void)warned;
   return *d.reason == '\0' ? t : nullptr;
 }
 
