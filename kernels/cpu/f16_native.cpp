@@ -3,6 +3,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 
 #include "core/log.h"
 #include "kernels/cpu/cpu_dispatch.h"
