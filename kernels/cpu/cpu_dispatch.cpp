@@ -35,9 +35,9 @@ CpuFeatures detect() {
     __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));  // XGETBV(0): needs no -mxsave
     xcr0 = (static_cast<uint64_t>(hi) << 32) | lo;
   }
-  f.os_ymm = (xcr0 & 0x6) == 0x6;                        // SSE + AVX state
-  f.os_zmm = f.os_ymm && (xcr0 & 0xe0) == 0xe0;          // opmask, ZMM_Hi256, Hi16_ZMM
-  f.os_amx = (xcr0 & 0x60000) == 0x60000;                // XTILECFG + XTILEDATA
+  f.os_ymm = (xcr0 & 0x6) == 0x6;                // SSE + AVX state
+  f.os_zmm = f.os_ymm && (xcr0 & 0xe0) == 0xe0;  // opmask, ZMM_Hi256, Hi16_ZMM
+  f.os_amx = (xcr0 & 0x60000) == 0x60000;        // XTILECFG + XTILEDATA
   if (__get_cpuid_count(7, 0, &a, &b, &c, &d) != 0) {
     f.avx2 = bit(b, 5);
     f.avx512f = bit(b, 16);
@@ -101,7 +101,7 @@ IsaCap env_isa_cap() {
     const char* v = std::getenv("HG_CPU_ISA");
     bool unknown = false;
     const IsaCap c = parse_isa_cap(v, &unknown);
-    if (unknown) HG_LOG_WARN("ignoring HG_CPU_ISA={} (expected generic, sse2, avx2, avx512 or native)", v);
+    if (unknown) HG_LOG_WARN("ignoring HG_CPU_ISA={} (expected generic, sse2, avx2, avx512, avx512fp16 or native)", v);
     return c;
   }();
   return cap;

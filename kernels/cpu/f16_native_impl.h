@@ -88,7 +88,8 @@ inline __attribute__((always_inline)) hv unary_op(const hv& x) {
 
 template <F16Op kOp>
 void binary_kernel(const uint16_t* a, const uint16_t* b, uint16_t* y, int64_t n) {
-  for_vectors(n, [&](int64_t i, int64_t len) { store(y + i, binary_op<kOp>(load(a + i, len), load(b + i, len)), len); });
+  for_vectors(n,
+              [&](int64_t i, int64_t len) { store(y + i, binary_op<kOp>(load(a + i, len), load(b + i, len)), len); });
   HG_F16_LEAVE();
 }
 

@@ -185,15 +185,15 @@ TEST_CASE("ISA dispatch: this machine's decisions are the pure functions of its 
   CHECK((f.avx512_fp16 && f.os_zmm) == static_cast<bool>(__builtin_cpu_supports("avx512fp16")));
 #endif
   // The f16 element-wise path: native exactly where the decision says so.
-  const cpu::Decision ew = cpu::f16_elementwise_decision(f, cpu::env_isa_cap(), cpu::cpu_isa_cap(),
-                                                         cpu::f16_native_avx512fp16() != nullptr);
+  const cpu::Decision ew =
+      cpu::f16_elementwise_decision(f, cpu::env_isa_cap(), cpu::cpu_isa_cap(), cpu::f16_native_avx512fp16() != nullptr);
   INFO("f16 element-wise: " << ew.path << " (" << ew.reason << ")");
   CHECK((cpu::f16_native() != nullptr) == std::string(ew.reason).empty());
   if (!f.avx512_fp16) CHECK(cpu::f16_native() == nullptr);
 
   // The GEMM paths, where no switch overrides oneDNN's own detection.
-  const bool switched = env_set("HG_CPU_GEMM") || env_set("HG_CPU_ISA") || env_set("DNNL_MAX_CPU_ISA") ||
-                        env_set("ONEDNN_MAX_CPU_ISA");
+  const bool switched =
+      env_set("HG_CPU_GEMM") || env_set("HG_CPU_ISA") || env_set("DNNL_MAX_CPU_ISA") || env_set("ONEDNN_MAX_CPU_ISA");
   if (cpu::gemm_has_onednn() && !switched) {
     const cpu::GemmDecision d = cpu::gemm_decision(caps_for(f, false), nullptr, false);
     CHECK(std::string(cpu::gemm_path(DType::F32)) == d.f32.path);
@@ -267,9 +267,8 @@ bool is_nan_bits(uint16_t h) { return (h & 0x7c00) == 0x7c00 && (h & 0x03ff) != 
 // infinities, NaNs, values whose sums and quotients round at a tie, and
 // random values.
 std::vector<uint16_t> second_operands() {
-  std::vector<uint16_t> v = {0x0000, 0x8000, 0x3c00, 0xbc00, 0x0001, 0x8001, 0x03ff, 0x0400, 0x7bff,
-                             0xfbff, 0x7c00, 0xfc00, 0x7e00, 0xfe01, 0x3c01, 0x4000, 0x4200, 0x1400,
-                             0x3555, 0x5bff, 0x2e66, 0xc880};
+  std::vector<uint16_t> v = {0x0000, 0x8000, 0x3c00, 0xbc00, 0x0001, 0x8001, 0x03ff, 0x0400, 0x7bff, 0xfbff, 0x7c00,
+                             0xfc00, 0x7e00, 0xfe01, 0x3c01, 0x4000, 0x4200, 0x1400, 0x3555, 0x5bff, 0x2e66, 0xc880};
   std::mt19937 rng(32);
   for (int i = 0; i < 26; ++i) v.push_back(static_cast<uint16_t>(rng()));
   return v;
