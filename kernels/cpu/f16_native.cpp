@@ -1,6 +1,7 @@
 // The native f16 element-wise dispatch (kernels/cpu/f16_native.h).
 #include "kernels/cpu/f16_native.h"
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
@@ -42,7 +43,14 @@ std::optional<F16Op> f16_native_op(OpId op) {
   }
 }
 
+namespace {
+std::atomic<const F16NativeTable*> g_for_testing{nullptr};
+}  // namespace
+
+void set_f16_native_for_testing(const F16NativeTable* t) { g_for_testing.store(t); }
+
 const F16NativeTable* f16_native() {
+  if (const F16NativeTable* forced = g_for_testing.load(std::memory_order_relaxed)) return forced;
   const F16NativeTable* t = f16_native_avx512fp16();
   const Decision d = f16_elementwise_decision(cpu_features(), env_isa_cap(), cpu_isa_cap(), t != nullptr);
   // HG_CPU_ISA=avx512fp16 asks for the native path; where it cannot run, the

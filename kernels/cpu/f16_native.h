@@ -48,4 +48,9 @@ const F16NativeTable* f16_native_avx512fp16();
 // native, else nullptr (the widening path).
 const F16NativeTable* f16_native();
 
+// Tests only: makes f16_native() return t (nullptr: the decision again), so
+// that the element-wise loop's use of the kernels can be tested through the
+// ops with kernels this CPU runs (tests/kernels/f16_native_soft.cpp).
+void set_f16_native_for_testing(const F16NativeTable* t);
+
 }  // namespace hg::cpu

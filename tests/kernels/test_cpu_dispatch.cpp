@@ -18,9 +18,11 @@
 // the native kernels run through the same comparison.
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -31,6 +33,8 @@
 #include "kernels/cpu/vec_math.h"
 #include "kernels/elementwise_functors.h"
 #include "kernels/gemm.h"
+#include "kernels/ops.h"
+#include "tests/kernels/test_support.h"
 
 namespace hg::cpu {
 const F16NativeTable* f16_native_soft_table();  // tests/kernels/f16_native_soft.cpp
@@ -338,5 +342,90 @@ TEST_CASE("native f16 element-wise kernels are bit-identical to the widening pat
     check_table(*native, "AVX512-FP16");
   } else {
     WARN("the AVX512-FP16 kernels were not run: this CPU has no AVX512-FP16 (" << cpu::cpu_features_string(f) << ")");
+  }
+}
+
+// The element-wise loop's use of the native kernels (Note [Native f16
+// element-wise] in kernels/cpu/elementwise.cpp), through the ops, with the
+// same-source kernels standing in for the AVX512-FP16 ones: every op gives
+// the widening path's bits on contiguous f16 tensors (sizes with a partial
+// vector, below and above the parallel grain; special values), a scalar f16 cannot
+// hold (0.1) takes the widening path, and bf16 and strided operands never
+// reach the kernels.
+TEST_CASE("the element-wise loop runs the native f16 kernels where they apply", "[kernels][dispatch]") {
+  const cpu::F16NativeTable* soft = cpu::f16_native_soft_table();
+  if (soft == nullptr) {
+    WARN("skipped: this compiler has no _Float16 without AVX512-FP16");
+    return;
+  }
+  // Counts the kernels' calls, then runs the soft kernels.
+  static std::atomic<int> calls{0};
+  static const cpu::F16NativeTable* inner = nullptr;
+  inner = soft;
+  static const cpu::F16NativeTable counting{
+      [](cpu::F16Op op, const uint16_t* a, const uint16_t* b, uint16_t* y, int64_t n) {
+        ++calls;
+        inner->binary(op, a, b, y, n);
+      },
+      [](cpu::F16Op op, const uint16_t* a, uint16_t s, uint16_t* y, int64_t n) {
+        ++calls;
+        inner->scalar(op, a, s, y, n);
+      },
+      [](cpu::F16Op op, const uint16_t* x, uint16_t* y, int64_t n) {
+        ++calls;
+        inner->unary(op, x, y, n);
+      }};
+  struct Reset {
+    ~Reset() { cpu::set_f16_native_for_testing(nullptr); }
+  } reset;
+
+  auto bits = [](const Tensor& t) {
+    const Tensor c = t.contiguous();
+    const auto* p = static_cast<const uint16_t*>(c.data_ptr());
+    return std::vector<uint16_t>(p, p + c.numel());
+  };
+  auto same = [&](const Tensor& native, const Tensor& widened) {
+    const std::vector<uint16_t> x = bits(native), y = bits(widened);
+    REQUIRE(x.size() == y.size());
+    int64_t bad = 0;
+    for (size_t i = 0; i < x.size(); ++i) bad += is_nan_bits(y[i]) ? !is_nan_bits(x[i]) : x[i] != y[i];
+    return bad;
+  };
+  // Runs f with the native kernels and without; returns the kernels' calls.
+  auto check = [&](const char* what, const std::function<Tensor()>& f) {
+    cpu::set_f16_native_for_testing(&counting);
+    calls = 0;
+    const Tensor native = f();
+    const int used = calls.load();
+    cpu::set_f16_native_for_testing(nullptr);
+    const Tensor widened = f();
+    INFO(what);
+    CHECK(same(native, widened) == 0);
+    return used;
+  };
+
+  // HG_CPU_EW_BLOCKS=0 (the per-element reference loop) leaves the kernels out.
+  const char* blocks_env = std::getenv("HG_CPU_EW_BLOCKS");
+  const bool blocks = !(blocks_env != nullptr && std::string(blocks_env) == "0");
+  auto native = [&](int used) { return blocks ? used > 0 : used == 0; };
+  for (int64_t n : {int64_t{1}, int64_t{45}, int64_t{70001}}) {
+    INFO("n = " << n);
+    const Tensor a = test::make_input({n}, kF16, test::Domain::kAny, 1);
+    const Tensor b = test::make_input({n}, kF16, n == 45 ? test::Domain::kExtreme : test::Domain::kAny, 2);
+    for (OpId op : {OpId::add, OpId::sub, OpId::mul, OpId::div, OpId::maximum, OpId::minimum}) {
+      CHECK(native(check("binary", [&] { return ops::binary(op, a, b); })));
+      CHECK(native(check("scalar 0.5", [&] { return ops::binary_scalar(op, a, 0.5); })));
+      CHECK(check("scalar 0.1", [&] { return ops::binary_scalar(op, a, 0.1); }) == 0);  // not an f16 value
+    }
+    for (OpId op : {OpId::neg, OpId::abs, OpId::relu, OpId::sqrt}) {
+      CHECK(native(check("unary", [&] { return ops::unary(op, a); })));
+    }
+    // bf16 and strided operands keep the widening path.
+    const Tensor a16 = a.to(kBF16), b16 = b.to(kBF16);
+    CHECK(check("bf16", [&] { return ops::binary(OpId::mul, a16, b16); }) == 0);
+    if (n > 1) {
+      const Tensor strided = test::make_noncontiguous(a);
+      CHECK(check("strided", [&] { return ops::unary(OpId::neg, strided); }) == 0);
+    }
   }
 }
