@@ -2,10 +2,6 @@
 // Note [Cast cache] in autograd/autocast.h), and the hardware report.
 #include "autograd/autocast.h"
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <cpuid.h>
-#endif
-
 #include <cstdint>
 #include <initializer_list>
 #include <map>
@@ -17,6 +13,9 @@
 #include "autograd/grad_mode.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "kernels/cpu/cpu_dispatch.h"
+#include "kernels/cpu/f16_native.h"
+#include "kernels/cpu/vec_math.h"
 #include "kernels/gemm.h"
 
 #if defined(HG_WITH_CUDA)
@@ -250,43 +249,32 @@ bool supported(Device device, DType dtype) {
 
 std::string capability_report(Device device) {
   if (device.is_cpu()) {
-#if defined(__x86_64__) || defined(__i386__)
-    // CPUID bits (Intel SDM vol. 2A, CPUID): leaf 1 ECX[29] F16C; leaf 7.0
-    // EDX[23] AVX512_FP16 and EDX[22] AMX-BF16; leaf 7.1 EAX[5] AVX512_BF16.
-    // Read directly: GCC and clang's __builtin_cpu_supports know different
-    // subsets of these names.
-    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-    const bool leaf1 = __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0;
-    const bool f16c = leaf1 && ((ecx >> 29) & 1u);
-    const bool leaf7 = __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) != 0;
-    const bool avx512fp16 = leaf7 && ((edx >> 23) & 1u);
-    const bool amx = leaf7 && ((edx >> 22) & 1u);
-    const bool leaf71 = leaf7 && __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) != 0;
-    const bool avx512bf16 = leaf71 && ((eax >> 5) & 1u);
-#else
-    const bool f16c = false, avx512fp16 = false, avx512bf16 = false, amx = false;
-#endif
+    // CPUID / XCR0 as the dispatchers read them (kernels/cpu/cpu_dispatch.h).
+    const cpu::CpuFeatures& f = cpu::cpu_features();
     auto yn = [](bool b) { return b ? "yes" : "no"; };
     std::string out = "cpu: F16C ";
-    out += yn(f16c);
+    out += yn(f.f16c && f.os_ymm);
     out += ", AVX-512-FP16 ";
-    out += yn(avx512fp16);
+    out += yn(f.avx512_fp16 && f.os_zmm);
     out += ", AVX-512-BF16 ";
-    out += yn(avx512bf16);
+    out += yn(f.avx512_bf16 && f.os_zmm);
     out += ", AMX-BF16 ";
-    out += yn(amx);
-    const std::string bf16_path = cpu::gemm_path(kBF16);
-    if (bf16_path == "onednn-bf16") {
-      out +=
-          "; bf16 matmuls run natively (oneDNN, fp32 accumulation); f16 matmuls and the element-wise "
-          "kernels widen 16-bit to f32 for the math";
-    } else {
-      out +=
-          "; halfgrad's CPU kernels widen f16/bf16 to f32 for the math (16-bit saves memory, not time; bf16 "
-          "matmuls: ";
-      out += cpu::gemm_bf16_widen_reason();
-      out += ")";
-    }
+    out += yn(f.amx_bf16 && f.amx_tile && f.os_amx);
+    // bf16 and f16 matmuls: oneDNN (AMX or AVX512_BF16; f16 where this
+    // oneDNN has it) or widened; the f16 element-wise ops: AVX512-FP16 or
+    // widened (bf16's always widen).
+    const std::string bf16_path = cpu::gemm_path(kBF16), f16_path = cpu::gemm_path(kF16);
+    out += "; bf16 matmuls: ";
+    out += bf16_path == "onednn-bf16" ? "native (oneDNN, fp32 accumulation" : "widened to f32 (";
+    out += bf16_path == "onednn-bf16" ? (f.amx_bf16 && f.amx_tile && f.os_amx ? ", AMX)" : ", AVX512_BF16)")
+                                      : std::string(cpu::gemm_bf16_widen_reason()) + ")";
+    out += "; f16 matmuls: ";
+    out += f16_path == "onednn-f16" ? "native (oneDNN, fp32 accumulation)" : "widened to f32";
+    const cpu::Decision ew = cpu::f16_elementwise_decision(f, cpu::env_isa_cap(), cpu::cpu_isa_cap(),
+                                                           cpu::f16_native_avx512fp16() != nullptr);
+    out += "; f16 add/sub/mul/div/max/min/neg/abs/relu/sqrt: ";
+    out += *ew.reason == '\0' ? "native AVX512-FP16" : std::string("widened to f32 (") + ew.reason + ")";
+    out += "; other 16-bit math widens to f32";
     out += "; fp8 (E4M3/E5M2) GEMMs are emulated: operands widened exactly, fp32 accumulation";
     return out;
   }

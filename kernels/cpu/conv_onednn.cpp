@@ -46,6 +46,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "kernels/cpu/cpu_dispatch.h"
 #include "kernels/cpu/onednn.h"
 
 namespace hg::cpu {
@@ -65,7 +66,7 @@ constexpr bool kActivationsAnyForNchw = true;
 
 std::atomic<int64_t> g_reorders{0};
 
-enum class Mode { automatic, im2col, onednn };
+using Mode = ConvMode;
 
 Mode mode() {
   static const Mode m = [] {
@@ -92,47 +93,12 @@ dt to_dnnl(DType d) {
   }
 }
 
-// Whether this oneDNN has a non-reference f16 convolution on this CPU (asked
-// once, with a small 3x3 convolution in any layout).
-bool f16_available() {
-  static const bool ok = [] {
-    try {
-      const memory::desc s({1, 16, 8, 8}, dt::f16, tag::any), w({16, 16, 3, 3}, dt::f16, tag::any),
-          d({1, 16, 8, 8}, dt::f16, tag::any);
-      const dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
-                                                 s, w, d, {1, 1}, {0, 0}, {1, 1}, {1, 1});
-      const dnnl::convolution_forward::primitive_desc pd(desc, engine());
-      return !onednn::is_reference(pd.impl_info_str());
-    } catch (const dnnl::error&) {
-      return false;
-    }
-  }();
-  return ok;
-}
-
+// The decision of kernels/cpu/cpu_dispatch.h; oneDNN is asked only when
+// the switches leave it a chance.
 const char* off_reason(DType dtype) {
-  if (mode() == Mode::im2col) return "HG_CPU_CONV=im2col";
-  if (env_is("HG_CPU_ISA", "generic")) return "HG_CPU_ISA=generic";
-  const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
-  const auto avx512 = static_cast<unsigned>(dnnl::cpu_isa::avx512_core);
-  const auto bf16 = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_bf16);
-  switch (dtype) {
-    case DType::F32:
-      if (mode() == Mode::automatic && (isa & avx512) != avx512)
-        return "the CPU has no AVX-512 (im2col was not measured against oneDNN there; HG_CPU_CONV=onednn forces it)";
-      return "";
-    case DType::BF16:
-      if (mode() == Mode::automatic && (isa & bf16) != bf16)
-        return "the CPU has neither AVX512_BF16 nor AMX (HG_CPU_CONV=onednn forces oneDNN)";
-      return "";
-    case DType::F16:
-      if (!f16_available()) return "this oneDNN has no f16 convolution on this CPU (it needs AVX512-FP16)";
-      return "";
-    case DType::F64:
-      return "oneDNN has no f64 convolution";
-    default:
-      return "not a floating dtype";
-  }
+  const bool generic = env_is("HG_CPU_ISA", "generic");
+  const bool off = mode() == Mode::im2col || generic;
+  return conv_onednn_decision(dtype, off ? OnednnCaps{} : onednn::caps(), mode(), generic);
 }
 
 // Cached once per dtype (the environment is read once, the CPU does not change).

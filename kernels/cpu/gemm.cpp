@@ -1,14 +1,15 @@
 // CPU GEMM (docs/kernels.md, "CPU GEMM paths"): f32 through oneDNN's matmul
 // on AVX-512 CPUs (7-14% faster than OpenBLAS there), else OpenBLAS sgemm;
 // dgemm for f64. bf16 takes oneDNN's native bf16 matmul where the CPU has
-// AVX512_BF16 or AMX (kernels/cpu/gemm_onednn.h; HG_CPU_GEMM=widen forces the
-// fallbacks: OpenBLAS for f32, widening for bf16; HG_CPU_GEMM=openblas only
-// the f32 one). f16, and bf16 elsewhere, widen: the operands of each batch entry
+// AVX512_BF16 or AMX, and f16 oneDNN's f16 matmul where this oneDNN has one
+// (kernels/cpu/gemm_onednn.h; HG_CPU_GEMM=widen forces the fallbacks:
+// OpenBLAS for f32, widening for 16-bit; HG_CPU_GEMM=openblas only the f32
+// one). 16-bit elsewhere widens: the operands of each batch entry
 // are widened to fp32, multiplied by sgemm (fp32 accumulation) and rounded
 // once into the 16-bit output. The widening and the rounding are vectorised
 // (F16C/AVX2 with run-time dispatch, kernels/cpu/convert_simd.h) and split
-// over the threads; they are exact / correctly rounded. oneDNN has no f16
-// matmul on CPUs without AVX512-FP16.
+// over the threads; they are exact / correctly rounded. oneDNN 2.6 has no f16
+// matmul; later ones only on AVX512-FP16 CPUs (cpu::gemm_decision).
 #include <cblas.h>
 
 #include <cstdint>
@@ -118,6 +119,9 @@ const char* gemm_path(DType dtype) {
 #endif
       return "widen-sgemm";
     case DType::F16:
+#if defined(HG_HAVE_ONEDNN)
+      if (native_f16_gemm()) return "onednn-f16";
+#endif
       return "widen-sgemm";
     default:
       return "none";
@@ -149,6 +153,7 @@ void gemm(const GemmArgs& g) {
       }
       return;
     case DType::F16:
+      if (gemm_native(g)) return;
       return gemm_16bit<half>(g);
     case DType::BF16:
       if (gemm_native(g)) return;

@@ -3,7 +3,9 @@
 // GEMM paths").
 //
 // f32: f32 A, B and C, fp32 FMAs (oneDNN's default "strict" fpmath mode: no
-// down-conversion). bf16: bf16 A and B, fp32 accumulation (VDPBF16PS / AMX: each bf16 product is exact
+// down-conversion). f16 (where this oneDNN has an f16 matmul: AVX512-FP16 /
+// AMX-FP16 CPUs with oneDNN after 2.6): f16 A, B and C, fp32 accumulation
+// (oneDNN's default), one rounding. bf16: bf16 A and B, fp32 accumulation (VDPBF16PS / AMX: each bf16 product is exact
 // in fp32), alpha as oneDNN's output scale, beta as its sum post-op on C, one
 // rounding into the bf16 C. Transposes and row strides are memory-descriptor
 // strides, a batch stride of 0 is a batch dim of 1 (oneDNN broadcasts it), so
@@ -35,54 +37,26 @@ namespace {
 using dnnl::memory;
 using dt = memory::data_type;
 
-// Which GEMMs take oneDNN in this process (decided once).
-struct Policy {
-  bool bf16_native = false;
-  const char* reason = "";  // why bf16 does not, when it does not
-  bool f32_native = false;
-  const char* f32_reason = "";
-};
-
 using onednn::engine;
-using onednn::env_is;
 
-const Policy& policy() {
-  static const Policy p = [] {
-    Policy r;
+// Which GEMMs take oneDNN in this process (decided once, by
+// cpu::gemm_decision from oneDNN's caps and the switches).
+const GemmDecision& policy() {
+  static const GemmDecision d = [] {
     const char* forced = std::getenv("HG_CPU_GEMM");
     if (forced != nullptr && *forced != '\0' && std::strcmp(forced, "widen") != 0 &&
         std::strcmp(forced, "openblas") != 0 && std::strcmp(forced, "auto") != 0) {
       HG_LOG_WARN("ignoring HG_CPU_GEMM={} (expected auto, widen or openblas)", forced);
     }
-    if (env_is("HG_CPU_GEMM", "widen")) {
-      r.reason = r.f32_reason = "HG_CPU_GEMM=widen";
-      return r;
-    }
-    if (env_is("HG_CPU_ISA", "generic")) {
-      r.reason = r.f32_reason = "HG_CPU_ISA=generic";
-      return r;
-    }
-    // oneDNN's own query: the ISA it will use here (capped by DNNL_MAX_CPU_ISA).
-    // The values are nested bit masks: AVX-512 within AVX512_BF16 within AMX.
-    const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
-    const auto avx512 = static_cast<unsigned>(dnnl::cpu_isa::avx512_core);
-    const auto bf16 = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_bf16);
-    if (env_is("HG_CPU_GEMM", "openblas")) {
-      r.f32_reason = "HG_CPU_GEMM=openblas";
-    } else if ((isa & avx512) != avx512) {
-      r.f32_reason = "the CPU has no AVX-512 (OpenBLAS was not measured against oneDNN there)";
-    } else {
-      r.f32_native = true;
-    }
-    if ((isa & bf16) != bf16) {
-      r.reason = "the CPU has neither AVX512_BF16 nor AMX";
-      return r;
-    }
-    r.bf16_native = true;
-    return r;
+    const bool generic = onednn::env_is("HG_CPU_ISA", "generic");
+    // The oneDNN probes only when the switches leave oneDNN a chance.
+    const bool off = onednn::env_is("HG_CPU_GEMM", "widen") || generic;
+    return gemm_decision(off ? OnednnCaps{} : onednn::caps(), forced, generic);
   }();
-  return p;
+  return d;
 }
+
+bool takes(const Decision& d) { return *d.reason == '\0' && std::strncmp(d.path, "onednn", 6) == 0; }
 
 struct Key {
   DType dtype;
@@ -115,7 +89,7 @@ memory::desc operand_desc(dt type, int64_t batch, int64_t batch_stride, int64_t 
 
 Entry make_entry(const GemmArgs& g) {
   Entry e;
-  const dt type = g.dtype == DType::F32 ? dt::f32 : dt::bf16;
+  const dt type = g.dtype == DType::F32 ? dt::f32 : g.dtype == DType::F16 ? dt::f16 : dt::bf16;
   try {
     e.a = operand_desc(type, g.batch, g.stride_a, g.m, g.k, g.trans_a, g.lda);
     e.b = operand_desc(type, g.batch, g.stride_b, g.k, g.n, g.trans_b, g.ldb);
@@ -148,16 +122,23 @@ Entry make_entry(const GemmArgs& g) {
 
 }  // namespace
 
-bool native_bf16_gemm() { return policy().bf16_native; }
+bool native_bf16_gemm() { return takes(policy().bf16); }
 
-const char* native_bf16_gemm_reason() { return policy().reason; }
+const char* native_bf16_gemm_reason() { return policy().bf16.reason; }
 
-bool native_f32_gemm() { return policy().f32_native; }
+bool native_f32_gemm() { return takes(policy().f32); }
 
-const char* native_f32_gemm_reason() { return policy().f32_reason; }
+const char* native_f32_gemm_reason() { return policy().f32.reason; }
+
+bool native_f16_gemm() { return takes(policy().f16); }
+
+const char* native_f16_gemm_reason() { return policy().f16.reason; }
+
+const GemmDecision& gemm_onednn_decision() { return policy(); }
 
 bool gemm_onednn(const GemmArgs& g) {
-  if (!(g.dtype == DType::BF16 && policy().bf16_native) && !(g.dtype == DType::F32 && policy().f32_native)) {
+  if (!(g.dtype == DType::BF16 && native_bf16_gemm()) && !(g.dtype == DType::F32 && native_f32_gemm()) &&
+      !(g.dtype == DType::F16 && native_f16_gemm())) {
     return false;
   }
   Key key = onednn::zeroed_key<Key>();

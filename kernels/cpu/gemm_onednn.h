@@ -3,6 +3,7 @@
 // (HG_HAVE_ONEDNN); kernels/cpu/gemm.cpp dispatches to it.
 #pragma once
 
+#include "kernels/cpu/cpu_dispatch.h"
 #include "kernels/gemm.h"
 
 namespace hg::cpu {
@@ -17,11 +18,18 @@ const char* native_bf16_gemm_reason();
 // HG_CPU_GEMM=widen|openblas nor HG_CPU_ISA=generic is set.
 bool native_f32_gemm();
 const char* native_f32_gemm_reason();
+// Whether f16 GEMMs take oneDNN: this oneDNN has a non-reference f16 matmul
+// on this CPU (oneDNN 2.6 has none; later versions on AVX512-FP16 / AMX-FP16
+// CPUs, with fp32 accumulation) and neither switch is set.
+bool native_f16_gemm();
+const char* native_f16_gemm_reason();
+// The three decisions with what runs them (cpu::gemm_decision).
+const GemmDecision& gemm_onednn_decision();
 
-// Runs g through oneDNN's matmul (bf16 or f32) and returns true, or returns
-// false having done nothing (another dtype, that path off, or a shape oneDNN
-// runs only on its reference kernels): the caller then widens (bf16) or calls
-// OpenBLAS (f32).
+// Runs g through oneDNN's matmul (f32, bf16 or f16) and returns true, or
+// returns false having done nothing (another dtype, that path off, or a shape
+// oneDNN runs only on its reference kernels): the caller then widens (16-bit)
+// or calls OpenBLAS (f32).
 bool gemm_onednn(const GemmArgs& g);
 
 }  // namespace hg::cpu

@@ -23,6 +23,7 @@
 #include <utility>
 
 #include "core/hash.h"
+#include "kernels/cpu/cpu_dispatch.h"
 
 namespace hg::cpu::onednn {
 
@@ -36,6 +37,12 @@ dnnl::stream& stream();
 // reference kernels ("ref:any", "ref_..."): scalar loops the callers' own
 // fallbacks beat.
 bool is_reference(const char* impl_info);
+
+// What this oneDNN offers on this CPU (asked once): its effective ISA
+// (get_effective_cpu_isa(), capped by DNNL_MAX_CPU_ISA) and whether it has a
+// non-reference f16 matmul and f16 convolution (a small one of each is
+// created). The decisions of kernels/cpu/cpu_dispatch.h take it.
+const OnednnCaps& caps();
 
 // Whether `name` is set to `value` in the environment.
 bool env_is(const char* name, const char* value);

@@ -6,7 +6,21 @@ list(APPEND HG_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/threads.cpp
   ${CMAKE_CURRENT_LIST_DIR}/convert_simd.cpp
   ${CMAKE_CURRENT_LIST_DIR}/vec_math.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/cpu_dispatch.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/f16_native.cpp
 )
+# The native f16 element-wise kernels (kernels/cpu/f16_native.h) for
+# AVX512-FP16, where the compiler has it (GCC 12, clang 14 on); f16_native.cpp
+# calls them only after checking CPUID and XCR0.
+include(CheckCXXCompilerFlag)
+check_cxx_compiler_flag(-mavx512fp16 HG_CXX_HAS_AVX512FP16)
+if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64)$" AND HG_CXX_HAS_AVX512FP16)
+  list(APPEND HG_SOURCES ${CMAKE_CURRENT_LIST_DIR}/f16_native_avx512fp16.cpp)
+  set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/f16_native_avx512fp16.cpp
+                              PROPERTIES COMPILE_OPTIONS "-O3;-fno-math-errno;-mavx512fp16;-mavx512vl;-mavx512bw")
+  set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/f16_native.cpp PROPERTIES COMPILE_DEFINITIONS
+                                                                              HG_HAVE_F16_NATIVE=1)
+endif()
 # The vector math kernels, one file per x86 ISA (kernels/cpu/vec_math.h); only
 # the dispatcher in vec_math.cpp calls them, after checking CPUID. -O3 and
 # -fno-math-errno as for the other hot loops.

@@ -5,11 +5,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "kernels/cpu/cpu_dispatch.h"
 #include "kernels/cpu/vec_norm.h"
-
-#if defined(HG_HAVE_SLEEF)  // x86-64 only (CMakeLists.txt)
-#include <cpuid.h>
-#endif
 
 #if defined(HG_HAVE_SLEEF)
 namespace hg::cpu {
@@ -37,34 +34,24 @@ bool env_is(const char* name, const char* value) {
   return env != nullptr && std::strcmp(env, value) == 0;
 }
 
-// The widest ISA this CPU runs (the AVX2 kernels also use FMA and F16C; CPUID and the OS's register-state support,
-// as GCC's __builtin_cpu_supports reports them).
-#if defined(HG_HAVE_SLEEF)
-// F16C from CPUID leaf 1 (ECX bit 29): clang's __builtin_cpu_supports has no
-// "f16c" (the fuzz build compiles this file with clang); the AVX2 test below
-// already covers the OS's YMM state, which F16C needs too.
-bool cpu_has_f16c() {
-  unsigned a = 0, b = 0, c = 0, d = 0;
-  if (__get_cpuid(1, &a, &b, &c, &d) == 0) return false;
-  return ((c >> 29) & 1u) != 0;
-}
-#endif
-
+// The widest ISA this CPU runs and the HG_CPU_ISA cap (kernels/cpu/cpu_dispatch.h).
 VecIsa best_isa() {
 #if defined(HG_HAVE_SLEEF)
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f")) return VecIsa::avx512;
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c()) {
-    return VecIsa::avx2;
-  }
-#endif
+  return best_vec_isa(cpu_features());
+#else
   return VecIsa::sse2;
+#endif
 }
 
 VecIsa env_cap() {
-  if (env_is("HG_CPU_ISA", "generic") || env_is("HG_CPU_ISA", "sse2")) return VecIsa::sse2;
-  if (env_is("HG_CPU_ISA", "avx2")) return VecIsa::avx2;
-  return VecIsa::avx512;
+  switch (env_isa_cap()) {
+    case IsaCap::sse2:
+      return VecIsa::sse2;
+    case IsaCap::avx2:
+      return VecIsa::avx2;
+    default:
+      return VecIsa::avx512;
+  }
 }
 
 struct State {

@@ -11,7 +11,7 @@
 // kernels/cpu/vec_math_impl.h with GCC vector extensions and compiled once per
 // ISA: SSE2 (the x86-64 baseline), AVX2+FMA and AVX-512F, each calling the
 // SLEEF variant of its own width. The widest one the CPU supports is chosen
-// once, at first use, from CPUID. The norm rows of kernels/cpu/vec_norm.h
+// once, at first use, from CPUID and XCR0 (cpu::best_vec_isa). The norm rows of kernels/cpu/vec_norm.h
 // (layer_norm, rms_norm) are compiled with them and chosen by the same switches.
 //
 // Switches (read once, at first use; the setters change them at run time):
@@ -20,7 +20,10 @@
 //                        value at a time (cpu::set_cpu_math(CpuMath::scalar))
 //   HG_CPU_ISA=generic   the SSE2 baseline kernels (also the generic 16-bit
 //                        converters and no oneDNN, kernels/cpu/convert_simd.h);
-//   HG_CPU_ISA=avx2      at most AVX2 (cpu::set_cpu_isa_cap(VecIsa::...))
+//   HG_CPU_ISA=avx2      at most AVX2 (cpu::set_cpu_isa_cap(VecIsa::...));
+//   HG_CPU_ISA=avx512    at most AVX-512F: the native f16 element-wise
+//                        kernels (kernels/cpu/f16_native.h) stay off
+// (kernels/cpu/cpu_dispatch.h parses the values and makes the decisions).
 // A build without SLEEF (-DHG_WITH_SLEEF=OFF) or a CPU other than x86-64 has
 // only the scalar path.
 #pragma once

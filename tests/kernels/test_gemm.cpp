@@ -262,7 +262,10 @@ TEST_CASE("CPU GEMM paths: bf16 is native where it can be, HG_CPU_GEMM=widen for
   }
   if (forced_widen()) CHECK(f32_reason == widen_reason);
   CHECK(std::string(cpu::gemm_path(kF64)) == "openblas");
-  CHECK(std::string(cpu::gemm_path(kF16)) == "widen-sgemm");  // no f16 arithmetic on this path's CPUs
+  // f16: oneDNN only where this oneDNN has an f16 matmul (AVX512-FP16 CPUs, oneDNN after 2.6).
+  const std::string f16_path = cpu::gemm_path(kF16);
+  CHECK((f16_path == "widen-sgemm" || f16_path == "onednn-f16"));
+  if (forced_widen() || !cpu::gemm_has_onednn()) CHECK(f16_path == "widen-sgemm");
   const std::string path = cpu::gemm_path(kBF16), reason = cpu::gemm_bf16_widen_reason();
   INFO("bf16 path " << path << ", widen reason '" << reason << "'");
   CHECK((path == "onednn-bf16") == reason.empty());

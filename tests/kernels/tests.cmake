@@ -16,7 +16,23 @@ hg_add_test(test_kernels LABEL kernels ARGS "~[cuda]~[gemm-native]~[gemm-onednn-
   ${CMAKE_CURRENT_LIST_DIR}/test_fp8.cpp
   ${CMAKE_CURRENT_LIST_DIR}/test_glu.cpp
   ${CMAKE_CURRENT_LIST_DIR}/test_vec_math.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/test_cpu_dispatch.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/f16_native_soft.cpp
 )
+# The native f16 element-wise kernels (kernels/cpu/f16_native.h): the object
+# compiled with -mavx512fp16 must hold the AVX512-FP16 instructions and no
+# software _Float16 calls (nm + objdump; binutils comes with the compiler).
+# f16_native_soft.cpp is the same source without the flags, run by
+# test_cpu_dispatch.cpp.
+set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/f16_native_soft.cpp PROPERTIES COMPILE_OPTIONS "-O2")
+find_program(HG_OBJDUMP objdump)
+find_program(HG_NM nm)
+if(HG_CXX_HAS_AVX512FP16 AND HG_OBJDUMP AND HG_NM AND CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64)$")
+  add_test(NAME check_f16_native_asm
+           COMMAND ${CMAKE_COMMAND} -DNM=${HG_NM} -DOBJDUMP=${HG_OBJDUMP} -DLIB=$<TARGET_FILE:halfgrad>
+                   -P ${CMAKE_CURRENT_LIST_DIR}/check_f16_native_asm.cmake)
+  set_tests_properties(check_f16_native_asm PROPERTIES LABELS kernels)
+endif()
 # The CPU GEMM paths (docs/kernels.md, "CPU GEMM paths"): the native bf16 GEMM
 # (oneDNN) against the f64 reference, skipped on CPUs without AVX512_BF16 / AMX;
 # and the GEMM tests again with the widen-to-fp32 fallback forced.
