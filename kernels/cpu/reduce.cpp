@@ -230,6 +230,39 @@ void float_row_sums(const Tensor& x, Post post, float* acc) {
   }
   const bool parallel = rows > 1 && rows * cols >= kParallelGrain;
   const int64_t k = std::clamp<int64_t>(rows / (parallel ? threads : 1), 1, kSumStreams);
+  if (row_stride == cols && cols % kSumBlock == 0 && k > 1) {
+    // Dense rows of whole blocks: a run of consecutive rows is one array
+    // whose block sums are its rows' block sums in turn, so each stream is
+    // a run of rows (the k streams: the rows split in k bands, a batch of
+    // each band at a time), and each row's tree runs over its own cols / 128
+    // block sums.
+    const int64_t band = (rows + k - 1) / k, nbr = cols / kSumBlock;
+    const int64_t batch = std::max<int64_t>(1, 65536 / cols);  // rows of a band per call
+    const int64_t batches = (band + batch - 1) / batch;
+    parallel_for(batches, parallel, [&](int64_t b) {
+      const T* xs[kSumStreams];
+      int64_t ns[kSumStreams], first[kSumStreams];
+      int m = 0;
+      for (int64_t j = 0; j < k; ++j) {
+        const int64_t r0 = j * band + b * batch, r1 = std::min({r0 + batch, (j + 1) * band, rows});
+        if (r0 >= r1) continue;
+        xs[m] = base + r0 * cols;
+        ns[m] = (r1 - r0) * cols;
+        first[m++] = r0;
+      }
+      thread_local std::vector<float> scratch;
+      int64_t total = 0;
+      for (int j = 0; j < m; ++j) total += ns[j] / kSumBlock;
+      if (static_cast<int64_t>(scratch.size()) < total) scratch.resize(static_cast<size_t>(total));
+      float* sums[kSumStreams];
+      for (int64_t j = 0, at = 0; j < m; at += ns[j] / kSumBlock, ++j) sums[j] = scratch.data() + at;
+      block_sums_streams<T>(xs, ns, m, Post::kSquare, sums);
+      for (int j = 0; j < m; ++j) {
+        for (int64_t r = 0; r < ns[j] / cols; ++r) acc[first[j] + r] = tree_sum_in_place(sums[j] + r * nbr, nbr);
+      }
+    });
+    return;
+  }
   const int64_t groups = (rows + k - 1) / k;
   parallel_for(groups, parallel, [&](int64_t g) {
     const T* xs[kSumStreams];

@@ -494,8 +494,9 @@ TEST_CASE("CPU sums: the block sums of several streams follow the order", "[kern
 }
 
 // The row and whole-tensor sums of f32, f16 and bf16 follow the documented
-// order bit for bit, rows taken several at a time (streams) or one long row
-// split into subtrees, on 1 and 2 threads, vector and portable.
+// order bit for bit, rows taken several at a time (streams), runs of rows as
+// one stream, or one long row split into subtrees, on 1 and 2 threads,
+// vector and portable.
 TEST_CASE("CPU sums follow the documented order bit for bit", "[kernels][reduce][numerics]") {
   struct Guard {
     cpu::VecIsa cap = cpu::cpu_isa_cap();
@@ -506,7 +507,9 @@ TEST_CASE("CPU sums follow the documented order bit for bit", "[kernels][reduce]
     }
   } guard;
   for (DType dtype : {kF32, kF16, kBF16}) {
-    for (const Shape& shape : {Shape{1, 300007}, Shape{37, 1031}, Shape{9, 9000}, Shape{3, 8 * 128 + 5}, Shape{130, 64}}) {
+    // Rows of whole blocks (cols % 128 == 0) are summed as runs of rows.
+    for (const Shape& shape : {Shape{1, 300007}, Shape{37, 1031}, Shape{9, 9000}, Shape{3, 8 * 128 + 5}, Shape{130, 64},
+                               Shape{301, 1024}, Shape{7, 128}, Shape{66, 256}}) {
       const Tensor x = make_input(shape, dtype, Domain::kAny, 83);
       const std::vector<float> v = x.to(kF32).to_vector<float>();
       const int64_t rows = shape[0], cols = shape[1];
