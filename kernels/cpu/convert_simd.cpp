@@ -354,16 +354,9 @@ const Table& table() {
     }
 #endif
     (void)generic;
-    return Table{"generic",
-                 widen_f16_generic,
-                 widen_bf16_generic,
-                 narrow_f16_generic,
-                 narrow_bf16_generic,
-                 block_sums_f16_generic,
-                 block_sums_bf16_generic,
-                 streams_f32_generic,
-                 streams_f16_generic,
-                 streams_bf16_generic};
+    return Table{"generic",           widen_f16_generic,      widen_bf16_generic,      narrow_f16_generic,
+                 narrow_bf16_generic, block_sums_f16_generic, block_sums_bf16_generic, streams_f32_generic,
+                 streams_f16_generic, streams_bf16_generic};
   }();
   return t;
 }

@@ -425,7 +425,8 @@ float order_tree(const std::vector<float>& blocks, int64_t first, int64_t nb) {
 }
 std::vector<float> order_block_sums(const std::vector<float>& v, int64_t begin, int64_t n, bool square) {
   std::vector<float> blocks;
-  for (int64_t b = 0; b < n; b += 128) blocks.push_back(order_block_sum(v.data() + begin + b, std::min<int64_t>(128, n - b), square));
+  for (int64_t b = 0; b < n; b += 128)
+    blocks.push_back(order_block_sum(v.data() + begin + b, std::min<int64_t>(128, n - b), square));
   return blocks;
 }
 // f rounded to dtype (f32, f16 or bf16) and back, as the sums store it.
@@ -522,7 +523,8 @@ TEST_CASE("CPU sums follow the documented order bit for bit", "[kernels][reduce]
           const float all = ops::sum(x.reshape({rows * cols})).to(kF32).item<float>();  // one long row
           cpu::set_cpu_isa_cap(guard.cap);
           set_num_threads(guard.threads);
-          INFO(dtype << " " << shape_to_string(shape) << " threads " << threads << (portable ? " portable" : " vector"));
+          INFO(dtype << " " << shape_to_string(shape) << " threads " << threads
+                     << (portable ? " portable" : " vector"));
           int bad_rows = 0;
           for (int64_t r = 0; r < rows; ++r) {
             const float want = rounded_to(dtype, order_sum(v, r * cols, cols, false));
