@@ -223,8 +223,12 @@ void float_row_sums(const Tensor& x, Post post, float* acc) {
   const T* base = static_cast<const T*>(x.data_ptr());
   const int threads = get_num_threads();
   if (rows == 1 && cols >= 4 * kParallelGrain) {
-    int depth = 0;  // kSumStreams subtrees a thread
-    while ((int64_t{1} << depth) < int64_t{kSumStreams} * threads) ++depth;
+    // At least kSumStreams subtrees a thread, each of at most kMaxPart
+    // values, so that stream_sums' scratch stays small (kMaxPart / 128
+    // floats a stream).
+    constexpr int64_t kMaxPart = int64_t{1} << 20;
+    int depth = 0;
+    while ((int64_t{1} << depth) < int64_t{kSumStreams} * threads || (cols >> depth) > kMaxPart) ++depth;
     acc[0] = pairwise_sum_parallel<T>(base, cols, post, depth, threads);
     return;
   }

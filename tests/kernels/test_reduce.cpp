@@ -508,9 +508,10 @@ TEST_CASE("CPU sums follow the documented order bit for bit", "[kernels][reduce]
     }
   } guard;
   for (DType dtype : {kF32, kF16, kBF16}) {
-    // Rows of whole blocks (cols % 128 == 0) are summed as runs of rows.
+    // Rows of whole blocks (cols % 128 == 0) are summed as runs of rows; a row
+    // of over 2^21 values splits into more subtrees than four a thread.
     for (const Shape& shape : {Shape{1, 300007}, Shape{37, 1031}, Shape{9, 9000}, Shape{3, 8 * 128 + 5}, Shape{130, 64},
-                               Shape{301, 1024}, Shape{7, 128}, Shape{66, 256}}) {
+                               Shape{301, 1024}, Shape{7, 128}, Shape{66, 256}, Shape{1, (int64_t{1} << 21) + 1000}}) {
       const Tensor x = make_input(shape, dtype, Domain::kAny, 83);
       const std::vector<float> v = x.to(kF32).to_vector<float>();
       const int64_t rows = shape[0], cols = shape[1];
