@@ -5,10 +5,12 @@
 // Formula     out[r] = op(x[r, 0..cols))
 // Split       rows in parallel (OpenMP, static schedule) when the tensor is
 //             large; each row is reduced by one thread; f32 and 16-bit sums
-//             take a thread's rows up to four at a time (rows g, g + G,
-//             g + 2G, g + 3G), read in turn as streams (Note [Streams] in
-//             kernels/cpu/convert_simd.cpp), and one long row splits into
-//             subtrees, four a thread, that serve as the streams
+//             read up to four streams at once (Note [Streams] in
+//             kernels/cpu/convert_simd.cpp): the rows in four bands, a run
+//             of consecutive rows of each band at a time when the rows are
+//             dense whole blocks, else rows g, g + G, g + 2G, g + 3G
+//             together; one long row splits into subtrees (at least four a
+//             thread, at most 2^20 values each) that serve as the streams
 // Order       sums (sum, mean, norm) are blocked pairwise: consecutive blocks
 //             of kSumBlock elements, element i of a block into lane i % 8,
 //             each lane summed left to right (8 independent chains: they
