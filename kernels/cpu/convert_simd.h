@@ -1,6 +1,6 @@
 // Row conversions between 16-bit floats and f32 for the CPU GEMM's widen and
-// round steps, and the block sums of the CPU reductions, with run-time ISA
-// dispatch (docs/kernels.md, "CPU ISA dispatch").
+// round steps, and the block sums of the CPU reductions (f32 and 16-bit),
+// with run-time ISA dispatch (docs/kernels.md, "CPU ISA dispatch").
 //
 // The library is built for generic x86-64 so that the installed binary runs on
 // any x86-64 CPU; these few hot loops are compiled a second time for
@@ -32,7 +32,7 @@ void widen_bf16(const uint16_t* src, float* dst, int64_t n);
 void narrow_f16(const float* src, uint16_t* dst, int64_t n);
 void narrow_bf16(const float* src, uint16_t* dst, int64_t n);
 
-// The block sums of the CPU reductions' 16-bit summation order (kernels/cpu/reduce.cpp,
+// The block sums of the CPU reductions' float summation order (kernels/cpu/reduce.cpp,
 // docs/kernels.md "Reductions"): the n values split into nb = ceil(n / 128)
 // consecutive blocks of kSumBlock (the last one may be shorter); in block b,
 // lane l (0..7) = sum over the block's i = l (mod 8) of f(x[i]), from +0 left
@@ -54,6 +54,19 @@ inline constexpr int64_t kSumBlock = 128;
 void block_sums_f16(const uint16_t* src, int64_t n, bool square, float* sums);
 void block_sums_bf16(const uint16_t* src, int64_t n, bool square, float* sums);
 
+// The block sums of k <= kSumStreams independent arrays (streams) at once:
+// stream j's n[j] values src[j] to its ceil(n[j] / 128) block sums sums[j],
+// each stream's sums exactly those of block_sums above (f32 arrays: the same
+// order on float values, no widening). The vector path reads the streams
+// round-robin, eight blocks of one stream after another (Note [Streams] in
+// convert_simd.cpp): one core then keeps several memory streams in flight,
+// which a long sum needs to read at more than one stream's bandwidth. The
+// portable path runs stream after stream.
+inline constexpr int kSumStreams = 4;
+void block_sums_streams_f32(const float* const* src, const int64_t* n, int k, bool square, float* const* sums);
+void block_sums_streams_f16(const uint16_t* const* src, const int64_t* n, int k, bool square, float* const* sums);
+void block_sums_streams_bf16(const uint16_t* const* src, const int64_t* n, int k, bool square, float* const* sums);
+
 // The same for a 16-bit type T (half or bfloat16), chosen at compile time.
 template <typename T>
 void widen_row(const T* src, float* dst, int64_t n) {
@@ -70,6 +83,18 @@ void narrow_row(const float* src, T* dst, int64_t n) {
     narrow_f16(src, reinterpret_cast<uint16_t*>(dst), n);
   else
     narrow_bf16(src, reinterpret_cast<uint16_t*>(dst), n);
+}
+
+// block_sums_streams for T = float, half or bfloat16.
+template <typename T>
+void block_sums_streams(const T* const* src, const int64_t* n, int k, bool square, float* const* sums) {
+  static_assert(std::is_same_v<T, float> || is_16bit_float_v<T>);
+  if constexpr (std::is_same_v<T, float>)
+    block_sums_streams_f32(src, n, k, square, sums);
+  else if constexpr (std::is_same_v<T, half>)
+    block_sums_streams_f16(reinterpret_cast<const uint16_t* const*>(src), n, k, square, sums);
+  else
+    block_sums_streams_bf16(reinterpret_cast<const uint16_t* const*>(src), n, k, square, sums);
 }
 
 template <typename T>

@@ -4,7 +4,13 @@
 //
 // Formula     out[r] = op(x[r, 0..cols))
 // Split       rows in parallel (OpenMP, static schedule) when the tensor is
-//             large; each row is reduced by one thread
+//             large; each row is reduced by one thread; f32 and 16-bit sums
+//             read up to four streams at once (Note [Streams] in
+//             kernels/cpu/convert_simd.cpp): the rows in four bands, a run
+//             of consecutive rows of each band at a time when the rows are
+//             dense whole blocks, else rows g, g + G, g + 2G, g + 3G
+//             together; one long row splits into subtrees (at least four a
+//             thread, at most 2^20 values each) that serve as the streams
 // Order       sums (sum, mean, norm) are blocked pairwise: consecutive blocks
 //             of kSumBlock elements, element i of a block into lane i % 8,
 //             each lane summed left to right (8 independent chains: they
@@ -12,10 +18,12 @@
 //             combined by recursive halving, so the error grows like
 //             (kSumBlock / 8 + 3 + log2(cols / kSumBlock)) * eps instead of
 //             cols * eps; one long row splits its tree across the threads
-//             (same tree, same result); 16-bit blocks are summed by
-//             cpu::block_sums (kernels/cpu/convert_simd.h), eight blocks at a
-//             time in AVX2 registers where the CPU has them, the same lanes
-//             and trees, the same bits as the portable loop;
+//             (same tree, same result); f32 and 16-bit blocks are summed by
+//             cpu::block_sums_streams (kernels/cpu/convert_simd.h), eight
+//             blocks at a time in AVX2 registers where the CPU has them, the
+//             same lanes and trees, the same bits as the portable loop, on
+//             any thread count (tests "CPU sums follow the documented order
+//             bit for bit" and "... the block sums of several streams ...");
 //             max/min/argmax scan left to right (their result does not depend
 //             on the order)
 // Bytes       each element read once; one write per row
@@ -91,50 +99,75 @@ A block_sum(const A* v, int64_t n, Post post) {
 }
 
 // The pairwise tree over nb >= 1 block sums: the left half the first nb / 2
-// blocks (tree_split's split), the right half the rest.
-float tree_sum(const float* s, int64_t nb) {
-  if (nb == 1) return s[0];
+// blocks (tree_split's split), the right half the rest. Summed in place
+// (s is scratch): a subtree of a power-of-two count nb level by level
+// (s[i] = s[2i] + s[2i + 1] for i < nb / 2, then for i < nb / 4, ...),
+// which is the same tree without a call per node.
+float tree_sum_in_place(float* s, int64_t nb) {
+  if ((nb & (nb - 1)) == 0) {
+    for (int64_t w = nb / 2; w >= 1; w /= 2) {
+      for (int64_t i = 0; i < w; ++i) s[i] = s[2 * i] + s[2 * i + 1];
+    }
+    return s[0];
+  }
   const int64_t h = nb / 2;
-  return tree_sum(s, h) + tree_sum(s + h, nb - h);
+  const float left = tree_sum_in_place(s, h);
+  return left + tree_sum_in_place(s + h, nb - h);
 }
 
-// Blocks whose sums one cpu::block_sums call computes at the leaves of the
-// pairwise tree below (16 KiB: L1-sized).
-constexpr int64_t kLeafBlocks = 64;
+// True for the types whose sums run on cpu::block_sums_streams: f32 and the
+// 16-bit floats (all accumulate in float).
+template <typename T>
+constexpr bool kBlockSums = std::is_same_v<T, float> || is_16bit_float_v<T>;
+
+// out[j] = sum over i in [0, n[j]) of post(float(x[j][i])), blocked pairwise
+// (see Order above), for k <= kSumStreams arrays at once: their block sums
+// by cpu::block_sums_streams (kernels/cpu/convert_simd.h: the same lanes and
+// lane tree, several arrays read in turn, Note [Streams] there), then
+// each array's tree over its block sums, the tree of the recursion below:
+// the same bits as summing each array alone.
+template <typename T, typename Post>
+void stream_sums(const T* const* x, const int64_t* n, int k, Post, float* out) {
+  thread_local std::vector<float> scratch;  // the block sums, kept between calls
+  int64_t nb[kSumStreams], total = 0;
+  for (int j = 0; j < k; ++j) total += nb[j] = (n[j] + kSumBlock - 1) / kSumBlock;
+  if (static_cast<int64_t>(scratch.size()) < total) scratch.resize(static_cast<size_t>(total));
+  float* sums[kSumStreams];
+  for (int64_t j = 0, at = 0; j < k; at += nb[j], ++j) sums[j] = scratch.data() + at;
+  block_sums_streams<T>(x, n, k, Post::kSquare, sums);
+  for (int j = 0; j < k; ++j) out[j] = nb[j] == 0 ? 0.0f : tree_sum_in_place(sums[j], nb[j]);
+}
 
 // sum over i in [0, n) of post(A(x[i])), blocked pairwise (see Order above).
-// 16-bit values: a subtree of at most kLeafBlocks blocks has its block sums
-// computed by cpu::block_sums (kernels/cpu/convert_simd.h: the
-// same lanes and lane tree, widened in registers, several blocks at once) and
-// combined by tree_sum, the same tree as the recursion: the same bits.
 template <typename T, typename Post>
 row_acc_t<T> pairwise_sum(const T* x, int64_t n, Post post) {
   using A = row_acc_t<T>;
-  if constexpr (is_16bit_float_v<T>) {
-    if (n <= kLeafBlocks * kSumBlock) {
-      if (n == 0) return 0.0f;
-      float sums[kLeafBlocks];
-      block_sums<T>(x, n, Post::kSquare, sums);
-      return tree_sum(sums, (n + kSumBlock - 1) / kSumBlock);
+  if constexpr (kBlockSums<T>) {
+    float s = 0.0f;
+    stream_sums<T>(&x, &n, 1, post, &s);
+    return s;
+  } else {
+    if (n <= kSumBlock) {
+      if constexpr (std::is_same_v<T, A>) {
+        return block_sum<A>(x, n, post);
+      } else {
+        A v[kSumBlock];
+        for (int64_t i = 0; i < n; ++i) v[i] = static_cast<A>(x[i]);
+        return block_sum<A>(v, n, post);
+      }
     }
-  } else if (n <= kSumBlock) {
-    if constexpr (std::is_same_v<T, A>) {
-      return block_sum<A>(x, n, post);
-    } else {
-      A v[kSumBlock];
-      for (int64_t i = 0; i < n; ++i) v[i] = static_cast<A>(x[i]);
-      return block_sum<A>(v, n, post);
-    }
+    const int64_t half = tree_split(n);
+    return pairwise_sum<T>(x, half, post) + pairwise_sum<T>(x + half, n - half, post);
   }
-  const int64_t half = tree_split(n);
-  return pairwise_sum<T>(x, half, post) + pairwise_sum<T>(x + half, n - half, post);
 }
 
-// pairwise_sum of one long row on every thread: the subtrees `depth` levels
-// down are summed in parallel and combined in the same tree, so the result is
-// bit-identical to pairwise_sum's.
+// pairwise_sum of one long row on `threads` threads: the subtrees `depth`
+// levels down (a few a thread) are summed in parallel, each thread's
+// consecutive subtrees kSumStreams at a time as streams where the type has
+// block sums, and combined in the same tree, so the result is bit-identical
+// to pairwise_sum's.
 template <typename T, typename Post>
-row_acc_t<T> pairwise_sum_parallel(const T* x, int64_t n, Post post, int depth) {
+row_acc_t<T> pairwise_sum_parallel(const T* x, int64_t n, Post post, int depth, int threads) {
   using A = row_acc_t<T>;
   std::vector<std::pair<int64_t, int64_t>> parts;  // (begin, length) of each subtree
   const auto split = [&](auto&& self, int64_t begin, int64_t len, int d) -> void {
@@ -147,9 +180,29 @@ row_acc_t<T> pairwise_sum_parallel(const T* x, int64_t n, Post post, int depth) 
     self(self, begin + half, len - half, d - 1);
   };
   split(split, 0, n, depth);
+  const int64_t np = static_cast<int64_t>(parts.size());
   std::vector<A> sums(parts.size());
-#pragma omp parallel for schedule(static)
-  for (size_t i = 0; i < parts.size(); ++i) sums[i] = pairwise_sum<T>(x + parts[i].first, parts[i].second, post);
+  const int64_t pieces = std::min<int64_t>(threads, np);  // one run of consecutive parts a thread
+  parallel_for(pieces, pieces > 1, [&](int64_t t) {
+    const int64_t first = t * np / pieces, end = (t + 1) * np / pieces;
+    for (int64_t p = first; p < end;) {
+      if constexpr (kBlockSums<T>) {
+        const T* xs[kSumStreams];
+        int64_t ns[kSumStreams];
+        int k = 0;
+        for (; k < kSumStreams && p + k < end; ++k) {
+          xs[k] = x + parts[static_cast<size_t>(p + k)].first;
+          ns[k] = parts[static_cast<size_t>(p + k)].second;
+        }
+        stream_sums<T>(xs, ns, k, post, sums.data() + p);
+        p += k;
+      } else {
+        sums[static_cast<size_t>(p)] =
+            pairwise_sum<T>(x + parts[static_cast<size_t>(p)].first, parts[static_cast<size_t>(p)].second, post);
+        ++p;
+      }
+    }
+  });
   size_t next = 0;
   const auto combine = [&](auto&& self, int64_t len, int d) -> A {
     if (d == 0 || len <= kSumBlock) return sums[next++];
@@ -158,6 +211,77 @@ row_acc_t<T> pairwise_sum_parallel(const T* x, int64_t n, Post post, int depth) 
     return left + self(self, len - half, d - 1);
   };
   return combine(combine, n, depth);
+}
+
+// The float sums of every row (f32 and 16-bit, kBlockSums) to acc[rows]:
+// rows are taken kSumStreams at a time as streams (Note [Streams] in
+// kernels/cpu/convert_simd.cpp), rows g, g + groups, g + 2 * groups, ...
+// together, so that each thread's streams are far apart; one long row splits
+// its tree into subtrees that serve as the streams.
+template <typename T, typename Post>
+void float_row_sums(const Tensor& x, Post post, float* acc) {
+  const int64_t rows = x.sizes()[0], cols = x.sizes()[1];
+  const int64_t row_stride = x.strides()[0];
+  const T* base = static_cast<const T*>(x.data_ptr());
+  const int threads = get_num_threads();
+  if (rows == 1 && cols >= 4 * kParallelGrain) {
+    // At least kSumStreams subtrees a thread, each of at most kMaxPart
+    // values, so that stream_sums' scratch stays small (kMaxPart / 128
+    // floats a stream).
+    constexpr int64_t kMaxPart = int64_t{1} << 20;
+    int depth = 0;
+    while ((int64_t{1} << depth) < int64_t{kSumStreams} * threads || (cols >> depth) > kMaxPart) ++depth;
+    acc[0] = pairwise_sum_parallel<T>(base, cols, post, depth, threads);
+    return;
+  }
+  const bool parallel = rows > 1 && rows * cols >= kParallelGrain;
+  const int64_t k = std::clamp<int64_t>(rows / (parallel ? threads : 1), 1, kSumStreams);
+  if (row_stride == cols && cols % kSumBlock == 0 && k > 1) {
+    // Dense rows of whole blocks: a run of consecutive rows is one array
+    // whose block sums are its rows' block sums in turn, so each stream is
+    // a run of rows (the k streams: the rows split in k bands, a batch of
+    // each band at a time), and each row's tree runs over its own cols / 128
+    // block sums.
+    const int64_t band = (rows + k - 1) / k, nbr = cols / kSumBlock;
+    const int64_t batch = std::max<int64_t>(1, 65536 / cols);  // rows of a band per call
+    const int64_t batches = (band + batch - 1) / batch;
+    parallel_for(batches, parallel, [&](int64_t b) {
+      const T* xs[kSumStreams];
+      int64_t ns[kSumStreams], first[kSumStreams];
+      int m = 0;
+      for (int64_t j = 0; j < k; ++j) {
+        const int64_t r0 = j * band + b * batch, r1 = std::min({r0 + batch, (j + 1) * band, rows});
+        if (r0 >= r1) continue;
+        xs[m] = base + r0 * cols;
+        ns[m] = (r1 - r0) * cols;
+        first[m++] = r0;
+      }
+      thread_local std::vector<float> scratch;
+      int64_t total = 0;
+      for (int j = 0; j < m; ++j) total += ns[j] / kSumBlock;
+      if (static_cast<int64_t>(scratch.size()) < total) scratch.resize(static_cast<size_t>(total));
+      float* sums[kSumStreams];
+      for (int64_t j = 0, at = 0; j < m; at += ns[j] / kSumBlock, ++j) sums[j] = scratch.data() + at;
+      block_sums_streams<T>(xs, ns, m, Post::kSquare, sums);
+      for (int j = 0; j < m; ++j) {
+        for (int64_t r = 0; r < ns[j] / cols; ++r) acc[first[j] + r] = tree_sum_in_place(sums[j] + r * nbr, nbr);
+      }
+    });
+    return;
+  }
+  const int64_t groups = (rows + k - 1) / k;
+  parallel_for(groups, parallel, [&](int64_t g) {
+    const T* xs[kSumStreams];
+    int64_t ns[kSumStreams];
+    int m = 0;
+    for (int64_t r = g; m < k && r < rows; r += groups, ++m) {
+      xs[m] = base + r * row_stride;
+      ns[m] = cols;
+    }
+    float s[kSumStreams];
+    stream_sums<T>(xs, ns, m, post, s);
+    for (int j = 0; j < m; ++j) acc[g + j * groups] = s[j];
+  });
 }
 
 // Runs row_fn(r, row_pointer) for every row, in parallel when it pays.
@@ -178,13 +302,29 @@ void reduce_rows_typed(OpId op, const Tensor& out, const Tensor& x) {
   const auto widen = [](T v) { return static_cast<A>(v); };
   const Same same;
   const Square square;
+  if constexpr (kBlockSums<T>) {  // the sums of f32 and 16-bit rows, kSumStreams rows at a time
+    if (op == OpId::sum || op == OpId::mean || op == OpId::norm) {
+      std::vector<float> acc(static_cast<size_t>(rows));
+      if (op == OpId::norm) {
+        float_row_sums<T>(x, square, acc.data());
+      } else {
+        float_row_sums<T>(x, same, acc.data());
+      }
+      for (int64_t r = 0; r < rows; ++r) {
+        const float s = acc[static_cast<size_t>(r)];
+        // mean: 0 / 0 = NaN for an empty row, like torch
+        o[r] = static_cast<T>(op == OpId::sum ? s : op == OpId::mean ? s / static_cast<float>(cols) : std::sqrt(s));
+      }
+      return;
+    }
+  }
   // One long row (a full reduction) splits its tree across the threads.
   const int threads = get_num_threads();
   const bool one_long_row = rows == 1 && threads > 1 && cols >= 4 * kParallelGrain;
   int depth = 0;
   while (one_long_row && (1 << depth) < 4 * threads) ++depth;  // a few subtrees a thread
   const auto sum_row = [&](const T* row, auto post) {
-    return one_long_row ? pairwise_sum_parallel<T>(row, cols, post, depth) : pairwise_sum<T>(row, cols, post);
+    return one_long_row ? pairwise_sum_parallel<T>(row, cols, post, depth, threads) : pairwise_sum<T>(row, cols, post);
   };
   switch (op) {
     case OpId::sum:

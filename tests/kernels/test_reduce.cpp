@@ -383,7 +383,7 @@ TEST_CASE("CPU sums: the vector block path gives the portable path's bits", "[ke
     WARN("this process has no vector block sums (" << cpu::convert_isa() << "): both runs take the portable path");
   }
   const std::vector<int64_t> lengths{1, 7, 9, 127, 129, 1023, 1031, 1024 + 7 * 128 + 5, 8192, 8193, 17387, 100003};
-  for (DType dtype : {kF16, kBF16}) {
+  for (DType dtype : {kF32, kF16, kBF16}) {
     for (const int64_t n : lengths) {
       Tensor x = make_input({3, n}, dtype, Domain::kAny, 71);
       if (n > 1000) {
@@ -399,6 +399,143 @@ TEST_CASE("CPU sums: the vector block path gives the portable path's bits", "[ke
           const Tensor vector = ops::reduce(op, x, dims);
           REQUIRE(portable.sizes() == vector.sizes());
           CHECK(std::memcmp(portable.data_ptr(), vector.data_ptr(), vector.nbytes()) == 0);
+        }
+      }
+    }
+  }
+}
+
+// The documented order of the CPU float sums (kernels/cpu/reduce.cpp,
+// "Order"), written out here on its own: blocks of 128 values, lane i % 8
+// of a block summed left to right from +0, the lanes folded
+// ((0+1)+(2+3))+((4+5)+(6+7)), the block sums combined by a pairwise tree
+// whose left half is the first nb / 2 blocks. Everything in float.
+float order_block_sum(const float* v, int64_t n, bool square) {
+  float lane[8] = {};
+  for (int64_t i = 0; i < n; ++i) {
+    const float t = square ? v[i] * v[i] : v[i];
+    lane[i % 8] += t;
+  }
+  return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+}
+float order_tree(const std::vector<float>& blocks, int64_t first, int64_t nb) {
+  if (nb == 1) return blocks[static_cast<size_t>(first)];
+  const float left = order_tree(blocks, first, nb / 2);
+  return left + order_tree(blocks, first + nb / 2, nb - nb / 2);
+}
+std::vector<float> order_block_sums(const std::vector<float>& v, int64_t begin, int64_t n, bool square) {
+  std::vector<float> blocks;
+  for (int64_t b = 0; b < n; b += 128)
+    blocks.push_back(order_block_sum(v.data() + begin + b, std::min<int64_t>(128, n - b), square));
+  return blocks;
+}
+// f rounded to dtype (f32, f16 or bf16) and back, as the sums store it.
+float rounded_to(DType dtype, float f) {
+  if (dtype == kF16) return static_cast<float>(half(f));
+  if (dtype == kBF16) return static_cast<float>(bfloat16(f));
+  return f;
+}
+float order_sum(const std::vector<float>& v, int64_t begin, int64_t n, bool square) {
+  if (n == 0) return 0.0f;
+  const std::vector<float> blocks = order_block_sums(v, begin, n, square);
+  return order_tree(blocks, 0, static_cast<int64_t>(blocks.size()));
+}
+
+// cpu::block_sums_streams (Note [Streams] in kernels/cpu/convert_simd.cpp):
+// up to four arrays of different lengths at once, each stream's block sums
+// the documented order's, on the vector path (eight blocks of each stream in
+// turn) and the portable one, lengths around the block (128), the eight-block
+// group (1,024) and long ones.
+TEST_CASE("CPU sums: the block sums of several streams follow the order", "[kernels][reduce][numerics]") {
+  struct CapGuard {
+    cpu::VecIsa cap = cpu::cpu_isa_cap();
+    ~CapGuard() { cpu::set_cpu_isa_cap(cap); }
+  } guard;
+  const std::vector<int64_t> lengths{0, 1, 127, 128, 129, 1023, 8 * 128 + 5, 1024, 3 * 1024 + 130, 100003};
+  for (DType dtype : {kF32, kF16, kBF16}) {
+    // One long array; each stream is a piece of it, 8,192 values apart.
+    const Tensor x = make_input({12 * 8192 + 100003}, dtype, Domain::kAny, 81);
+    const std::vector<float> v = x.to(kF32).to_vector<float>();
+    for (size_t first = 0; first < lengths.size(); ++first) {
+      for (const int k : {1, 2, 3, 4}) {
+        for (const bool square : {false, true}) {
+          int64_t n[cpu::kSumStreams], begin[cpu::kSumStreams];
+          std::vector<float> out[cpu::kSumStreams];
+          float* sums[cpu::kSumStreams];
+          for (int j = 0; j < k; ++j) {
+            n[j] = lengths[(first + static_cast<size_t>(j) * 3) % lengths.size()];
+            begin[j] = (j * 3 + 1) * 8192;
+            out[j].assign(static_cast<size_t>((n[j] + 127) / 128 + 1), -1.0f);
+            sums[j] = out[j].data();
+          }
+          for (const bool portable : {false, true}) {
+            cpu::set_cpu_isa_cap(portable ? cpu::VecIsa::sse2 : guard.cap);
+            if (dtype == kF32) {
+              const float* src[cpu::kSumStreams];
+              for (int j = 0; j < k; ++j) src[j] = static_cast<const float*>(x.data_ptr()) + begin[j];
+              cpu::block_sums_streams_f32(src, n, k, square, sums);
+            } else {
+              const uint16_t* src[cpu::kSumStreams];
+              for (int j = 0; j < k; ++j) src[j] = static_cast<const uint16_t*>(x.data_ptr()) + begin[j];
+              (dtype == kF16 ? cpu::block_sums_streams_f16 : cpu::block_sums_streams_bf16)(src, n, k, square, sums);
+            }
+            cpu::set_cpu_isa_cap(guard.cap);
+            for (int j = 0; j < k; ++j) {
+              INFO(dtype << " k " << k << " stream " << j << " n " << n[j] << (square ? " squares" : "")
+                         << (portable ? " portable" : " vector"));
+              std::vector<float> expected = order_block_sums(v, begin[j], n[j], square);
+              expected.push_back(-1.0f);  // the float past the last block sum is not written
+              CHECK(std::memcmp(out[j].data(), expected.data(), expected.size() * sizeof(float)) == 0);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// The row and whole-tensor sums of f32, f16 and bf16 follow the documented
+// order bit for bit, rows taken several at a time (streams), runs of rows as
+// one stream, or one long row split into subtrees, on 1 and 2 threads,
+// vector and portable.
+TEST_CASE("CPU sums follow the documented order bit for bit", "[kernels][reduce][numerics]") {
+  struct Guard {
+    cpu::VecIsa cap = cpu::cpu_isa_cap();
+    int threads = get_num_threads();
+    ~Guard() {
+      cpu::set_cpu_isa_cap(cap);
+      set_num_threads(threads);
+    }
+  } guard;
+  for (DType dtype : {kF32, kF16, kBF16}) {
+    // Rows of whole blocks (cols % 128 == 0) are summed as runs of rows; a row
+    // of over 2^21 values splits into more subtrees than four a thread.
+    for (const Shape& shape : {Shape{1, 300007}, Shape{37, 1031}, Shape{9, 9000}, Shape{3, 8 * 128 + 5}, Shape{130, 64},
+                               Shape{301, 1024}, Shape{7, 128}, Shape{66, 256}, Shape{1, (int64_t{1} << 21) + 1000}}) {
+      const Tensor x = make_input(shape, dtype, Domain::kAny, 83);
+      const std::vector<float> v = x.to(kF32).to_vector<float>();
+      const int64_t rows = shape[0], cols = shape[1];
+      for (const int threads : {1, 2}) {
+        for (const bool portable : {false, true}) {
+          set_num_threads(threads);
+          cpu::set_cpu_isa_cap(portable ? cpu::VecIsa::sse2 : guard.cap);
+          const std::vector<float> by_row = ops::sum(x, {-1}).to(kF32).to_vector<float>();
+          const std::vector<float> norms = ops::norm(x, {-1}).to(kF32).to_vector<float>();
+          const float all = ops::sum(x.reshape({rows * cols})).to(kF32).item<float>();  // one long row
+          cpu::set_cpu_isa_cap(guard.cap);
+          set_num_threads(guard.threads);
+          INFO(dtype << " " << shape_to_string(shape) << " threads " << threads
+                     << (portable ? " portable" : " vector"));
+          int bad_rows = 0;
+          for (int64_t r = 0; r < rows; ++r) {
+            const float want = rounded_to(dtype, order_sum(v, r * cols, cols, false));
+            const float want_norm = rounded_to(dtype, std::sqrt(order_sum(v, r * cols, cols, true)));
+            bad_rows += std::memcmp(&by_row[static_cast<size_t>(r)], &want, 4) != 0 ||
+                        std::memcmp(&norms[static_cast<size_t>(r)], &want_norm, 4) != 0;
+          }
+          CHECK(bad_rows == 0);
+          const float want_all = rounded_to(dtype, order_sum(v, 0, rows * cols, false));
+          CHECK(std::memcmp(&all, &want_all, 4) == 0);
         }
       }
     }
