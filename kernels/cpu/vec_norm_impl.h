@@ -25,6 +25,8 @@
 // kernels, and differ between ISAs by a few roundings of the sums.
 // A row's tail shorter than a vector is loaded into a zero-padded vector; the
 // lanes past it are zeroed before any sum and never stored.
+#include <xmmintrin.h>
+
 #include <cmath>
 #include <cstdint>
 
@@ -185,6 +187,26 @@ void forward_rows(VecType t, bool rms, const void* x, void* y, float* mean, floa
   });
 }
 
+// Note [prefetching the next row in the norm backward]
+// The backward reads each row of d_y and x twice: the sums (the first touch,
+// from memory) and then d_x (from L1). The sums of a row cannot start until
+// the row before has its d_x, so each row used to wait out the memory latency
+// at its first loads: single-threaded on the project's Zen 4 VM (thread CPU
+// time, under load) the f16 backward of 21845 x 768 took 14 ms against 5.5 ms
+// for an f16 add over the same bytes, and 5.5 ms with the sums left out.
+// Prefetching the next row's d_y and x into L1 when a row starts (two rows
+// of at most 3 KB for 16-bit and 6 KB for f32 rows of 768, next to the
+// current row and the partial rows) took it to 11 ms (f16 and bf16 alike; f32
+// unchanged). Two or four rows ahead measured no better. _mm_prefetch: a
+// build of this file with __builtin_prefetch in the loop carried no prefetch
+// instruction (GCC 12; check with objdump -d | grep prefetcht0).
+template <typename S>
+inline void prefetch_row(const S* p, int64_t cols) {
+  const char* c = reinterpret_cast<const char*>(p);
+  const int64_t bytes = cols * static_cast<int64_t>(sizeof(S));
+  for (int64_t o = 0; o < bytes; o += 64) _mm_prefetch(c + o, _MM_HINT_T0);
+}
+
 template <bool kHasW, typename S>
 void backward_rows_of(bool rms, const S* d_y, const S* x, const float* mean, const float* rstd, const float* w, S* d_x,
                       float* pw, float* pb, int64_t rows, int64_t cols) {
@@ -192,6 +214,10 @@ void backward_rows_of(bool rms, const S* d_y, const S* x, const float* mean, con
   for (int64_t r = 0; r < rows; ++r) {
     const S* dyr = d_y + r * cols;
     const S* xr = x + r * cols;
+    if (r + 1 < rows) {  // Note [prefetching the next row in the norm backward]
+      prefetch_row(dyr + cols, cols);
+      prefetch_row(xr + cols, cols);
+    }
     const V muv = splat(rms ? 0.0f : mean[r]);
     const float rs = rstd[r];
     const V rsv = splat(rs);
