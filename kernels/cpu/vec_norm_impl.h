@@ -190,22 +190,20 @@ void forward_rows(VecType t, bool rms, const void* x, void* y, float* mean, floa
 // Note [prefetching the next row in the norm backward]
 // The backward reads each row of d_y and x twice: the sums (the first touch,
 // from memory) and then d_x (from L1). The sums of a row cannot start until
-// the row before has its d_x, so each row used to wait out the memory latency
-// at its first loads: single-threaded on the project's Zen 4 VM (thread CPU
-// time, under load) the f16 backward of 21845 x 768 took 14 ms against 5.5 ms
-// for an f16 add over the same bytes, and 5.5 ms with the sums left out.
-// Prefetching the next row's d_y and x into L1 when a row starts (two rows
-// of at most 3 KB for 16-bit and 6 KB for f32 rows of 768, next to the
-// current row and the partial rows) took it to 11 ms (f16 and bf16 alike; f32
-// unchanged). Two or four rows ahead measured no better. _mm_prefetch: a
-// build of this file with __builtin_prefetch in the loop carried no prefetch
-// instruction (GCC 12; check with objdump -d | grep prefetcht0).
-template <typename S>
-inline void prefetch_row(const S* p, int64_t cols) {
-  const char* c = reinterpret_cast<const char*>(p);
-  const int64_t bytes = cols * static_cast<int64_t>(sizeof(S));
-  for (int64_t o = 0; o < bytes; o += 64) _mm_prefetch(c + o, _MM_HINT_T0);
-}
+// the row before has its d_x, so each row waited out the memory latency at
+// its first loads, and the hardware prefetcher did not hide it: single-
+// threaded on the project's Zen 4 VM (thread CPU time, under load) the f16
+// backward of 21845 x 768 took 13-14 ms against 5.5-6 ms for an f16 add over
+// the same bytes, and 5.5 ms with the sums left out. So the d_x pass of a row
+// prefetches the next row of the block into L1, one line of d_y and of x per
+// vector step at the same offset (for 16-bit rows every other one repeats a
+// line): the misses then overlap the current row's work, and the sums find
+// the row in L1. Measured: f16 and bf16 8-9 ms, f32 25 -> 17 ms. Prefetching
+// the whole next row when a row starts (a burst of 48-96 prefetches) gave 11
+// ms; two rows ahead, or prefetching from the sums' pass, did no better.
+// _mm_prefetch: a build of this file with __builtin_prefetch carried no
+// prefetch instruction (GCC 12; check with objdump -d | grep prefetcht0).
+inline void prefetch_line(const void* p) { _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T0); }
 
 template <bool kHasW, typename S>
 void backward_rows_of(bool rms, const S* d_y, const S* x, const float* mean, const float* rstd, const float* w, S* d_x,
@@ -214,10 +212,6 @@ void backward_rows_of(bool rms, const S* d_y, const S* x, const float* mean, con
   for (int64_t r = 0; r < rows; ++r) {
     const S* dyr = d_y + r * cols;
     const S* xr = x + r * cols;
-    if (r + 1 < rows) {  // Note [prefetching the next row in the norm backward]
-      prefetch_row(dyr + cols, cols);
-      prefetch_row(xr + cols, cols);
-    }
     const V muv = splat(rms ? 0.0f : mean[r]);
     const float rs = rstd[r];
     const V rsv = splat(rs);
@@ -263,7 +257,12 @@ void backward_rows_of(bool rms, const S* d_y, const S* x, const float* mean, con
     }
     const V mgv = splat(mean_g), neg_mgxv = splat(-mean_gx);
     S* dxr = d_x + r * cols;
+    const bool next = r + 1 < rows;
     const auto step = [&](int64_t i, int64_t rest) {
+      if (next) {  // Note [prefetching the next row in the norm backward]
+        prefetch_line(dyr + cols + i);
+        prefetch_line(xr + cols + i);
+      }
       const V dy = load_part(dyr, i, rest);
       const V g = g_of(dy, i, rest);
       const V xh = xhat_of(i, rest);
