@@ -167,14 +167,21 @@ void backward_dx_rows(bool rms, const T* d_y, const T* x, const acc_t<T>* mean, 
 }
 
 // Stage 2 of the column reduction: out[c] = the sum over k of part[k, c]
-// (part: [chunks, cols]), chunks in order from +0, rounded once. Blocks of
-// columns in parallel; within a block, a chunk's partial row at a time
-// (contiguous: vectorised), each column still summed in chunk order.
+// (part: [chunks, cols]), chunks in order from +0, rounded once, for d_w and
+// d_b (each skipped when its out is null) in one parallel region (one
+// fork and join per backward, not two). Blocks of columns in parallel;
+// within a block, a chunk's partial row at a time (contiguous: vectorised),
+// each column still summed in chunk order.
 template <typename A, typename W>
-void column_totals(const A* part, int64_t chunks, int64_t cols, W* out) {
+void column_totals(const A* part_w, W* out_w, const A* part_b, W* out_b, int64_t chunks, int64_t cols) {
   constexpr int64_t kColumns = 64;
   const int64_t blocks = (cols + kColumns - 1) / kColumns;
-  parallel_for(blocks, chunks * cols >= kParallelGrain, [&](int64_t j) {
+  const int64_t sums = (out_w != nullptr ? 1 : 0) + (out_b != nullptr ? 1 : 0);
+  parallel_for(sums * blocks, sums * chunks * cols >= kParallelGrain, [&](int64_t job) {
+    const bool w_job = out_w != nullptr && job < blocks;
+    const A* part = w_job ? part_w : part_b;
+    W* out = w_job ? out_w : out_b;
+    const int64_t j = job % blocks;
     const int64_t c0 = j * kColumns, nc = std::min(kColumns, cols - c0);
     A total[kColumns] = {};
     for (int64_t k = 0; k < chunks; ++k) {
@@ -215,8 +222,7 @@ void backward_params(bool rms, const T* d_y, const T* x, const acc_t<T>* mean, c
       }
     }
   });
-  if (d_w != nullptr) column_totals(part_w.data(), chunks, cols, d_w);
-  if (d_b != nullptr) column_totals(part_b.data(), chunks, cols, d_b);
+  column_totals(part_w.data(), d_w, part_b.data(), d_b, chunks, cols);
 }
 
 // ---- the vector path (kernels/cpu/vec_norm.h) ----------------------------------------------
@@ -299,8 +305,7 @@ void vec_backward(const VecNormTable& vn, bool rms, const T* d_y, const T* x, co
                      fuse ? d_x + r0 * cols : nullptr, pw, pb, n, cols);
   });
   if (d_x != nullptr && !fuse) dx_rows();
-  if (d_w != nullptr) column_totals(part_w.get(), chunks, cols, d_w);
-  if (d_b != nullptr) column_totals(part_b.get(), chunks, cols, d_b);
+  column_totals(part_w.get(), d_w, part_b.get(), d_b, chunks, cols);
 }
 
 // fn(T{}) for x's dtype T in {f32, f16, bf16}.
