@@ -127,6 +127,15 @@ std::string compare_rounded_terms(const std::vector<double>& actual, const std::
   return compare_values(slack, expected, Tolerance{0.0, 0.0});
 }
 
+// A case's q, k, v and d_out (seeds seed .. seed + 3) on the host.
+struct Inputs {
+  Tensor q, k, v, d_out;
+};
+Inputs inputs_of(const Case& c, DType dt, uint64_t seed) {
+  return {input({c.b, c.h, c.l, c.d}, dt, seed), input({c.b, c.h, c.s, c.d}, dt, seed + 1),
+          input({c.b, c.h, c.s, c.d}, dt, seed + 2), input({c.b, c.h, c.l, c.d}, dt, seed + 3)};
+}
+
 std::string case_name(const Case& c, Device dev, DType dt) {
   return label(dev, dt,
                "B" + std::to_string(c.b) + " H" + std::to_string(c.h) + " L" + std::to_string(c.l) + " S" +
@@ -136,10 +145,7 @@ std::string case_name(const Case& c, Device dev, DType dt) {
 void check_case(const Case& c, Device dev, DType dt) {
   INFO(case_name(c, dev, dt));
   const uint64_t seed = static_cast<uint64_t>(c.l * 131 + c.s * 7 + c.d + (c.causal ? 1 : 0));
-  const Tensor q = input({c.b, c.h, c.l, c.d}, dt, seed);
-  const Tensor k = input({c.b, c.h, c.s, c.d}, dt, seed + 1);
-  const Tensor v = input({c.b, c.h, c.s, c.d}, dt, seed + 2);
-  const Tensor d_out = input({c.b, c.h, c.l, c.d}, dt, seed + 3);
+  const auto [q, k, v, d_out] = inputs_of(c, dt, seed);
   const double scale = 1.0 / std::sqrt(static_cast<double>(c.d));
   const Reference ref = reference(c, values_of(q), values_of(k), values_of(v), values_of(d_out), scale);
   const Tensor qd = q.to(dev), kd = k.to(dev), vd = v.to(dev);
@@ -333,10 +339,8 @@ TEST_CASE("flash attention: both block orders give the same bits", "[flash]") {
     if (!dev.is_cuda()) continue;
     for (const bool causal : {true, false}) {
       const Case c{2, 3, 200, 200, 64, causal};
-      const Tensor q = input({c.b, c.h, c.l, c.d}, kF16, 41).to(dev);
-      const Tensor k = input({c.b, c.h, c.s, c.d}, kF16, 42).to(dev);
-      const Tensor v = input({c.b, c.h, c.s, c.d}, kF16, 43).to(dev);
-      const Tensor d_out = input({c.b, c.h, c.l, c.d}, kF16, 44).to(dev);
+      const Inputs in = inputs_of(c, kF16, 41);
+      const Tensor q = in.q.to(dev), k = in.k.to(dev), v = in.v.to(dev), d_out = in.d_out.to(dev);
       std::vector<std::vector<double>> results[2];
       for (int order = 0; order < 2; ++order) {
         ::setenv("HG_FLASH_ORDER", order == 0 ? "natural" : "heaviest-first", 1);
@@ -369,9 +373,8 @@ TEST_CASE("flash attention: both forward warp shapes give the same bits", "[flas
     for (const Case& c : {Case{1, 2, 200, 137, 64, true}, Case{2, 1, 77, 250, 64, false},
                           Case{1, 2, 150, 150, 128, true}, Case{1, 1, 40, 300, 128, false}}) {
       const DType dt = c.d == 64 ? kF16 : kBF16;
-      const Tensor q = input({c.b, c.h, c.l, c.d}, dt, 51).to(dev);
-      const Tensor k = input({c.b, c.h, c.s, c.d}, dt, 52).to(dev);
-      const Tensor v = input({c.b, c.h, c.s, c.d}, dt, 53).to(dev);
+      const Inputs in = inputs_of(c, dt, 51);
+      const Tensor q = in.q.to(dev), k = in.k.to(dev), v = in.v.to(dev);
       std::vector<std::vector<double>> results[2];
       for (int shape = 0; shape < 2; ++shape) {
         ::setenv("HG_FLASH_FWD_WARP_ROWS", shape == 0 ? "16" : "32", 1);
