@@ -49,21 +49,11 @@ struct RowStats {
   A sum_gap;  // sum_c (m - x_c) >= 0
 };
 
-// With the vector math (kernels/cpu/vec_math.h) a float row's sum of exp
-// runs through SLEEF; vt is null on the scalar path and for f64.
+// The scalar statistics: the reference path (HG_CPU_MATH=scalar) and f64.
 template <typename T, typename A>
-RowStats<A> compute_row_stats(const T* x, int64_t cols, bool need_gap, const VecMathTable* vt) {
+RowStats<A> compute_row_stats(const T* x, int64_t cols, bool need_gap) {
   RowStats<A> st{-std::numeric_limits<A>::infinity(), A(0), A(0)};
   for (int64_t c = 0; c < cols; ++c) st.m = max_nan(st.m, static_cast<A>(x[c]));
-  if constexpr (std::is_same_v<T, float>) {
-    if (vt != nullptr) {
-      st.s = vt->exp_sum(x, nullptr, cols, st.m);
-      if (need_gap) {
-        for (int64_t c = 0; c < cols; ++c) st.sum_gap += st.m - x[c];
-      }
-      return st;
-    }
-  }
   for (int64_t c = 0; c < cols; ++c) {
     const A gap = st.m - static_cast<A>(x[c]);
     st.s += std::exp(-gap);
@@ -72,24 +62,22 @@ RowStats<A> compute_row_stats(const T* x, int64_t cols, bool need_gap, const Vec
   return st;
 }
 
-// A 16-bit row on the vector path is widened into this thread's buffer first
-// (Note [16-bit element-wise blocks on the CPU]: the same vectorised
-// converters), then takes the f32 row code; returns x itself otherwise.
-template <typename T>
-const float* widen_for_vec(const T* x, int64_t cols, std::vector<float>& buf) {
-  if constexpr (is_16bit_float_v<T>) {
-    buf.resize(static_cast<size_t>(cols));
-    widen_row<T>(x, buf.data(), cols);
-    return buf.data();
-  } else {
-    static_assert(std::is_same_v<T, float>);
-    (void)cols;
-    (void)buf;
-    return x;
-  }
-}
+// With the vector math (kernels/cpu/vec_math.h) an f32, f16 or bf16 row's
+// statistics come from one kernel that widens each value in the registers
+// (the max, then sum exp(x - m) through SLEEF, vectorised): the same results
+// for a 16-bit row as for its f32 copy.
 template <typename T>
 constexpr bool kVecRows = std::is_same_v<T, float> || is_16bit_float_v<T>;
+template <typename T>
+constexpr VecType kVecType = std::is_same_v<T, half>       ? VecType::f16
+                             : std::is_same_v<T, bfloat16> ? VecType::bf16
+                                                           : VecType::f32;
+
+RowStats<float> vec_row_stats(const VecMathTable* vt, VecType type, const void* x, int64_t cols, bool need_gap) {
+  RowStats<float> st{0.0f, 0.0f, 0.0f};
+  vt->lse_row(type, x, cols, &st.m, &st.s, need_gap ? &st.sum_gap : nullptr);
+  return st;
+}
 
 template <typename T>
 void cross_entropy_typed(const Tensor& loss, const Tensor& row_stats, const Tensor& logits, const Tensor& targets,
@@ -111,14 +99,10 @@ void cross_entropy_typed(const Tensor& loss, const Tensor& row_stats, const Tens
     const T* x_row = x + r * cols;
     RowStats<A> st;
     if constexpr (kVecRows<T>) {
-      if (vt != nullptr) {
-        thread_local std::vector<float> buf;
-        st = compute_row_stats<float, A>(widen_for_vec<T>(x_row, classes, buf), classes, eps > A(0), vt);
-      } else {
-        st = compute_row_stats<T, A>(x_row, classes, eps > A(0), nullptr);
-      }
+      st = vt != nullptr ? vec_row_stats(vt, kVecType<T>, x_row, classes, eps > A(0))
+                         : compute_row_stats<T, A>(x_row, classes, eps > A(0));
     } else {
-      st = compute_row_stats<T, A>(x_row, classes, eps > A(0), nullptr);
+      st = compute_row_stats<T, A>(x_row, classes, eps > A(0));
     }
     const A log_s = std::log(st.s);
     A l = (A(1) - eps) * ((st.m - static_cast<A>(x_row[t[r]])) + log_s);
@@ -166,30 +150,22 @@ void cross_entropy_backward_typed(const Tensor& d_logits, const Tensor& d_loss, 
     const T* x_row = x + r * cols;
     if constexpr (kVecRows<T>) {
       if (vt != nullptr) {
-        thread_local std::vector<float> buf, grad;
-        const float* xf = widen_for_vec<T>(x_row, classes, buf);
         float m, log_s;
         if (stats != nullptr) {
           m = stats[2 * r];
           log_s = stats[2 * r + 1];
         } else {
-          const RowStats<float> st = compute_row_stats<float, float>(xf, classes, false, vt);
+          const RowStats<float> st = vec_row_stats(vt, kVecType<T>, x_row, classes, false);
           m = st.m;
           log_s = std::log(st.s);
         }
-        float* out = nullptr;
-        if constexpr (std::is_same_v<T, float>) {
-          out = d_row;
-        } else {
-          grad.resize(static_cast<size_t>(classes));
-          out = grad.data();
-        }
-        vt->exp_grad(xf, out, classes, m, log_s, off_target, scale);
-        // The target column: p - (off_target + 1 - eps), p from the same kernel.
+        vt->exp_grad(kVecType<T>, x_row, d_row, classes, m, log_s, off_target, scale);
+        // The target column: p - (off_target + 1 - eps) in f32, p from the same
+        // kernel, rounded once.
+        const float x_t = static_cast<float>(x_row[t[r]]);
         float p_t = 0;
-        vt->exp_grad(xf + t[r], &p_t, 1, m, log_s, 0.0f, 1.0f);
-        out[t[r]] = (p_t - (off_target + (A(1) - eps))) * scale;
-        if constexpr (is_16bit_float_v<T>) narrow_row<T>(out, d_row, classes);
+        vt->exp_grad(VecType::f32, &x_t, &p_t, 1, m, log_s, 0.0f, 1.0f);
+        d_row[t[r]] = static_cast<T>((p_t - (off_target + (A(1) - eps))) * scale);
         return;
       }
     }
@@ -198,7 +174,7 @@ void cross_entropy_backward_typed(const Tensor& d_logits, const Tensor& d_loss, 
       m = stats[2 * r];
       log_s = stats[2 * r + 1];
     } else {
-      const RowStats<A> st = compute_row_stats<T, A>(x_row, classes, false, nullptr);
+      const RowStats<A> st = compute_row_stats<T, A>(x_row, classes, false);
       m = st.m;
       log_s = std::log(st.s);
     }

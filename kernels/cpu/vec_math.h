@@ -67,10 +67,13 @@ struct VecMathTable {
   void (*unary)(OpId op, VecType t, const void* x, void* y, int64_t n, float a, float b);
   // out = d * op'(saved), saved being what the op's functor saves.
   void (*unary_backward)(OpId op, VecType t, const void* d, const void* saved, void* out, int64_t n, float a, float b);
-  // y = exp(x - shift) when y is not null; returns sum exp(x - shift).
-  float (*exp_sum)(const float* x, float* y, int64_t n, float shift);
-  // out = (exp((x - m) - log_s) - off) * scale (cross-entropy's gradient off the target).
-  void (*exp_grad)(const float* x, float* out, int64_t n, float m, float log_s, float off, float scale);
+  // One row's log-sum-exp statistics (cross-entropy), every value widened in
+  // the registers: *m = max x (NaN if any x is NaN), *s = sum exp(x - m), and
+  // when gap is not null *gap = sum (m - x) (label smoothing's term).
+  void (*lse_row)(VecType t, const void* x, int64_t n, float* m, float* s, float* gap);
+  // out = (exp((x - m) - log_s) - off) * scale in f32, rounded once to t
+  // (cross-entropy's gradient off the target).
+  void (*exp_grad)(VecType t, const void* x, void* out, int64_t n, float m, float log_s, float off, float scale);
   // One row of softmax or log_softmax (kernels/cpu/softmax.cpp has the
   // formulas): m = max x (NaN if any x is NaN), s = sum exp(x - m), then
   // y = exp(x - m) / s or y = (x - m) - log(s). A 16-bit softmax keeps its

@@ -336,34 +336,6 @@ void unary_backward(OpId op, VecType t, const void* d, const void* s, void* out,
   });
 }
 
-float exp_sum(const float* x, float* y, int64_t n, float shift) {
-  const Leave leave;
-  const V sh = splat(shift);
-  V acc = V{};
-  int64_t i = 0;
-  for (; i + kW <= n; i += kW) {
-    const V e = vm_exp(load(x + i) - sh);
-    if (y != nullptr) store(y + i, e);
-    acc += e;
-  }
-  float total = hsum(acc);
-  if (i < n) {
-    float bx[kW] = {}, by[kW];
-    const auto rest = n - i;
-    std::memcpy(bx, x + i, static_cast<size_t>(rest) * sizeof(float));
-    store(by, vm_exp(load(bx) - sh));
-    for (int64_t k = 0; k < rest; ++k) total += by[k];  // the padding lanes are not summed
-    if (y != nullptr) std::memcpy(y + i, by, static_cast<size_t>(rest) * sizeof(float));
-  }
-  return total;
-}
-
-void exp_grad(const float* x, float* out, int64_t n, float m, float log_s, float off, float scale) {
-  const Leave leave;
-  const V mv = splat(m), lv = splat(log_s), ov = splat(off), sv = splat(scale);
-  map1(x, out, n, [&](V v) { return (vm_exp((v - mv) - lv) - ov) * sv; });
-}
-
 // max over the row; NaN when any value is NaN (max_nan's rule).
 template <typename S>
 float row_max(const S* x, int64_t n) {
@@ -384,6 +356,50 @@ float row_max(const S* x, int64_t n) {
     any_nan = any_nan || nan[k] != 0;
   }
   return any_nan ? std::numeric_limits<float>::quiet_NaN() : m;
+}
+
+// Cross-entropy's row statistics (vec_math.h): the max, then one pass for
+// sum exp(x - m) and, with want_gap, sum (m - x). The tail's padding lanes
+// are -inf for the exp (exp(-inf - m) adds 0) and m for the gap (adds 0).
+template <typename S, bool kGap>
+void lse_row_of(const S* x, int64_t n, float* m_out, float* s_out, float* gap_out) {
+  const float m = row_max(x, n);
+  const V mv = splat(m);
+  V acc = V{}, gap = V{};
+  int64_t i = 0;
+  for (; i + kW <= n; i += kW) {
+    const V v = load(x + i);
+    acc += vm_exp(v - mv);
+    if constexpr (kGap) gap += mv - v;
+  }
+  if (i < n) {
+    acc += vm_exp(load_tail(x + i, n - i, -std::numeric_limits<float>::infinity()) - mv);
+    if constexpr (kGap) gap += mv - load_tail(x + i, n - i, m);
+  }
+  *m_out = m;
+  *s_out = hsum(acc);
+  if constexpr (kGap) *gap_out = hsum(gap);
+}
+
+void lse_row(VecType t, const void* x, int64_t n, float* m, float* s, float* gap) {
+  const Leave leave;
+  with_type(t, [&](auto tag) {
+    using S = decltype(tag);
+    if (gap != nullptr) {
+      lse_row_of<S, true>(static_cast<const S*>(x), n, m, s, gap);
+    } else {
+      lse_row_of<S, false>(static_cast<const S*>(x), n, m, s, nullptr);
+    }
+  });
+}
+
+void exp_grad(VecType t, const void* x, void* out, int64_t n, float m, float log_s, float off, float scale) {
+  const Leave leave;
+  const V mv = splat(m), lv = splat(log_s), ov = splat(off), sv = splat(scale);
+  with_type(t, [&](auto tag) {
+    using S = decltype(tag);
+    map1(static_cast<const S*>(x), static_cast<S*>(out), n, [&](V v) { return (vm_exp((v - mv) - lv) - ov) * sv; });
+  });
 }
 
 // softmax / log_softmax of one row (vec_math.h). The tail's padding lanes
@@ -598,7 +614,7 @@ void bn_dx(VecType t, const void* g, const void* x, void* dx, int64_t n, float m
 }  // namespace
 
 const VecMathTable& table() {
-  static const VecMathTable t{HG_VM_NAME, unary,  unary_backward, exp_sum, exp_grad, softmax_row, softmax_backward_row,
+  static const VecMathTable t{HG_VM_NAME, unary,  unary_backward, lse_row, exp_grad, softmax_row, softmax_backward_row,
                               widen,      narrow, sum_f64,        dot_f64, affine,   bn_dx};
   return t;
 }

@@ -247,7 +247,7 @@ TEST_CASE("every CPU math path matches f64 on softmax rows and cross-entropy", "
   for (const Path& p : runnable_paths()) {
     cpu::set_cpu_math(p.math);
     cpu::set_cpu_isa_cap(p.cap);
-    for (DType dtype : {kF32, kBF16}) {
+    for (DType dtype : {kF32, kF16, kBF16}) {
       for (int64_t cols : {int64_t{1}, int64_t{17}, int64_t{1000}}) {
         const int64_t rows = 37;
         std::vector<double> xv = values_of(make_input({rows, cols}, kF64, Domain::kAny, 11));
@@ -338,6 +338,44 @@ std::vector<float> rounding_cases() {
 }
 
 }  // namespace
+
+// The 16-bit cross-entropy rows widen each logit (on the vector math in the
+// registers: VecMathTable::lse_row / exp_grad): on every math path the loss
+// must be the f32 kernel's on the widened logits bit for bit, and the
+// gradient that gradient rounded once; with label smoothing, an ignored row,
+// a NaN row, +-inf logits and a row length with a partial vector.
+TEST_CASE("16-bit cross-entropy rows give the f32 kernel's bits on the widened logits", "[kernels][vec-math]") {
+  const MathPathGuard guard;
+  for (const Path& p : runnable_paths()) {
+    cpu::set_cpu_math(p.math);
+    cpu::set_cpu_isa_cap(p.cap);
+    for (DType dtype : {kF16, kBF16}) {
+      const int64_t rows = 9, cols = 1037;
+      std::vector<double> xv = values_of(make_input({rows, cols}, kF64, Domain::kAny, 21));
+      for (double& v : xv) v *= 8.0;
+      xv[static_cast<size_t>(2 * cols + 5)] = std::nan("");
+      xv[static_cast<size_t>(4 * cols + 7)] = INFINITY;
+      xv[static_cast<size_t>(5 * cols + 9)] = -INFINITY;
+      const Tensor x = from_vector(xv, {rows, cols}, {.dtype = dtype});
+      const Tensor xf = x.to(kF32);
+      std::vector<double> t(static_cast<size_t>(rows));
+      for (int64_t r = 0; r < rows; ++r) t[static_cast<size_t>(r)] = static_cast<double>((r * 131) % cols);
+      t[6] = static_cast<double>(ops::kDefaultIgnoreIndex);
+      const Tensor targets = from_vector(t, {rows}, {.dtype = kI64});
+      for (double smoothing : {0.0, 0.1}) {
+        INFO(p.name << " " << dtype_name(dtype) << " label_smoothing " << smoothing);
+        CHECK(first_difference(values_of(ops::cross_entropy(x, targets, ops::kDefaultIgnoreIndex, smoothing)),
+                               values_of(ops::cross_entropy(xf, targets, ops::kDefaultIgnoreIndex, smoothing))) == "");
+        const Tensor one = scalar_tensor(1.5);
+        CHECK(first_difference(
+                  values_of(ops::cross_entropy_backward(one, x, targets, ops::kDefaultIgnoreIndex, smoothing)),
+                  values_of(
+                      ops::cross_entropy_backward(one, xf, targets, ops::kDefaultIgnoreIndex, smoothing).to(dtype))) ==
+              "");
+      }
+    }
+  }
+}
 
 TEST_CASE("the vector kernels' 16-bit conversions are core/half.h's, ties to even and NaN", "[kernels][vec-math]") {
   const MathPathGuard guard;
