@@ -5,18 +5,20 @@
 // (kernels/cpu/gemm_onednn.h; HG_CPU_GEMM=widen forces the fallbacks:
 // OpenBLAS for f32, widening for 16-bit; HG_CPU_GEMM=openblas only the f32
 // one). 16-bit elsewhere widens: the operands of each batch entry
-// are widened to fp32, multiplied by sgemm (fp32 accumulation) and rounded
-// once into the 16-bit output. The widening and the rounding are vectorised
+// are widened to fp32, multiplied on f32's path (oneDNN's f32 matmul on
+// AVX-512 CPUs, else sgemm; fp32 accumulation either way) and rounded once
+// into the 16-bit output. The widening and the rounding are vectorised
 // (F16C/AVX2 with run-time dispatch, kernels/cpu/convert_simd.h) and split
 // over the threads; they are exact / correctly rounded. oneDNN 2.6 has no f16
 // matmul; later ones only on AVX512-FP16 CPUs (cpu::gemm_decision).
 #include <cblas.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <type_traits>
-#include <vector>
 
 #include "core/half.h"
+#include "core/tensor.h"
 #include "kernels/cpu/convert_simd.h"
 #include "kernels/cpu/loops.h"
 #include "kernels/gemm.h"
@@ -34,12 +36,24 @@ CBLAS_TRANSPOSE blas_trans(bool t) { return t ? CblasTrans : CblasNoTrans; }
 // Below this many elements a conversion runs on one thread.
 constexpr int64_t kConvertGrain = 1 << 16;
 
+// An f32 scratch matrix from the CPU block cache (Note [CPU block cache] in
+// core/allocator.cpp): a GEMM repeated at one shape reuses its blocks, with
+// no page faults and no zero fill (a std::vector cost both: a third of the
+// widening path's time at 1024^3).
+struct Scratch {
+  Tensor t;
+  float* get(int64_t n) {
+    if (!t.defined() || t.numel() < n) t = empty({std::max<int64_t>(n, 1)}, {.dtype = kF32});
+    return t.data<float>();
+  }
+};
+
 // Widens a stored (rows x cols, row stride ld) 16-bit matrix to dense fp32.
 template <typename T>
-void widen(const T* src, int64_t rows, int64_t cols, int64_t ld, std::vector<float>& dst) {
-  dst.resize(static_cast<size_t>(rows * cols));
-  float* d = dst.data();
+float* widen(const T* src, int64_t rows, int64_t cols, int64_t ld, Scratch& dst) {
+  float* d = dst.get(rows * cols);
   parallel_for(rows, rows * cols >= kConvertGrain, [&](int64_t r) { widen_row(src + r * ld, d + r * cols, cols); });
+  return d;
 }
 
 template <typename T>
@@ -47,23 +61,40 @@ void gemm_16bit(const GemmArgs& g) {
   // Stored shapes: op(A) is m x k, so A is (k x m) when transposed.
   const int64_t a_rows = g.trans_a ? g.k : g.m, a_cols = g.trans_a ? g.m : g.k;
   const int64_t b_rows = g.trans_b ? g.n : g.k, b_cols = g.trans_b ? g.k : g.n;
-  std::vector<float> a32, b32, c32;
+  Scratch as, bs, cs;
+  float *a32 = nullptr, *b32 = nullptr, *c32 = nullptr;
   const T* a = static_cast<const T*>(g.a);
   const T* b = static_cast<const T*>(g.b);
   T* c = static_cast<T*>(g.c);
   for (int64_t i = 0; i < g.batch; ++i) {
-    if (i == 0 || g.stride_a != 0) widen(a + i * g.stride_a, a_rows, a_cols, g.lda, a32);
-    if (i == 0 || g.stride_b != 0) widen(b + i * g.stride_b, b_rows, b_cols, g.ldb, b32);
+    if (i == 0 || g.stride_a != 0) a32 = widen(a + i * g.stride_a, a_rows, a_cols, g.lda, as);
+    if (i == 0 || g.stride_b != 0) b32 = widen(b + i * g.stride_b, b_rows, b_cols, g.ldb, bs);
     T* ci = c + i * g.stride_c;
-    if (g.beta != 0.0f)
-      widen(ci, g.m, g.n, g.ldc, c32);
-    else
-      c32.resize(static_cast<size_t>(g.m * g.n));
-    cblas_sgemm(CblasRowMajor, blas_trans(g.trans_a), blas_trans(g.trans_b), static_cast<int>(g.m),
-                static_cast<int>(g.n), static_cast<int>(g.k), g.alpha, a32.data(),
-                static_cast<int>(a_cols), b32.data(), static_cast<int>(b_cols), g.beta, c32.data(),
-                static_cast<int>(g.n));
-    const float* c32p = c32.data();
+    c32 = g.beta != 0.0f ? widen(ci, g.m, g.n, g.ldc, cs) : cs.get(g.m * g.n);
+    // The f32 product on f32's own path: oneDNN's f32 matmul where f32 takes
+    // it (on an AVX-512 CPU it is 5x OpenBLAS 0.3.21's sgemm on a Sapphire
+    // Rapids-class Xeon, which that OpenBLAS does not recognise), else sgemm.
+    GemmArgs g32;
+    g32.dtype = kF32;
+    g32.trans_a = g.trans_a;
+    g32.trans_b = g.trans_b;
+    g32.m = g.m;
+    g32.n = g.n;
+    g32.k = g.k;
+    g32.a = a32;
+    g32.lda = a_cols;
+    g32.b = b32;
+    g32.ldb = b_cols;
+    g32.c = c32;
+    g32.ldc = g.n;
+    g32.alpha = g.alpha;
+    g32.beta = g.beta;
+    if (!gemm_native(g32)) {
+      cblas_sgemm(CblasRowMajor, blas_trans(g.trans_a), blas_trans(g.trans_b), static_cast<int>(g.m),
+                  static_cast<int>(g.n), static_cast<int>(g.k), g.alpha, a32, static_cast<int>(a_cols), b32,
+                  static_cast<int>(b_cols), g.beta, c32, static_cast<int>(g.n));
+    }
+    const float* c32p = c32;
     parallel_for(g.m, g.m * g.n >= kConvertGrain,
                  [&](int64_t r) { narrow_row(c32p + r * g.n, ci + r * g.ldc, g.n); });  // the one rounding
   }
@@ -116,11 +147,13 @@ const char* gemm_path(DType dtype) {
     case DType::BF16:
 #if defined(HG_HAVE_ONEDNN)
       if (native_bf16_gemm()) return "onednn-bf16";
+      if (native_f32_gemm()) return "widen-onednn-f32";
 #endif
       return "widen-sgemm";
     case DType::F16:
 #if defined(HG_HAVE_ONEDNN)
       if (native_f16_gemm()) return "onednn-f16";
+      if (native_f32_gemm()) return "widen-onednn-f32";
 #endif
       return "widen-sgemm";
     default:

@@ -118,12 +118,14 @@ TEST_CASE("ISA dispatch: forced CPU classes get the documented paths", "[kernels
   }
 
   SECTION("GEMM paths") {
-    // Sapphire Rapids with this oneDNN (2.6: no f16 matmul): bf16 on AMX, f16 widens.
+    // Sapphire Rapids with this oneDNN (2.6: no f16 matmul): bf16 on AMX, f16
+    // widens to f32's path, oneDNN's f32 matmul.
     cpu::GemmDecision d = cpu::gemm_decision(caps_for(spr, false), nullptr, false);
     CHECK(std::string(d.f32.path) == "onednn-f32");
     CHECK(std::string(d.bf16.path) == "onednn-bf16");
     CHECK(std::string(d.bf16.how).find("AMX") != std::string::npos);
-    CHECK(std::string(d.f16.path) == "widen-sgemm");
+    CHECK(std::string(d.f16.path) == "widen-onednn-f32");
+    CHECK(std::string(d.f16.how).find("oneDNN f32") != std::string::npos);
     CHECK(std::string(d.f16.reason).find("no f16 matmul") != std::string::npos);
     // ... with a oneDNN that has an f16 matmul there: oneDNN.
     d = cpu::gemm_decision(caps_for(spr, true), nullptr, false);
@@ -134,7 +136,7 @@ TEST_CASE("ISA dispatch: forced CPU classes get the documented paths", "[kernels
     CHECK(std::string(d.f32.path) == "onednn-f32");
     CHECK(std::string(d.bf16.path) == "onednn-bf16");
     CHECK(std::string(d.bf16.how).find("VDPBF16PS") != std::string::npos);
-    CHECK(std::string(d.f16.path) == "widen-sgemm");
+    CHECK(std::string(d.f16.path) == "widen-onednn-f32");
     // AVX2 and SSE2: OpenBLAS and widening.
     for (const auto& f : {avx2, sse2}) {
       d = cpu::gemm_decision(caps_for(f, false), nullptr, false);
@@ -154,6 +156,7 @@ TEST_CASE("ISA dispatch: forced CPU classes get the documented paths", "[kernels
     d = cpu::gemm_decision(caps_for(spr, false), "openblas", false);
     CHECK(std::string(d.f32.reason) == "HG_CPU_GEMM=openblas");
     CHECK(std::string(d.bf16.path) == "onednn-bf16");
+    CHECK(std::string(d.f16.path) == "widen-sgemm");  // f32's path is OpenBLAS
   }
 
   SECTION("oneDNN convolution") {
@@ -202,7 +205,7 @@ TEST_CASE("ISA dispatch: this machine's decisions are the pure functions of its 
     const cpu::GemmDecision d = cpu::gemm_decision(caps_for(f, false), nullptr, false);
     CHECK(std::string(cpu::gemm_path(DType::F32)) == d.f32.path);
     CHECK(std::string(cpu::gemm_path(DType::BF16)) == d.bf16.path);
-    if (!f.avx512_fp16) CHECK(std::string(cpu::gemm_path(DType::F16)) == "widen-sgemm");
+    if (!f.avx512_fp16) CHECK(std::string(cpu::gemm_path(DType::F16)) == d.f16.path);
   }
   // A Zen 4-class CPU (AVX512_BF16, no AVX512-FP16, no AMX) decides as the forced Zen 4 does.
   if (cpu::onednn_isa_for(f) == OnednnIsa::avx512_core_bf16 && !f.avx512_fp16) {

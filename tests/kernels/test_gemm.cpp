@@ -264,12 +264,14 @@ TEST_CASE("CPU GEMM paths: bf16 is native where it can be, HG_CPU_GEMM=widen for
   CHECK(std::string(cpu::gemm_path(kF64)) == "openblas");
   // f16: oneDNN only where this oneDNN has an f16 matmul (AVX512-FP16 CPUs, oneDNN after 2.6).
   const std::string f16_path = cpu::gemm_path(kF16);
-  CHECK((f16_path == "widen-sgemm" || f16_path == "onednn-f16"));
+  // Widening multiplies on f32's path: oneDNN's f32 matmul where f32 takes it.
+  const std::string f16_widen = f32_path == "onednn-f32" ? "widen-onednn-f32" : "widen-sgemm";
+  CHECK((f16_path == f16_widen || f16_path == "onednn-f16"));
   if (forced_widen() || !cpu::gemm_has_onednn()) CHECK(f16_path == "widen-sgemm");
   const std::string path = cpu::gemm_path(kBF16), reason = cpu::gemm_bf16_widen_reason();
   INFO("bf16 path " << path << ", widen reason '" << reason << "'");
   CHECK((path == "onednn-bf16") == reason.empty());
-  CHECK((path == "widen-sgemm") == !reason.empty());
+  CHECK((path == f16_widen) == !reason.empty());
   if (forced_widen()) {
     CHECK(reason == widen_reason);
     // The switch is honoured by the native entry point too; matmul still works.
