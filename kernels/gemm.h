@@ -99,7 +99,8 @@ struct GemmArgs {
 namespace cpu {
 void gemm(const GemmArgs& args);
 // The path a CPU GEMM of this dtype takes in this process: "onednn-bf16"
-// (native bf16), "widen-sgemm" (16-bit widened to fp32 for OpenBLAS sgemm),
+// (native bf16), "widen-onednn-f32" / "widen-sgemm" (16-bit widened to fp32
+// for oneDNN's f32 matmul / OpenBLAS sgemm),
 // "onednn-f32" (f32 on an AVX-512 CPU), "openblas" (f32 elsewhere, f64) or
 // "none".
 const char* gemm_path(DType dtype);

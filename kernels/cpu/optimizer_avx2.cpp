@@ -12,6 +12,9 @@ namespace hg::cpu::opt_avx2 {
 using VR = __m256;
 inline constexpr int kW = 8;
 inline VR vs_sqrt(VR v) { return _mm256_sqrt_ps(v); }
+// x / b: this file has no FMA (CPUs with AVX2 and F16C but no FMA exist in
+// principle), so the bias corrections divide (the AVX-512 file does not).
+inline VR vs_div_scalar(VR x, VR b, VR /*y*/) { return _mm256_div_ps(x, b); }
 // 16-bit lanes in registers: kernels/cpu/simd16_avx2.h.
 inline VR vs_load_f16(const uint16_t* p) { return simd16_avx2::load_f16(p); }
 inline void vs_store_f16(uint16_t* p, VR v) { simd16_avx2::store_f16(p, v); }

@@ -5,6 +5,10 @@
 //   HG_OPT_NAME         the table's name ("avx2", "avx512")
 //   VR, kW              the vector type (__m256 / __m512) and its lanes
 //   vs_sqrt(v)          the IEEE square root of every lane (correctly rounded)
+//   vs_div_scalar(x, b, y)
+//                       x / b correctly rounded, b a positive scalar in every
+//                       lane and y = 1 / b rounded (Note [Adam's bias
+//                       corrections without the divider])
 //   vs_load_f16, vs_store_f16, vs_load_bf16, vs_store_bf16
 //                       kW 16-bit values widened into / rounded (RNE) from one
 //                       vector, bit for bit as core/half.h's conversions
@@ -18,8 +22,21 @@
 // shorter than a vector runs through a zero-padded vector whose padding lanes
 // are never stored.
 //
-// The loop is memory-bound (the divisions and the square root hide behind the
-// loads), and its memory side was measured on Zen 4 (docs/kernels.md,
+// Note [Adam's bias corrections without the divider]
+// The rule divides three times and takes one square root per element:
+// m / bc1, v / bc2 and the step's quotient. On Intel's cores the four share
+// one divider (VDIVPS / VSQRTPS zmm: about 10-12 cycles a vector each), so
+// on a Sapphire/Emerald Rapids-class Xeon the AVX-512 step was divider-bound
+// (8.3 ms a step of 9.4M f32 parameters on one core, 6.4-7.1 ms with the two
+// scalar divisions made multiplications). bc1 and bc2 are the same for every
+// element of a step, so the AVX-512 kernel divides by them with a
+// reciprocal and one FMA correction (vs_div_scalar), which gives the
+// correctly rounded quotient, the same bits as the division, in the range it
+// takes it; elsewhere the vector divides. The step's own quotient keeps the
+// divider. Zen 4's divider is faster and the loop there was memory-bound
+// either way.
+//
+// The loop's memory side was measured on Zen 4 (docs/kernels.md,
 // "Optimizer step and GradScaler on the CPU"): the stores are plain
 // write-back stores, because every array but the 16-bit weight is read
 // before it is written in the same pass (its line is already in the cache,
@@ -68,6 +85,7 @@ void store_f32(float* p, V v) { store(p, v); }
 // The per-step scalars as vectors, splat once per call.
 struct Consts {
   V inv_scale, beta1, beta2, one_minus_beta1, one_minus_beta2, lr, eps, bc1, bc2, weight_decay, decay;
+  V inv_bc1, inv_bc2;  // 1 / bc rounded, for vs_div_scalar
   explicit Consts(const AdamConstants& c)
       : inv_scale(splat(c.inv_scale)),
         beta1(splat(c.beta1)),
@@ -79,7 +97,9 @@ struct Consts {
         bc1(splat(c.bc1)),
         bc2(splat(c.bc2)),
         weight_decay(splat(c.weight_decay)),
-        decay(splat(c.decay)) {}
+        decay(splat(c.decay)),
+        inv_bc1(splat(1.0f / c.bc1)),
+        inv_bc2(splat(1.0f / c.bc2)) {}
 };
 
 // optimizer_update's Adam/AdamW rule on kW lanes, in its order of operations:
@@ -98,7 +118,7 @@ inline V adam_vec(V p, V grad, V& m, V& v, const Consts& c) {
   }
   m = c.beta1 * m + c.one_minus_beta1 * g;
   v = c.beta2 * v + c.one_minus_beta2 * g * g;
-  return p - c.lr * (m / c.bc1) / (vs_sqrt(v / c.bc2) + c.eps);
+  return p - c.lr * vs_div_scalar(m, c.bc1, c.inv_bc1) / (vs_sqrt(vs_div_scalar(v, c.bc2, c.inv_bc2)) + c.eps);
 }
 
 template <bool kDecoupled, bool kL2>
