@@ -60,7 +60,7 @@ bool takes(const Decision& d) { return *d.reason == '\0' && std::strncmp(d.path,
 
 struct Key {
   DType dtype;
-  bool trans_a, trans_b;
+  bool trans_a, trans_b, bias;
   int64_t m, n, k, batch, lda, ldb, ldc, stride_a, stride_b, stride_c;
   float alpha, beta;
   int threads;
@@ -68,7 +68,7 @@ struct Key {
 
 struct Entry {
   bool supported = false;
-  memory::desc a, b, c;
+  memory::desc a, b, c, bias;
   dnnl::matmul prim;
 };
 
@@ -102,7 +102,12 @@ Entry make_entry(const GemmArgs& g) {
       po.append_sum(g.beta);
       attr.set_post_ops(po);
     }
-    const dnnl::matmul::desc desc(e.a, e.b, e.c);
+    // The bias epilogue: one value per column of C, added to the fp32
+    // accumulator before C's rounding (2-D products only).
+    const bool with_bias = g.epilogue == GemmEpilogue::bias;
+    if (with_bias) e.bias = memory::desc({1, g.n}, type, {g.n, 1});
+    const dnnl::matmul::desc desc =
+        with_bias ? dnnl::matmul::desc(e.a, e.b, e.bias, e.c) : dnnl::matmul::desc(e.a, e.b, e.c);
     const dnnl::matmul::primitive_desc pd(desc, attr, engine());
     const std::string impl = pd.impl_info_str();
     if (onednn::is_reference(impl.c_str())) {  // the scalar reference kernels: widening / OpenBLAS is faster
@@ -141,10 +146,16 @@ bool gemm_onednn(const GemmArgs& g) {
       !(g.dtype == DType::F16 && native_f16_gemm())) {
     return false;
   }
+  // No epilogue, or a bias over the columns of one 2-D product (GemmArgs'
+  // other epilogues are cuBLASLt's).
+  if (g.epilogue != GemmEpilogue::none && !(g.epilogue == GemmEpilogue::bias && g.batch == 1 && g.bias != nullptr)) {
+    return false;
+  }
   Key key = onednn::zeroed_key<Key>();
   key.dtype = g.dtype;
   key.trans_a = g.trans_a;
   key.trans_b = g.trans_b;
+  key.bias = g.epilogue == GemmEpilogue::bias;
   key.m = g.m;
   key.n = g.n;
   key.k = g.k;
@@ -165,7 +176,12 @@ bool gemm_onednn(const GemmArgs& g) {
     const memory a(e->a, engine(), const_cast<void*>(g.a));
     const memory b(e->b, engine(), const_cast<void*>(g.b));
     const memory c(e->c, engine(), g.c);
-    e->prim.execute(stream, {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}});
+    if (key.bias) {
+      const memory bias(e->bias, engine(), g.bias);
+      e->prim.execute(stream, {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_BIAS, bias}, {DNNL_ARG_DST, c}});
+    } else {
+      e->prim.execute(stream, {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}});
+    }
     stream.wait();
   } catch (const dnnl::error& err) {
     HG_FAIL("matmul: oneDNN's ", dtype_name(g.dtype), " matmul failed (m=", g.m, " n=", g.n, " k=", g.k,
