@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "core/copy.h"
@@ -194,50 +195,29 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b, cons
     HG_CHECK(bias.device() == a.device(), "matmul: bias is on ", bias.device(), " but operands are on ",
              a.device());
   }
+  // A 2-D GEMM with a per-column bias in the operands' dtype, packed: the
+  // bias added in fp32 before the one rounding by the library, nothing
+  // pre-filled (Note [Bias epilogue]): cuBLASLt's BIAS epilogue on CUDA,
+  // oneDNN's bias argument on the CPU (f32, bf16).
+  if (bias.defined() && batch_shape.empty() && out.numel() > 0 && ka > 0 && bias.dtype() == a.dtype() &&
+      bias.numel() == n && (n == 1 || bias.stride(-1) == 1) &&
+      (a.is_cuda() ||
+       ((a.dtype() == kF32 || a.dtype() == kBF16) && std::strncmp(cpu::gemm_path(a.dtype()), "onednn", 6) == 0))) {
+    const Operand A = layout(a, trans_a);
+    const Operand B = layout(b, trans_b);
+    GemmArgs args = gemm_args(a, A, B, m, n, ka);
+    args.a = A.data;
+    args.b = B.data;
+    args.c = out.data_ptr();
+    args.epilogue = GemmEpilogue::bias;
+    args.bias = const_cast<void*>(bias.data_ptr());
+    const profiler::WorkScope profiled = detail::profile_gemm(args, a.is_cuda());  // Note [Profiler]
+    bool done = profiled.skip();  // count-only profiling: recorded, not run
 #if defined(HG_WITH_CUDA)
-  // A 2-D CUDA GEMM with a per-column bias: the cuBLASLt BIAS epilogue adds it
-  // in fp32 before the one rounding, and nothing is pre-filled (Note [Bias
-  // epilogue]).
-  if (bias.defined() && a.is_cuda() && batch_shape.empty() && out.numel() > 0 && ka > 0 && bias.dtype() == a.dtype() &&
-      bias.numel() == n && (n == 1 || bias.stride(-1) == 1)) {
-    const Operand A = layout(a, trans_a);
-    const Operand B = layout(b, trans_b);
-    GemmArgs args = gemm_args(a, A, B, m, n, ka);
-    args.a = A.data;
-    args.b = B.data;
-    args.c = out.data_ptr();
-    args.epilogue = GemmEpilogue::bias;
-    args.bias = const_cast<void*>(bias.data_ptr());
-    {
-      const profiler::WorkScope profiled = detail::profile_gemm(args, true);  // Note [Profiler]
-      if (profiled.skip()) {                                                  // count-only profiling: recorded, not run
-        detail::note_gemm_call(args);
-        return out;
-      }
-      if (cuda::gemm_lt(args)) {
-        detail::note_gemm_call(args);
-        return out;
-      }
-    }
-  }
+    if (!done && a.is_cuda()) done = cuda::gemm_lt(args);
 #endif
-  // The CPU's oneDNN matmul with its bias argument (Note [Bias epilogue]).
-  if (bias.defined() && a.is_cpu() && batch_shape.empty() && out.numel() > 0 && ka > 0 && bias.dtype() == a.dtype() &&
-      (a.dtype() == kF32 || a.dtype() == kBF16) && bias.numel() == n && (n == 1 || bias.stride(-1) == 1)) {
-    const Operand A = layout(a, trans_a);
-    const Operand B = layout(b, trans_b);
-    GemmArgs args = gemm_args(a, A, B, m, n, ka);
-    args.a = A.data;
-    args.b = B.data;
-    args.c = out.data_ptr();
-    args.epilogue = GemmEpilogue::bias;
-    args.bias = const_cast<void*>(bias.data_ptr());
-    const profiler::WorkScope profiled = detail::profile_gemm(args, false);  // Note [Profiler]
-    if (profiled.skip()) {                                                   // count-only profiling: recorded, not run
-      detail::note_gemm_call(args);
-      return out;
-    }
-    if (cpu::gemm_native(args)) {
+    if (!done && a.is_cpu()) done = cpu::gemm_native(args);
+    if (done) {
       detail::note_gemm_call(args);
       return out;
     }
