@@ -269,7 +269,9 @@ std::string capability_report(Device device) {
     out += bf16_path == "onednn-bf16" ? (f.amx_bf16 && f.amx_tile && f.os_amx ? ", AMX)" : ", AVX512_BF16)")
                                       : std::string(cpu::gemm_bf16_widen_reason()) + ")";
     out += "; f16 matmuls: ";
-    out += f16_path == "onednn-f16" ? "native (oneDNN, fp32 accumulation)" : "widened to f32";
+    out += f16_path == "onednn-f16"         ? "native (oneDNN, fp32 accumulation)"
+           : f16_path == "widen-onednn-f32" ? "widened to f32 (oneDNN f32 matmul)"
+                                            : "widened to f32 (OpenBLAS sgemm)";
     const cpu::Decision ew = cpu::f16_elementwise_decision(f, cpu::env_isa_cap(), cpu::cpu_isa_cap(),
                                                            cpu::f16_native_avx512fp16() != nullptr);
     out += "; f16 add/sub/mul/div/max/min/neg/abs/relu/sqrt: ";

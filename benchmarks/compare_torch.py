@@ -613,7 +613,10 @@ def main():
     if args.hg_json:
         HG_KEEP["file"] = open(args.hg_json, "a")
         hg_ceilings(args, dev_name)
-    print(f"compare_torch.py: PyTorch {torch.__version__} on {dev} ({torch.get_num_threads()} threads, "
+    cpu_cap = ""
+    if dev.type == "cpu" and hasattr(torch.backends, "cpu") and hasattr(torch.backends.cpu, "get_cpu_capability"):
+        cpu_cap = f", CPU capability {torch.backends.cpu.get_cpu_capability()}"
+    print(f"compare_torch.py: PyTorch {torch.__version__} on {dev}{cpu_cap} ({torch.get_num_threads()} threads, "
           f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', 'unset')}), {args.rounds} A/B rounds per workload, "
           f"{args.warmup} warm-up call(s) then the median of {args.runs} runs each")
     print("speed ratio = PyTorch time / halfgrad time (> 1: halfgrad faster)\n")

@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "autograd/autocast.h"
 #include "core/error.h"
 #include "core/profiler.h"
 
@@ -63,6 +64,27 @@ std::string cpu_model() {
     }
   }
   return "unknown";
+}
+
+// "family F model M stepping S" from /proc/cpuinfo: a VM's model name is
+// often generic ("Intel(R) Xeon(R) Processor"), the CPUID numbers are not.
+std::string cpu_id() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line, family, model, stepping;
+  const auto value = [&](const char* key, std::string& out) {
+    if (!out.empty() || line.rfind(key, 0) != 0) return;
+    const auto colon = line.find(':');
+    if (colon != std::string::npos && line.find_first_not_of(" \t", std::char_traits<char>::length(key)) == colon) {
+      out = line.substr(colon + 2);
+    }
+  };
+  while (std::getline(in, line) && line.find_first_not_of(" \t") != std::string::npos) {
+    value("cpu family", family);
+    value("model", model);
+    value("stepping", stepping);
+  }
+  if (family.empty() && model.empty()) return "unknown";
+  return "family " + family + " model " + model + " stepping " + stepping;
 }
 
 std::string env_or(const char* name, const char* fallback) {
@@ -159,6 +181,10 @@ Bench::Bench(Options options) : options_(std::move(options)) {
   HG_CHECK(options_.runs >= 1, "hg-bench: --runs must be >= 1 (the default is 20)");
   nlohmann::json machine = {
       {"cpu", cpu_model()},
+      {"cpu_id", cpu_id()},
+      // The CPU's features and the paths halfgrad takes on it (the line
+      // hg-train prints: AVX-512 FP16/BF16, AMX, the GEMM and f16 paths).
+      {"isa", hg::amp::capability_report(hg::Device::cpu())},
       {"cores", std::thread::hardware_concurrency()},
       {"llc_bytes", last_level_cache_bytes()},
       {"loadavg_at_start", read_first_line("/proc/loadavg")},
@@ -206,9 +232,10 @@ std::string Bench::header() const {
      << context_["build"]["cuda_mode"].get<std::string>() << " build ("
      << context_["build"]["type"].get<std::string>() << ")  device "
      << context_["device"].get<std::string>() << (options_.quick ? "  --quick" : "") << "\n";
-  os << "machine   " << m["cpu"].get<std::string>() << ", " << m["cores"].get<unsigned>()
-     << " cores, LLC " << (m["llc_bytes"].get<int64_t>() >> 20) << " MiB, load at start "
+  os << "machine   " << m["cpu"].get<std::string>() << " (" << m["cpu_id"].get<std::string>() << "), "
+     << m["cores"].get<unsigned>() << " cores, LLC " << (m["llc_bytes"].get<int64_t>() >> 20) << " MiB, load at start "
      << m["loadavg_at_start"].get<std::string>() << "\n";
+  os << "cpu isa   " << m["isa"].get<std::string>() << "\n";
   if (m.contains("gpu")) os << "gpu       " << m["gpu"].get<std::string>() << "\n";
   os << "threads   OpenMP " << context_["threads"]["omp_max_threads"].get<int>()
      << " (OMP_NUM_THREADS=" << context_["threads"]["OMP_NUM_THREADS"].get<std::string>()
