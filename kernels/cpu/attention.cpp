@@ -33,12 +33,12 @@ namespace {
 template <typename T>
 bool forward_rows_vec(const AttnSoftmaxParams& prm, const T* s, T* y) {
   constexpr bool f32 = std::is_same_v<T, float>;
-  if constexpr (!f32 && !std::is_same_v<T, half> && !std::is_same_v<T, bfloat16>) {
+  if constexpr (!kHasVecType<T>) {
     return false;
   } else {
     const VecMathTable* vt = vec_math();
     if (vt == nullptr || prm.mask_kind != AttnMaskKind::kNone || prm.dropout_p > 0.0f) return false;
-    constexpr VecType t = f32 ? VecType::f32 : std::is_same_v<T, half> ? VecType::f16 : VecType::bf16;
+    constexpr VecType t = vec_type_of<T>();
     const int64_t cols = prm.cols;
     const float scale = static_cast<float>(prm.scale);
     parallel_for(prm.rows, prm.rows * cols >= kParallelGrain, [&](int64_t r) {

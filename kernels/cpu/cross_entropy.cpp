@@ -66,13 +66,6 @@ RowStats<A> compute_row_stats(const T* x, int64_t cols, bool need_gap) {
 // statistics come from one kernel that widens each value in the registers
 // (the max, then sum exp(x - m) through SLEEF, vectorised): the same results
 // for a 16-bit row as for its f32 copy.
-template <typename T>
-constexpr bool kVecRows = std::is_same_v<T, float> || is_16bit_float_v<T>;
-template <typename T>
-constexpr VecType kVecType = std::is_same_v<T, half>       ? VecType::f16
-                             : std::is_same_v<T, bfloat16> ? VecType::bf16
-                                                           : VecType::f32;
-
 RowStats<float> vec_row_stats(const VecMathTable* vt, VecType type, const void* x, int64_t cols, bool need_gap) {
   RowStats<float> st{0.0f, 0.0f, 0.0f};
   vt->lse_row(type, x, cols, &st.m, &st.s, need_gap ? &st.sum_gap : nullptr);
@@ -90,7 +83,7 @@ void cross_entropy_typed(const Tensor& loss, const Tensor& row_stats, const Tens
   const A eps = static_cast<A>(label_smoothing);
   std::vector<A> row_loss(static_cast<size_t>(rows), A(0));
   A* stats = row_stats.defined() ? static_cast<A*>(row_stats.data_ptr()) : nullptr;
-  const VecMathTable* vt = kVecRows<T> ? vec_math() : nullptr;
+  const VecMathTable* vt = kHasVecType<T> ? vec_math() : nullptr;
   parallel_for(rows, rows * classes >= kParallelGrain, [&](int64_t r) {
     if (t[r] == ignore_index) {
       if (stats != nullptr) stats[2 * r] = stats[2 * r + 1] = A(0);
@@ -98,8 +91,8 @@ void cross_entropy_typed(const Tensor& loss, const Tensor& row_stats, const Tens
     }
     const T* x_row = x + r * cols;
     RowStats<A> st;
-    if constexpr (kVecRows<T>) {
-      st = vt != nullptr ? vec_row_stats(vt, kVecType<T>, x_row, classes, eps > A(0))
+    if constexpr (kHasVecType<T>) {
+      st = vt != nullptr ? vec_row_stats(vt, vec_type_of<T>(), x_row, classes, eps > A(0))
                          : compute_row_stats<T, A>(x_row, classes, eps > A(0));
     } else {
       st = compute_row_stats<T, A>(x_row, classes, eps > A(0));
@@ -139,7 +132,7 @@ void cross_entropy_backward_typed(const Tensor& d_logits, const Tensor& d_loss, 
   const A eps = static_cast<A>(label_smoothing);
   const A off_target = eps / static_cast<A>(classes);  // the smoothed one-hot off the target
   const A scale = *static_cast<const A*>(d_loss.data_ptr()) / static_cast<A>(valid);
-  const VecMathTable* vt = kVecRows<T> ? vec_math() : nullptr;
+  const VecMathTable* vt = kHasVecType<T> ? vec_math() : nullptr;
   parallel_for(rows, rows * cols >= kParallelGrain, [&](int64_t r) {
     T* d_row = d_x + r * cols;
     for (int64_t c = classes; c < cols; ++c) d_row[c] = static_cast<T>(A(0));  // padding columns
@@ -148,18 +141,18 @@ void cross_entropy_backward_typed(const Tensor& d_logits, const Tensor& d_loss, 
       return;
     }
     const T* x_row = x + r * cols;
-    if constexpr (kVecRows<T>) {
+    if constexpr (kHasVecType<T>) {
       if (vt != nullptr) {
         float m, log_s;
         if (stats != nullptr) {
           m = stats[2 * r];
           log_s = stats[2 * r + 1];
         } else {
-          const RowStats<float> st = vec_row_stats(vt, kVecType<T>, x_row, classes, false);
+          const RowStats<float> st = vec_row_stats(vt, vec_type_of<T>(), x_row, classes, false);
           m = st.m;
           log_s = std::log(st.s);
         }
-        vt->exp_grad(kVecType<T>, x_row, d_row, classes, m, log_s, off_target, scale);
+        vt->exp_grad(vec_type_of<T>(), x_row, d_row, classes, m, log_s, off_target, scale);
         // The target column: p - (off_target + 1 - eps) in f32, p from the same
         // kernel, rounded once.
         const float x_t = static_cast<float>(x_row[t[r]]);

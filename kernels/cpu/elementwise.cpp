@@ -158,9 +158,7 @@ bool try_vec_unary(const Fn& fn, const Tensor& out, const Tensors&... ins) {
     a = fn.f.beta;
     b = fn.f.threshold;
   }
-  constexpr VecType t = std::is_same_v<Out, float>  ? VecType::f32
-                        : std::is_same_v<Out, half> ? VecType::f16
-                                                    : VecType::bf16;
+  constexpr VecType t = vec_type_of<Out>();
   constexpr size_t kIn = sizeof...(Tensors);
   const int64_t n = out.numel();
   if (n == 0) return true;

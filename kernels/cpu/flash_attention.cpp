@@ -181,17 +181,6 @@ const FlashTileKernels* tile_kernels() {
   return nullptr;
 }
 
-template <typename T>
-constexpr VecType vec_type_of() {
-  if constexpr (std::is_same_v<T, half>) {
-    return VecType::f16;
-  } else if constexpr (std::is_same_v<T, bfloat16>) {
-    return VecType::bf16;
-  } else {
-    return VecType::f32;
-  }
-}
-
 // The calling thread's scratch for the tile kernels, at least n floats,
 // 64-byte aligned; kept between calls (one block's tiles: 241 KiB at D = 128).
 float* thread_scratch(int64_t n) {

@@ -227,18 +227,6 @@ void backward_params(bool rms, const T* d_y, const T* x, const acc_t<T>* mean, c
 
 // ---- the vector path (kernels/cpu/vec_norm.h) ----------------------------------------------
 
-template <typename T>
-constexpr VecType vec_type_of() {
-  if constexpr (std::is_same_v<T, float>) {
-    return VecType::f32;
-  } else if constexpr (std::is_same_v<T, half>) {
-    return VecType::f16;
-  } else {
-    static_assert(std::is_same_v<T, bfloat16>);
-    return VecType::bf16;
-  }
-}
-
 // Rows go to the kernels in blocks of about 16384 values: one call (one
 // dtype dispatch, one vzeroupper) for many short rows, and blocks enough to
 // share out.

@@ -312,14 +312,6 @@ double run_sum(const T* p, int64_t n, int64_t step, F&& f) {
   return (a0 + a1) + (a2 + a3);
 }
 
-// The vector kernels' storage type for T (f32, f16, bf16); f64 has none.
-template <typename T>
-constexpr bool kHasVecType = std::is_same_v<T, float> || std::is_same_v<T, half> || std::is_same_v<T, bfloat16>;
-template <typename T>
-constexpr VecType vec_type_of() {
-  return std::is_same_v<T, float> ? VecType::f32 : std::is_same_v<T, half> ? VecType::f16 : VecType::bf16;
-}
-
 template <typename T>
 bool dense_rows(const View4<T>& v, int64_t H, int64_t W) {
   return H == 1 || v.s2 == W * v.s3;

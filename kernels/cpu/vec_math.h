@@ -29,7 +29,9 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
+#include "core/half.h"
 #include "kernels/op_list.h"
 
 namespace hg::cpu {
@@ -56,6 +58,22 @@ VecIsa vec_isa();
 // the vector registers) and rounds back in registers, round-to-nearest-even,
 // bit for bit as core/half.h's conversions (NaN stays NaN, quieted).
 enum class VecType { f32, f16, bf16 };
+
+// The storage type of the vector kernels for a C++ element type: f32, f16
+// and bf16 have one (kHasVecType); for any other T (f64) vec_type_of is f32
+// and unused, since the callers take the vector path only where kHasVecType.
+template <typename T>
+constexpr bool kHasVecType = std::is_same_v<T, float> || std::is_same_v<T, half> || std::is_same_v<T, bfloat16>;
+template <typename T>
+constexpr VecType vec_type_of() {
+  if constexpr (std::is_same_v<T, half>) {
+    return VecType::f16;
+  } else if constexpr (std::is_same_v<T, bfloat16>) {
+    return VecType::bf16;
+  } else {
+    return VecType::f32;
+  }
+}
 
 // The kernels of one ISA. Every float* argument is n contiguous floats; every
 // void* argument is n contiguous values of the VecType t. x and y may be the
