@@ -14,6 +14,7 @@
 #include <ctime>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -54,37 +55,37 @@ std::string read_first_line(const std::string& path) {
   return line;
 }
 
-std::string cpu_model() {
+// The first processor's "key : value" fields of /proc/cpuinfo (empty where
+// there is none).
+std::map<std::string, std::string> cpuinfo_fields() {
   std::ifstream in("/proc/cpuinfo");
+  std::map<std::string, std::string> fields;
   std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("model name", 0) == 0) {
-      const auto colon = line.find(':');
-      if (colon != std::string::npos) return line.substr(colon + 2);
-    }
+  while (std::getline(in, line) && line.find_first_not_of(" \t") != std::string::npos) {
+    const auto colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    const auto key_end = line.find_last_not_of(" \t", colon == 0 ? 0 : colon - 1);
+    const auto value = line.find_first_not_of(" \t", colon + 1);
+    fields[line.substr(0, key_end == std::string::npos ? 0 : key_end + 1)] =
+        value == std::string::npos ? "" : line.substr(value);
   }
-  return "unknown";
+  return fields;
 }
 
-// "family F model M stepping S" from /proc/cpuinfo: a VM's model name is
-// often generic ("Intel(R) Xeon(R) Processor"), the CPUID numbers are not.
-std::string cpu_id() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line, family, model, stepping;
-  const auto value = [&](const char* key, std::string& out) {
-    if (!out.empty() || line.rfind(key, 0) != 0) return;
-    const auto colon = line.find(':');
-    if (colon != std::string::npos && line.find_first_not_of(" \t", std::char_traits<char>::length(key)) == colon) {
-      out = line.substr(colon + 2);
-    }
+std::string cpu_model(const std::map<std::string, std::string>& cpuinfo) {
+  const auto it = cpuinfo.find("model name");
+  return it == cpuinfo.end() ? "unknown" : it->second;
+}
+
+// "family F model M stepping S": a VM's model name is often generic
+// ("Intel(R) Xeon(R) Processor"), the CPUID numbers are not.
+std::string cpu_id(const std::map<std::string, std::string>& cpuinfo) {
+  const auto field = [&](const char* key) {
+    const auto it = cpuinfo.find(key);
+    return it == cpuinfo.end() ? std::string() : it->second;
   };
-  while (std::getline(in, line) && line.find_first_not_of(" \t") != std::string::npos) {
-    value("cpu family", family);
-    value("model", model);
-    value("stepping", stepping);
-  }
-  if (family.empty() && model.empty()) return "unknown";
-  return "family " + family + " model " + model + " stepping " + stepping;
+  if (field("cpu family").empty() && field("model").empty()) return "unknown";
+  return "family " + field("cpu family") + " model " + field("model") + " stepping " + field("stepping");
 }
 
 std::string env_or(const char* name, const char* fallback) {
@@ -179,9 +180,10 @@ std::string format_seconds(double s) {
 
 Bench::Bench(Options options) : options_(std::move(options)) {
   HG_CHECK(options_.runs >= 1, "hg-bench: --runs must be >= 1 (the default is 20)");
+  const std::map<std::string, std::string> cpuinfo = cpuinfo_fields();
   nlohmann::json machine = {
-      {"cpu", cpu_model()},
-      {"cpu_id", cpu_id()},
+      {"cpu", cpu_model(cpuinfo)},
+      {"cpu_id", cpu_id(cpuinfo)},
       // The CPU's features and the paths halfgrad takes on it (the line
       // hg-train prints: AVX-512 FP16/BF16, AMX, the GEMM and f16 paths).
       {"isa", hg::amp::capability_report(hg::Device::cpu())},

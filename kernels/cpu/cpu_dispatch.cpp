@@ -136,17 +136,6 @@ GemmDecision gemm_decision(const OnednnCaps& dnnl, const char* hg_cpu_gemm, bool
   const auto gemm_is = [&](const char* v) { return hg_cpu_gemm != nullptr && std::strcmp(hg_cpu_gemm, v) == 0; };
   constexpr const char* kWidenHow = "widened to f32, OpenBLAS sgemm, one rounding";
   GemmDecision d{{"openblas", "", "OpenBLAS sgemm"}, {"widen-sgemm", "", kWidenHow}, {"widen-sgemm", "", kWidenHow}};
-  // A 16-bit GEMM that widens multiplies on f32's path (oneDNN's f32 matmul
-  // when f32 takes it).
-  const auto widen_on_f32_path = [&d] {
-    if (std::strcmp(d.f32.path, "onednn-f32") != 0) return;
-    for (Decision* w : {&d.bf16, &d.f16}) {
-      if (std::strcmp(w->path, "widen-sgemm") == 0) {
-        w->path = "widen-onednn-f32";
-        w->how = "widened to f32, oneDNN f32 matmul, one rounding";
-      }
-    }
-  };
   if (gemm_is("widen")) {
     d.f32.reason = d.bf16.reason = d.f16.reason = "HG_CPU_GEMM=widen";
     return d;
@@ -176,7 +165,14 @@ GemmDecision gemm_decision(const OnednnCaps& dnnl, const char* hg_cpu_gemm, bool
                        ? "the CPU has no AVX-512 (oneDNN's f16 matmul needs AVX512-FP16)"
                        : "this oneDNN has no f16 matmul on this CPU (oneDNN 2.6 has none; later ones on AVX512-FP16)";
   }
-  widen_on_f32_path();
+  // A 16-bit GEMM that widens multiplies on f32's path (oneDNN's f32 matmul
+  // when f32 takes it; the early returns above leave f32 on OpenBLAS).
+  for (Decision* w : {&d.bf16, &d.f16}) {
+    if (std::strcmp(d.f32.path, "onednn-f32") == 0 && std::strcmp(w->path, "widen-sgemm") == 0) {
+      w->path = "widen-onednn-f32";
+      w->how = "widened to f32, oneDNN f32 matmul, one rounding";
+    }
+  }
   return d;
 }
 

@@ -71,9 +71,10 @@ void gemm_16bit(const GemmArgs& g) {
     if (i == 0 || g.stride_b != 0) b32 = widen(b + i * g.stride_b, b_rows, b_cols, g.ldb, bs);
     T* ci = c + i * g.stride_c;
     c32 = g.beta != 0.0f ? widen(ci, g.m, g.n, g.ldc, cs) : cs.get(g.m * g.n);
-    // The f32 product on f32's own path: oneDNN's f32 matmul where f32 takes
-    // it (on an AVX-512 CPU it is 5x OpenBLAS 0.3.21's sgemm on a Sapphire
-    // Rapids-class Xeon, which that OpenBLAS does not recognise), else sgemm.
+    // The f32 product on f32's own path, cpu::gemm: oneDNN's f32 matmul
+    // where f32 takes it (on an AVX-512 CPU it is 5x OpenBLAS 0.3.21's sgemm
+    // on a Sapphire Rapids-class Xeon, which that OpenBLAS does not
+    // recognise), else sgemm.
     GemmArgs g32;
     g32.dtype = kF32;
     g32.trans_a = g.trans_a;
@@ -89,11 +90,7 @@ void gemm_16bit(const GemmArgs& g) {
     g32.ldc = g.n;
     g32.alpha = g.alpha;
     g32.beta = g.beta;
-    if (!gemm_native(g32)) {
-      cblas_sgemm(CblasRowMajor, blas_trans(g.trans_a), blas_trans(g.trans_b), static_cast<int>(g.m),
-                  static_cast<int>(g.n), static_cast<int>(g.k), g.alpha, a32, static_cast<int>(a_cols), b32,
-                  static_cast<int>(b_cols), g.beta, c32, static_cast<int>(g.n));
-    }
+    gemm(g32);
     const float* c32p = c32;
     parallel_for(g.m, g.m * g.n >= kConvertGrain,
                  [&](int64_t r) { narrow_row(c32p + r * g.n, ci + r * g.ldc, g.n); });  // the one rounding

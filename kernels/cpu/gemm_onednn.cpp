@@ -25,6 +25,7 @@
 #include <memory>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <string>
+#include <unordered_map>
 
 #include "core/error.h"
 #include "core/log.h"
@@ -176,12 +177,9 @@ bool gemm_onednn(const GemmArgs& g) {
     const memory a(e->a, engine(), const_cast<void*>(g.a));
     const memory b(e->b, engine(), const_cast<void*>(g.b));
     const memory c(e->c, engine(), g.c);
-    if (key.bias) {
-      const memory bias(e->bias, engine(), g.bias);
-      e->prim.execute(stream, {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_BIAS, bias}, {DNNL_ARG_DST, c}});
-    } else {
-      e->prim.execute(stream, {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}});
-    }
+    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}};
+    if (key.bias) args.emplace(DNNL_ARG_BIAS, memory(e->bias, engine(), g.bias));
+    e->prim.execute(stream, args);
     stream.wait();
   } catch (const dnnl::error& err) {
     HG_FAIL("matmul: oneDNN's ", dtype_name(g.dtype), " matmul failed (m=", g.m, " n=", g.n, " k=", g.k,
