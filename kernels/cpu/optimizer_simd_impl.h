@@ -103,14 +103,17 @@ struct Consts {
 };
 
 // optimizer_update's Adam/AdamW rule on kW lanes, in its order of operations:
-//   g = grad * inv_scale
+//   g = grad * inv_scale                (skipped when inv_scale is 1: x * 1
+//                                        is x, and a signalling NaN g is
+//                                        quieted by the next multiply alike)
 //   AdamW: p = p * (1 - lr wd)          Adam with wd: g = g + wd * p
 //   m = beta1 m + (1 - beta1) g         v = beta2 v + ((1 - beta2) g) g
 //   p = p - (lr (m / bc1)) / (sqrt(v / bc2) + eps)
 // Returns the new p; m and v are updated in place.
-template <bool kDecoupled, bool kL2>
+template <bool kDecoupled, bool kL2, bool kScaled>
 inline V adam_vec(V p, V grad, V& m, V& v, const Consts& c) {
-  V g = grad * c.inv_scale;
+  V g = grad;
+  if constexpr (kScaled) g = g * c.inv_scale;
   if constexpr (kDecoupled) {
     p = p * c.decay;
   } else if constexpr (kL2) {
@@ -121,13 +124,13 @@ inline V adam_vec(V p, V grad, V& m, V& v, const Consts& c) {
   return p - c.lr * vs_div_scalar(m, c.bc1, c.inv_bc1) / (vs_sqrt(vs_div_scalar(v, c.bc2, c.inv_bc2)) + c.eps);
 }
 
-template <bool kDecoupled, bool kL2>
+template <bool kDecoupled, bool kL2, bool kScaled>
 void adam_f32_impl(float* param, const float* grad, float* m, float* v, int64_t n, const AdamConstants& ac) {
   const Consts c(ac);
   int64_t i = 0;
   for (; i + kW <= n; i += kW) {
     V mi = load(m + i), vi = load(v + i);
-    const V p = adam_vec<kDecoupled, kL2>(load(param + i), load(grad + i), mi, vi, c);
+    const V p = adam_vec<kDecoupled, kL2, kScaled>(load(param + i), load(grad + i), mi, vi, c);
     store(m + i, mi);
     store(v + i, vi);
     store(param + i, p);
@@ -135,8 +138,8 @@ void adam_f32_impl(float* param, const float* grad, float* m, float* v, int64_t 
   if (i < n) {
     const int64_t r = n - i;
     V mi = load_tail(m + i, r, load_f32), vi = load_tail(v + i, r, load_f32);
-    const V p =
-        adam_vec<kDecoupled, kL2>(load_tail(param + i, r, load_f32), load_tail(grad + i, r, load_f32), mi, vi, c);
+    const V p = adam_vec<kDecoupled, kL2, kScaled>(load_tail(param + i, r, load_f32), load_tail(grad + i, r, load_f32),
+                                                   mi, vi, c);
     store_tail(m + i, r, mi, store_f32);
     store_tail(v + i, r, vi, store_f32);
     store_tail(param + i, r, p, store_f32);
@@ -144,7 +147,7 @@ void adam_f32_impl(float* param, const float* grad, float* m, float* v, int64_t 
   vs_leave();
 }
 
-template <bool kDecoupled, bool kL2, bool kF16>
+template <bool kDecoupled, bool kL2, bool kScaled, bool kF16>
 void adam_master_impl(uint16_t* param, const uint16_t* grad, float* master, float* m, float* v, int64_t n,
                       const AdamConstants& ac) {
   const Consts c(ac);
@@ -153,7 +156,7 @@ void adam_master_impl(uint16_t* param, const uint16_t* grad, float* master, floa
   int64_t i = 0;
   for (; i + kW <= n; i += kW) {
     V mi = load(m + i), vi = load(v + i);
-    const V p = adam_vec<kDecoupled, kL2>(load(master + i), load16(grad + i), mi, vi, c);
+    const V p = adam_vec<kDecoupled, kL2, kScaled>(load(master + i), load16(grad + i), mi, vi, c);
     store(m + i, mi);
     store(v + i, vi);
     store(master + i, p);
@@ -162,8 +165,8 @@ void adam_master_impl(uint16_t* param, const uint16_t* grad, float* master, floa
   if (i < n) {
     const int64_t r = n - i;
     V mi = load_tail(m + i, r, load_f32), vi = load_tail(v + i, r, load_f32);
-    const V p =
-        adam_vec<kDecoupled, kL2>(load_tail(master + i, r, load_f32), load_tail(grad + i, r, load16), mi, vi, c);
+    const V p = adam_vec<kDecoupled, kL2, kScaled>(load_tail(master + i, r, load_f32), load_tail(grad + i, r, load16),
+                                                   mi, vi, c);
     store_tail(m + i, r, mi, store_f32);
     store_tail(v + i, r, vi, store_f32);
     store_tail(master + i, r, p, store_f32);
@@ -172,25 +175,46 @@ void adam_master_impl(uint16_t* param, const uint16_t* grad, float* master, floa
   vs_leave();
 }
 
-void adam_f32(float* param, const float* grad, float* m, float* v, int64_t n, const AdamConstants& c) {
+// The rule's variant as template arguments: AdamW, Adam with L2 decay or
+// plain Adam, and whether the gradient is scaled (inv_scale != 1).
+template <bool kScaled>
+void adam_f32_rule(float* param, const float* grad, float* m, float* v, int64_t n, const AdamConstants& c) {
   if (c.decoupled) {
-    adam_f32_impl<true, false>(param, grad, m, v, n, c);
+    adam_f32_impl<true, false, kScaled>(param, grad, m, v, n, c);
   } else if (c.l2) {
-    adam_f32_impl<false, true>(param, grad, m, v, n, c);
+    adam_f32_impl<false, true, kScaled>(param, grad, m, v, n, c);
   } else {
-    adam_f32_impl<false, false>(param, grad, m, v, n, c);
+    adam_f32_impl<false, false, kScaled>(param, grad, m, v, n, c);
+  }
+}
+
+void adam_f32(float* param, const float* grad, float* m, float* v, int64_t n, const AdamConstants& c) {
+  if (c.inv_scale == 1.0f) {
+    adam_f32_rule<false>(param, grad, m, v, n, c);
+  } else {
+    adam_f32_rule<true>(param, grad, m, v, n, c);
+  }
+}
+
+template <bool kScaled, bool kF16>
+void adam_master_rule(uint16_t* param, const uint16_t* grad, float* master, float* m, float* v, int64_t n,
+                      const AdamConstants& c) {
+  if (c.decoupled) {
+    adam_master_impl<true, false, kScaled, kF16>(param, grad, master, m, v, n, c);
+  } else if (c.l2) {
+    adam_master_impl<false, true, kScaled, kF16>(param, grad, master, m, v, n, c);
+  } else {
+    adam_master_impl<false, false, kScaled, kF16>(param, grad, master, m, v, n, c);
   }
 }
 
 template <bool kF16>
 void adam_master_typed(uint16_t* param, const uint16_t* grad, float* master, float* m, float* v, int64_t n,
                        const AdamConstants& c) {
-  if (c.decoupled) {
-    adam_master_impl<true, false, kF16>(param, grad, master, m, v, n, c);
-  } else if (c.l2) {
-    adam_master_impl<false, true, kF16>(param, grad, master, m, v, n, c);
+  if (c.inv_scale == 1.0f) {
+    adam_master_rule<false, kF16>(param, grad, master, m, v, n, c);
   } else {
-    adam_master_impl<false, false, kF16>(param, grad, master, m, v, n, c);
+    adam_master_rule<true, kF16>(param, grad, master, m, v, n, c);
   }
 }
 

@@ -11,6 +11,7 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/cpu/optimizer_simd.h"
@@ -349,6 +350,16 @@ struct AdamCase {
 const AdamCase kAdamCases[] = {
     {OptimizerKind::kAdam, 0.05f}, {OptimizerKind::kAdam, 0.0f}, {OptimizerKind::kAdamW, 0.05f}};
 
+// Each case without a gradient scale (inv_scale 1: the vector kernels skip
+// the multiply) and with one.
+std::vector<std::pair<AdamCase, float>> adam_case_scales() {
+  std::vector<std::pair<AdamCase, float>> out;
+  for (const AdamCase& ac : kAdamCases) {
+    for (float inv_scale : {1.0f, 0.25f}) out.emplace_back(ac, inv_scale);
+  }
+  return out;
+}
+
 // Slot sizes of one step: below a vector, a vector plus a tail, a block of
 // the thread split plus a tail, and one above the OpenMP threshold, so that
 // the blocks of several slots share one parallel region.
@@ -366,8 +377,9 @@ TEST_CASE("the vectorised f32 Adam step is bit-identical to optimizer_update", "
     cpu::set_cpu_math(path.math);
     cpu::set_cpu_isa_cap(path.cap);
     REQUIRE(std::string(cpu::optimizer_isa_name()) == path.name);
-    for (const AdamCase& ac : kAdamCases) {
-      INFO(path.name << (ac.kind == OptimizerKind::kAdam ? " Adam" : " AdamW") << " wd " << ac.weight_decay);
+    for (const auto& [ac, inv_scale_value] : adam_case_scales()) {
+      INFO(path.name << (ac.kind == OptimizerKind::kAdam ? " Adam" : " AdamW") << " wd " << ac.weight_decay
+                     << " inv_scale " << inv_scale_value);
       OptimizerHyper h;
       h.kind = ac.kind;
       h.lr = 3e-3f;
@@ -386,20 +398,29 @@ TEST_CASE("the vectorised f32 Adam step is bit-identical to optimizer_update", "
         slots.push_back(slot);
       }
       Tensor step = zeros({1}, {.dtype = kI64});
-      const float inv_scale_value = 0.5f;
       Tensor inv_scale = full({1}, inv_scale_value);
       for (int64_t t = 1; t <= 3; ++t) {
         const StepScalars sc = step_scalars(h, inv_scale_value, t);
         for (size_t k = 0; k < slots.size(); ++k) {
           slots[k].grad = randn(slots[k].param.sizes(), {}, &gen);
           std::vector<float> g = slots[k].grad.to_vector<float>();
-          if (g.size() > 100) {
+          if (g.size() > 200) {
             // Values whose m or v leave the range where the AVX-512 kernel's
             // bias corrections skip the divider (Note [Adam's bias
             // corrections without the divider]): a negative zero, subnormal
             // and tiny gradients (subnormal m or v), a huge one (v overflows),
-            // and the same in a whole vector of lanes.
-            const float special[] = {-0.0f, 1e-41f, -3e-39f, 1e-20f, -2e-23f, 3e30f, -1e25f};
+            // and the same in a whole vector of lanes; and NaNs, quiet and
+            // signalling, whose payloads the unscaled kernels (no multiply by
+            // inv_scale 1) must carry as the multiply does.
+            const float special[] = {-0.0f,
+                                     1e-41f,
+                                     -3e-39f,
+                                     1e-20f,
+                                     -2e-23f,
+                                     3e30f,
+                                     -1e25f,
+                                     std::numeric_limits<float>::quiet_NaN(),
+                                     -std::numeric_limits<float>::signaling_NaN()};
             for (size_t i = 0; i < std::size(special); ++i) {
               g[i] = special[i];
               for (size_t lane = 0; lane < 16; ++lane) g[32 + 16 * i + lane] = special[i];
@@ -437,9 +458,9 @@ TEST_CASE("the 16-bit Adam step with f32 masters is bit-identical to optimizer_u
     cpu::set_cpu_math(path.math);
     cpu::set_cpu_isa_cap(path.cap);
     for (DType dt : {kBF16, kF16}) {
-      for (const AdamCase& ac : kAdamCases) {
+      for (const auto& [ac, inv_scale_value] : adam_case_scales()) {
         INFO(path.name << " " << dtype_name(dt) << (ac.kind == OptimizerKind::kAdam ? " Adam" : " AdamW") << " wd "
-                       << ac.weight_decay);
+                       << ac.weight_decay << " inv_scale " << inv_scale_value);
         OptimizerHyper h;
         h.kind = ac.kind;
         h.lr = 3e-3f;
@@ -463,7 +484,6 @@ TEST_CASE("the 16-bit Adam step with f32 masters is bit-identical to optimizer_u
           slots.push_back(slot);
         }
         Tensor step = zeros({1}, {.dtype = kI64});
-        const float inv_scale_value = 0.25f;
         Tensor inv_scale = full({1}, inv_scale_value);
         for (int64_t t = 1; t <= 3; ++t) {
           const StepScalars sc = step_scalars(h, inv_scale_value, t);
