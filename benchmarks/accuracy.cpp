@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <fstream>
 #include <functional>
 #include <limits>
 #include <random>
@@ -23,6 +24,7 @@
 
 #include "autograd/grad_mode.h"
 #include "benchmarks/suites.h"
+#include "core/error.h"
 #include "core/half.h"
 #include "core/tensor.h"
 #include "kernels/gemm.h"
@@ -102,9 +104,39 @@ ErrorStats compare(DType out_dtype, const Vec& out, const Vec& ref) {
 
 Vec values(const Tensor& t) { return t.to(hg::kF64).cpu().contiguous().to_vector<double>(); }
 
+// The inputs the running workload's kernel read, in order (every tensor that
+// make() or the cast family hands to a kernel), for --accuracy-inputs.
+std::vector<Tensor>& recorded_inputs() {
+  static std::vector<Tensor> inputs;
+  return inputs;
+}
+
+Tensor record(Tensor t) {
+  recorded_inputs().push_back(t);
+  return t;
+}
+
 // A 16-bit tensor on the bench's device holding `v` rounded to dt.
 Tensor make(const Bench& b, const std::vector<float>& v, hg::Shape shape, DType dt) {
-  return hg::from_vector(v, std::move(shape)).to(dt).to(b.device());
+  return record(hg::from_vector(v, std::move(shape)).to(dt).to(b.device()));
+}
+
+// Writes the recorded inputs of workload `name` to dir/<name>.bin and .json
+// (Options::accuracy_inputs); an error if a file cannot be written.
+void write_inputs(const std::string& dir, const std::string& name) {
+  std::string base = name;
+  std::replace(base.begin(), base.end(), '/', '_');
+  const std::string bin_path = dir + "/" + base + ".bin", json_path = dir + "/" + base + ".json";
+  std::ofstream bin(bin_path, std::ios::binary | std::ios::trunc);
+  nlohmann::json manifest = {{"inputs", nlohmann::json::array()}};
+  for (const Tensor& t : recorded_inputs()) {
+    const std::vector<float> v = t.to(hg::kF32).cpu().contiguous().to_vector<float>();
+    bin.write(reinterpret_cast<const char*>(v.data()), static_cast<std::streamsize>(v.size() * sizeof(float)));
+    manifest["inputs"].push_back({{"dtype", dtype_str(t.dtype())}, {"shape", t.sizes()}});
+  }
+  std::ofstream json(json_path, std::ios::trunc);
+  json << manifest.dump() << "\n";
+  HG_CHECK(bin && json, "hg-bench: cannot write the accuracy inputs ", bin_path, " / ", json_path);
 }
 
 // GELU's references in forms that do not cancel for negative x: 1 + erf(z)
@@ -233,7 +265,7 @@ std::vector<Family> families() {
                  std::vector<float> v = hard ? hard_elementwise(in, dt, n, -format_of(dt).max * 1.1,
                                                                 format_of(dt).max * 1.1)
                                              : in.normal(n);
-                 Tensor x = hg::from_vector(v, {int64_t(n)}).to(b.device());
+                 Tensor x = record(hg::from_vector(v, {int64_t(n)}).to(b.device()));
                  odt = dt;
                  out = values(x.to(dt));
                  ref = values(x);
@@ -348,7 +380,10 @@ void add_accuracy(Bench& b, std::vector<Workload>& out) {
                          hg::NoGradGuard no_grad;
                          DType odt = dt;
                          Vec o, r;
+                         recorded_inputs().clear();
                          fam.run(bb, dt, hard, odt, o, r);
+                         if (!bb.options().accuracy_inputs.empty())
+                           write_inputs(bb.options().accuracy_inputs, self.name);
                          const ErrorStats s = compare(odt, o, r);
                          const double share = s.total ? static_cast<double>(s.correct) / s.total : 0.0;
                          char text[160];

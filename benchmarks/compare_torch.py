@@ -5,8 +5,9 @@
 
 For every timed workload hg-bench lists (`hg-bench --list`), this script runs
 halfgrad (`hg-bench --only NAME`, a subprocess) and the same shapes and dtypes
-in PyTorch, alternating A/B/A/B (--rounds, default 2) so that machine noise
-hits both; each side's figure is the median over its rounds of the median of
+in PyTorch, alternating A/B/A/B (--rounds, default 2; with --quick one round,
+three where a round takes under a second) so that machine noise hits both;
+each side's figure is the median over its rounds of the median of
 >= 20 timed runs after a warm-up, timed the same way (CUDA events on a GPU,
 a monotonic clock on the CPU). The ratio printed is
 
@@ -14,7 +15,10 @@ a monotonic clock on the CPU). The ratio printed is
 
 For the accuracy suite, the same error measures (max ulps of the output dtype,
 share of correctly rounded outputs against an f64 reference) are computed for
-PyTorch's kernels on inputs made by the same recipes (normal, hard).
+PyTorch's kernels on halfgrad's very inputs (normal and hard sets), which
+hg-bench writes with --accuracy-inputs: a maximum over rare cancellations
+(a matmul output near zero) depends on the values, so only the same values
+compare the kernels.
 
 PyTorch counterparts: 16-bit "+f32-masters" training in halfgrad is compared
 with PyTorch's standard mixed precision (fp32 weights, torch.autocast in that
@@ -27,6 +31,7 @@ import argparse
 import json
 import math
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -41,13 +46,24 @@ except ImportError:  # said clearly, as the issue asks
 MLP_NOTE = "PyTorch: fp32 weights + autocast"
 
 
+def rounds_text(args):
+    if args.adaptive_rounds:
+        return f"1 A/B round (3 where the first took under {args.cheap_round_s:g} s)"
+    return f"{args.rounds} A/B round{'s' if args.rounds != 1 else ''}"
+
+
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("suites", nargs="*", help="hg-bench suites (default: all)")
     p.add_argument("--hg-bench", required=True, help="path of the hg-bench binary")
     p.add_argument("--quick", action="store_true")
     p.add_argument("--rounds", type=int, default=None,
-                   help="A/B rounds per workload (default 2: A/B/A/B; 1 with --quick: A/B)")
+                   help="A/B rounds per workload (default 2: A/B/A/B; with --quick 1, or 3 where the first "
+                        "round took under --cheap-round-s)")
+    p.add_argument("--cheap-round-s", type=float, default=1.0,
+                   help="with --quick and no --rounds: a workload whose first A/B round (both processes, "
+                        "warm-ups included) took less than this many seconds gets two more rounds, so that a "
+                        "noisy second hits one side of one round, not the row (default 1)")
     p.add_argument("--max-call-s", type=float, default=None,
                    help="a PyTorch workload whose first (warm-up) call takes longer than this is not timed "
                         "20 times: its one call is reported, marked '~', outside the geometric mean "
@@ -71,6 +87,7 @@ def parse_args():
     args.suites = args.suites + args.suite
     if args.warmup is None:
         args.warmup = 1 if args.quick else 3
+    args.adaptive_rounds = args.rounds is None and args.quick
     if args.rounds is None:
         args.rounds = 1 if args.quick else 2
     if args.max_call_s is None and args.quick:
@@ -386,6 +403,7 @@ def torch_workload(p, dev):
 
 # ---- accuracy ------------------------------------------------------------------------
 
+FMT_BITS = {"f16": 10, "bf16": 7, "f32": 23}  # stored mantissa bits
 FMT = {"f16": (10, -14, 65504.0), "bf16": (7, -126, (2 - 2 ** -7) * 2.0 ** 127),
        "f32": (23, -126, 3.4028234663852886e38)}
 
@@ -423,47 +441,31 @@ def compare(dt, o, r):
     return float(err.max()), float(correct.double().mean()), o.numel()
 
 
-def hard_elementwise(g, dt, n, lo, hi):
-    mant, emin, mx = FMT[dt]
-    tiny = 2.0 ** emin
-    v = torch.rand(n, generator=g, dtype=torch.float64) * (hi - lo) + lo
-    u = torch.rand(n, generator=g, dtype=torch.float64)
-    idx = torch.arange(n)
-    sign = torch.where((idx // 24) % 2 == 1, -1.0, 1.0).double()
-    case = (idx // 4) % 6
-    on = idx % 4 == 0
-    v = torch.where(on & (case == 0), tiny * u * sign, v)
-    v = torch.where(on & (case == 1), mx * (0.9 + 0.1 * u) * sign, v)
-    v = torch.where(on & (case == 2), torch.zeros_like(v), v)
-    v = torch.where(on & (case == 3), tiny * (1 + 64 * u), v)
-    v = torch.where(on & (case == 4), math.inf * sign, v)
-    return v.float()
-
-
-def row_inputs(g, dt, hard, rows, cols):
-    v = torch.randn(rows, cols, generator=g, dtype=torch.float64) * 3.0
-    if not hard:
-        return v.float()
-    big = min(FMT[dt][2] * 0.9, 60000.0)
-    c = torch.arange(cols, dtype=torch.float64)
-    for r in range(rows):
-        if r % 4 == 0:
-            v[r] += 1000.0
-        elif r % 4 == 1:
-            v[r] = big * torch.where(c % 2 == 1, -1.0, 1.0) * (0.5 + 0.5 * (c % 7) / 7.0)
-        elif r % 4 == 2:
-            v[r] = torch.where(c % 2 == 0, -math.inf, v[r])
-        else:
-            v[r] *= 1e-3
-    return v.float()
+def load_inputs(directory, name):
+    """The inputs hg-bench's accuracy workload `name` gave its kernel (hg-bench --accuracy-inputs): a list of
+    float32 tensors with their shapes and halfgrad dtype names, or None when they were not written."""
+    base = os.path.join(directory, name.replace("/", "_"))
+    if not (os.path.exists(base + ".json") and os.path.exists(base + ".bin")):
+        return None
+    with open(base + ".json") as f:
+        manifest = json.load(f)["inputs"]
+    with open(base + ".bin", "rb") as f:
+        flat = torch.frombuffer(bytearray(f.read()), dtype=torch.float32)
+    out, at = [], 0
+    for m in manifest:
+        n = math.prod(m["shape"])
+        out.append((flat[at:at + n].reshape(m["shape"]).clone(), m["dtype"]))
+        at += n
+    if at != flat.numel():
+        raise RuntimeError(f"{base}.bin holds {flat.numel()} values, its manifest {at}")
+    return out
 
 
 def unary_ops():
-    return {"exp": (torch.exp, -20.0, 12.0), "log": (torch.log, 0.0, 100.0), "tanh": (torch.tanh, -10.0, 10.0),
-            "sigmoid": (torch.sigmoid, -20.0, 20.0),
-            "gelu": (lambda x: torch.nn.functional.gelu(x), -10.0, 10.0),
-            "gelu_tanh": (lambda x: torch.nn.functional.gelu(x, approximate="tanh"), -10.0, 10.0),
-            "silu": (torch.nn.functional.silu, -20.0, 20.0)}
+    return {"exp": torch.exp, "log": torch.log, "tanh": torch.tanh, "sigmoid": torch.sigmoid,
+            "gelu": lambda x: torch.nn.functional.gelu(x),
+            "gelu_tanh": lambda x: torch.nn.functional.gelu(x, approximate="tanh"),
+            "silu": torch.nn.functional.silu}
 
 
 def unary_refs():
@@ -475,56 +477,39 @@ def unary_refs():
     return {"gelu": lambda x: 0.5 * x * torch.special.erfc(-x / math.sqrt(2.0)), "gelu_tanh": gelu_tanh}
 
 
-def torch_accuracy(family, dt_name, hard, dev):
-    """(output dtype, out, ref) for PyTorch's kernel on inputs made like hg-bench's."""
-    g = torch.Generator().manual_seed(12345)
+def torch_accuracy(family, dt_name, inputs, dev):
+    """(output dtype, out, ref) for PyTorch's kernel on halfgrad's very inputs (load_inputs: every value is
+    exact in the dtype hg-bench gave the kernel, f32 for the cast family's source)."""
     dt = dtype(dt_name)
-    mx = FMT[dt_name][2]
-    n = 8192
+    xs = [x.to(dtype(d)) for x, d in inputs]
     if family == "cast-from-f32":
-        x = hard_elementwise(g, dt_name, n, -mx * 1.1, mx * 1.1) if hard else torch.randn(n, generator=g)
+        x = xs[0]
         return dt_name, x.to(dev).to(dt), x.double()
     if family in ("add", "mul"):
-        mk = (lambda: hard_elementwise(g, dt_name, n, -mx, mx)) if hard else (lambda: torch.randn(n, generator=g))
-        a, b = mk().to(dt), mk().to(dt)
+        a, b = xs
         o = (a.to(dev) + b.to(dev)) if family == "add" else (a.to(dev) * b.to(dev))
         r = (a.double() + b.double()) if family == "add" else (a.double() * b.double())
         return dt_name, o, r
     if family in unary_ops():
-        f, lo, hi = unary_ops()[family]
-        x = (hard_elementwise(g, dt_name, n, lo, hi) if hard else torch.randn(n, generator=g) * 2.0).to(dt)
-        return dt_name, f(x.to(dev)), unary_refs().get(family, f)(x.double())
+        f = unary_ops()[family]
+        return dt_name, f(xs[0].to(dev)), unary_refs().get(family, f)(xs[0].double())
     if family in ("softmax", "log_softmax"):
-        x = row_inputs(g, dt_name, hard, 32, 1024).to(dt)
         f = torch.softmax if family == "softmax" else torch.log_softmax
-        return dt_name, f(x.to(dev), -1), f(x.double(), -1)
+        return dt_name, f(xs[0].to(dev), -1), f(xs[0].double(), -1)
     if family == "cross_entropy":
-        x = row_inputs(g, dt_name, hard, 32, 1024)
-        if hard:
-            x[:, 1] = 5.0
-        x = x.to(dt)
-        t = torch.ones(1, dtype=torch.long)
-        outs = [torch.nn.functional.cross_entropy(x[r:r + 1].to(dev), t.to(dev)) for r in range(32)]
-        refs = [torch.nn.functional.cross_entropy(x[r:r + 1].double(), t) for r in range(32)]
+        x = xs[0]
+        t = torch.ones(1, dtype=torch.long)  # hg-bench's target: class 1 in every row
+        outs = [torch.nn.functional.cross_entropy(x[r:r + 1].to(dev), t.to(dev)) for r in range(x.shape[0])]
+        refs = [torch.nn.functional.cross_entropy(x[r:r + 1].double(), t) for r in range(x.shape[0])]
         out = torch.stack([o.float().cpu() for o in outs])
         # PyTorch returns the loss in the logits' dtype: measured in ulps of that.
         return (dt_name if outs[0].dtype != torch.float32 else "f32"), out, torch.stack(refs)
     if family.startswith("reduce-"):
         op = family[len("reduce-"):]
-        v = torch.randn(64, 4096, generator=g, dtype=torch.float64)
-        if hard:
-            c = torch.arange(4096)
-            for r in range(64):
-                v[r] = (torch.where(c % 2 == 1, 32000.0, -32000.0).double() + v[r]) if r % 2 else 100.0 + v[r]
-        x = v.float().to(dt)
         f = {"sum": lambda t: t.sum(-1), "mean": lambda t: t.mean(-1), "norm": lambda t: torch.linalg.vector_norm(t, dim=-1)}[op]
-        return dt_name, f(x.to(dev)), f(x.double())
+        return dt_name, f(xs[0].to(dev)), f(xs[0].double())
     if family == "matmul":
-        a = torch.randn(64, 512, generator=g)
-        b = torch.randn(512, 64, generator=g)
-        if hard:
-            a = a + torch.where(torch.arange(a.numel()).reshape(a.shape) % 2 == 1, 100.0, -100.0)
-        a, b = a.to(dt), b.to(dt)
+        a, b = xs
         return dt_name, a.to(dev) @ b.to(dev), a.double() @ b.double()
     return None
 
@@ -617,7 +602,7 @@ def main():
     if dev.type == "cpu" and hasattr(torch.backends, "cpu") and hasattr(torch.backends.cpu, "get_cpu_capability"):
         cpu_cap = f", CPU capability {torch.backends.cpu.get_cpu_capability()}"
     print(f"compare_torch.py: PyTorch {torch.__version__} on {dev}{cpu_cap} ({torch.get_num_threads()} threads, "
-          f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', 'unset')}), {args.rounds} A/B rounds per workload, "
+          f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', 'unset')}), {rounds_text(args)} per workload, "
           f"{args.warmup} warm-up call(s) then the median of {args.runs} runs each")
     print("speed ratio = PyTorch time / halfgrad time (> 1: halfgrad faster)\n")
     print(f"{'workload':46} {'halfgrad':>11} {'PyTorch':>11} {'ratio':>7}  PyTorch variant")
@@ -678,10 +663,14 @@ def main():
                         out.flush()
                     continue
             try:
-                for i in range(args.rounds):  # A/B, or A/B/A/B
+                rounds, i, t_first = args.rounds, 0, time.perf_counter()
+                while i < rounds:  # A/B, or A/B/A/B
                     hg_t.append(run_hg(args.hg_bench, args, w["name"], dev_name, keep=keep_v and i == 0)["median_s"])
                     pt_t.append(torch_run())
                     probed = 0  # later rounds warm up in full
+                    if i == 0 and args.adaptive_rounds and time.perf_counter() - t_first < args.cheap_round_s:
+                        rounds = 3  # a cheap workload: A/B/A/B/A/B
+                    i += 1
             except Exception as e:  # one failed workload does not stop the rest
                 print(f"{w['name']:46} FAILED: {e}")
                 continue
@@ -698,7 +687,9 @@ def main():
                 out.flush()
     if acc:
         with tempfile.NamedTemporaryFile(suffix=".jsonl") as f:
-            text = hg_lines(args.hg_bench, args, ["--suite", "accuracy", "--json", f.name, "--device", dev_name])
+            inputs_dir = tempfile.mkdtemp(prefix="hg-accuracy-inputs-")
+            text = hg_lines(args.hg_bench, args, ["--suite", "accuracy", "--json", f.name, "--device", dev_name,
+                                                  "--accuracy-inputs", inputs_dir])
             raw = [line for line in open(f.name) if line.strip()]
             rows = [json.loads(line) for line in raw]
             if HG_KEEP["file"]:
@@ -712,7 +703,11 @@ def main():
               " from 16-bit logits, halfgrad an f32 one)")
         for w in acc:
             p = w["params"]
-            res = torch_accuracy(p["family"], p["dtype"], p["inputs"] == "hard", dev)
+            given = load_inputs(inputs_dir, w["name"])
+            if given is None:
+                print(f"{w['name']:46} halfgrad wrote no inputs: no PyTorch figure")
+                continue
+            res = torch_accuracy(p["family"], p["dtype"], given, dev)
             if res is None:
                 continue
             odt, o, r = res
@@ -722,12 +717,18 @@ def main():
             hs = (f"{hmu if isinstance(hmu, str) else f'{hmu:.2f}'} / {100 * h.get('correctly_rounded', 0):.1f}%"
                   f" {h.get('output_dtype', '?')}")
             ts = f"{'inf' if math.isinf(mu) else f'{mu:.2f}'} / {100 * share:.1f}% {odt}"
+            hdt = h.get("output_dtype")
+            if hdt in FMT_BITS and odt in FMT_BITS and hdt != odt and isinstance(hmu, (int, float)):
+                # Different output dtypes (the loss): halfgrad's error also in ulps of PyTorch's output
+                # dtype, where both are normal numbers: the ulps differ by 2^(mantissa bits difference).
+                ts += f"  (halfgrad: {hmu * 2.0 ** (FMT_BITS[odt] - FMT_BITS[hdt]):.2g} {odt} ulp)"
             print(f"{w['name']:46} {hs:>26} {ts:>26}")
             if out:
                 out.write(json.dumps({"name": w["name"], "suite": "accuracy", "params": p, "halfgrad": h,
                                       "torch": {"max_ulps": "inf" if math.isinf(mu) else mu,
                                                 "correctly_rounded": share, "outputs": n, "output_dtype": odt},
                                       "torch_version": torch.__version__, "device": dev_name}) + "\n")
+        shutil.rmtree(inputs_dir, ignore_errors=True)
     if HG_KEEP["file"]:
         print_hg_table()
     if ratios:

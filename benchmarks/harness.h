@@ -61,6 +61,11 @@ struct Options {
   std::string profile_gpu = "H200";
   std::string trace_path;
   bool count_only = false;  // cuda-emu: record launches without running them
+  // --accuracy-inputs DIR: each accuracy workload writes the inputs its kernel
+  // read to DIR/<name, '/' as '_'>.bin (every input's values as f32, exact for
+  // the 16-bit ones, one after the other) and .json ({"inputs": [{"dtype",
+  // "shape"}, ...]}), so that compare_torch.py runs PyTorch on the same values.
+  std::string accuracy_inputs;
 };
 
 class Bench {

@@ -108,6 +108,10 @@ int main(int argc, char** argv) {
   app.add_flag("--count-only", o.count_only,
                "with --profile on cuda-emu: record the launches without running them (the modelled time needs only "
                "their declared work; values are garbage)");
+  app.add_option("--accuracy-inputs", o.accuracy_inputs,
+                 "with the accuracy suite: write each workload's inputs to this existing directory (NAME.bin, "
+                 "NAME.json; compare_torch.py runs PyTorch on the same values)")
+      ->check(CLI::ExistingDirectory);
   CLI11_PARSE(app, argc, argv);
   if ((o.quick || o.profile) && app.count("--warmup") == 0) o.warmup = 1;
 
