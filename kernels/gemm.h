@@ -67,6 +67,13 @@ struct GemmArgs {
   DType dtype = kF32;  // of A, B and C
   bool trans_a = false, trans_b = false;
   int64_t m = 0, n = 0, k = 0, batch = 1;
+  // An outer batch level around `batch`, for the CPU's oneDNN path only
+  // (cpu::gemm_native): outer_batch entries at element strides
+  // outer_stride_a/b/c, so a [outer, batch] pair of batch dims whose strides do
+  // not collapse into one (attention's [B, H] heads read in place from the
+  // fused qkv projection) is one call, not one per outer entry. Every other
+  // path takes outer_batch == 1 (ops::matmul loops over the outer entries).
+  int64_t outer_batch = 1, outer_stride_a = 0, outer_stride_b = 0, outer_stride_c = 0;
   const void* a = nullptr;
   int64_t lda = 0, stride_a = 0;
   const void* b = nullptr;
@@ -107,8 +114,10 @@ const char* gemm_path(DType dtype);
 // The oneDNN path alone (bf16 or f32): runs args and returns true, or returns
 // false having done nothing (another dtype, the path is off, or a shape oneDNN
 // can only run on its reference kernels). cpu::gemm tries it first for bf16
-// and f32.
+// and f32. The only CPU path that takes args.outer_batch > 1.
 bool gemm_native(const GemmArgs& args);
+// Whether gemm_native would run args (true: it will, and returns true).
+bool gemm_native_takes(const GemmArgs& args);
 // Why bf16 widens here ("" when it takes oneDNN): HG_CPU_GEMM=widen,
 // HG_CPU_ISA=generic, no AVX512_BF16/AMX, or a build without oneDNN.
 const char* gemm_bf16_widen_reason();

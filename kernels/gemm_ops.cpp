@@ -98,7 +98,13 @@ GemmArgs gemm_args(const Tensor& a, const Operand& A, const Operand& B, int64_t 
 // also holds for two broadcast dims, 0 == 0 * size) becomes the GEMM's batch;
 // the remaining outer dims (if any) are looped over, one strided-batched GEMM
 // each. [B,H,T,D] @ [B,H,D,T] (any transposed view included) is one GEMM;
-// [B,1,T,D] @ [H,D,T] is B GEMMs of batch H.
+// [B,1,T,D] @ [H,D,T] is B GEMMs of batch H. On the CPU, two batch levels
+// that do not collapse (that product, or attention's heads read in place from
+// the fused qkv projection, whose B stride is 3 H D T rather than H T D) are
+// one oneDNN call with an outer batch level (GemmArgs::outer_batch) wherever
+// oneDNN takes the product: hg-train's char-GPT made 288 attention GEMM calls
+// a step, each a 4-head product of ~1 MFLOP costing mostly oneDNN's per-call
+// work; now 24.
 struct BatchPlan {
   Shape sizes;                      // batch dims after dropping size-1 dims
   std::vector<int64_t> sa, sb, sc;  // their strides in a, b, out (elements)
@@ -266,6 +272,26 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b, cons
   args.stride_b = nbd == 0 ? 0 : plan.sb.back();
   args.stride_c = nbd == 0 ? m * n : plan.sc.back();
   args.beta = beta;
+  // Two levels of batch whose strides do not collapse (attention's [B, H]
+  // over the fused qkv projection): one oneDNN call with an outer batch level
+  // on the CPU where oneDNN takes it, not one call per outer entry (each a
+  // few microseconds of oneDNN's per-call cost on products of ~1 MFLOP).
+  if (a.is_cpu() && nbd == 2 && plan.inner_begin == 1) {
+    GemmArgs all = args;
+    all.a = A.data;
+    all.b = B.data;
+    all.c = out.data_ptr();
+    all.outer_batch = plan.sizes[0];
+    all.outer_stride_a = plan.sa[0];
+    all.outer_stride_b = plan.sb[0];
+    all.outer_stride_c = plan.sc[0];
+    if (cpu::gemm_native_takes(all)) {
+      detail::note_gemm_call(all);
+      const profiler::WorkScope profiled = detail::profile_gemm(all, false);  // Note [Profiler]
+      if (!profiled.skip()) cpu::gemm_native(all);
+      return out;
+    }
+  }
   const auto esize = static_cast<int64_t>(a.element_size());
   for (int64_t o = 0; o < outer_batch; ++o) {
     // Element offsets of this outer batch index in a, b and out.
@@ -311,7 +337,7 @@ profiler::WorkScope profile_gemm(const GemmArgs& args, bool cuda) {
   if (!profiler::active()) return profiler::WorkScope(profiler::Kind::library, nullptr);
   // Work a GEMM needs: A and B read once, C written (and read with beta != 0).
   const double esize = static_cast<double>(dtype_size(args.dtype));
-  const double batch = static_cast<double>(args.batch), m = static_cast<double>(args.m),
+  const double batch = static_cast<double>(args.batch * args.outer_batch), m = static_cast<double>(args.m),
                n = static_cast<double>(args.n), k = static_cast<double>(args.k);
   const double a_elems = (args.stride_a == 0 ? 1 : batch) * m * k, b_elems = (args.stride_b == 0 ? 1 : batch) * k * n;
   const double c_elems = batch * m * n * (args.beta != 0.0f ? 2 : 1);

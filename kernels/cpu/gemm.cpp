@@ -116,6 +116,15 @@ bool gemm_native(const GemmArgs& g) {
 #endif
 }
 
+bool gemm_native_takes(const GemmArgs& g) {
+#if defined(HG_HAVE_ONEDNN)
+  return gemm_onednn_takes(g);
+#else
+  (void)g;
+  return false;
+#endif
+}
+
 const char* gemm_f32_openblas_reason() {
 #if defined(HG_HAVE_ONEDNN)
   return native_f32_gemm_reason();
@@ -159,6 +168,11 @@ const char* gemm_path(DType dtype) {
 }
 
 void gemm(const GemmArgs& g) {
+  if (g.outer_batch != 1) {  // only oneDNN takes an outer batch level (GemmArgs)
+    HG_CHECK(gemm_native(g), "matmul: an outer batch level (", g.outer_batch,
+             " entries) runs only on oneDNN's matmul, which did not take this product; call cpu::gemm per outer entry");
+    return;
+  }
   HG_CHECK(g.m <= INT32_MAX && g.n <= INT32_MAX && g.k <= INT32_MAX && g.lda <= INT32_MAX &&
                g.ldb <= INT32_MAX && g.ldc <= INT32_MAX,
            "matmul: dimensions above 2^31 are not supported by the BLAS interface (m=", g.m,

@@ -63,6 +63,7 @@ struct Key {
   DType dtype;
   bool trans_a, trans_b, bias;
   int64_t m, n, k, batch, lda, ldb, ldc, stride_a, stride_b, stride_c;
+  int64_t outer_batch, outer_stride_a, outer_stride_b, outer_stride_c;
   float alpha, beta;
   int threads;
 };
@@ -79,23 +80,30 @@ onednn::Cache<Key, Entry, 256>& cache() {
 }
 
 // A (rows x cols) operand stored with row stride ld, transposed or not, as a
-// [batch, r, c] descriptor of the logical op(X); stride 0 -> a batch dim of 1.
-memory::desc operand_desc(dt type, int64_t batch, int64_t batch_stride, int64_t r, int64_t c, bool trans, int64_t ld) {
+// [batch, r, c] descriptor of the logical op(X), or [outer, batch, r, c] with
+// an outer batch level; a batch stride of 0 -> a batch dim of 1 (broadcast).
+memory::desc operand_desc(dt type, int64_t outer, int64_t outer_stride, int64_t batch, int64_t batch_stride, int64_t r,
+                          int64_t c, bool trans, int64_t ld) {
   const memory::dim row = trans ? 1 : ld, col = trans ? ld : 1;
-  if (batch == 1) return memory::desc({r, c}, type, {row, col});
+  if (batch == 1 && outer == 1) return memory::desc({r, c}, type, {row, col});
   const int64_t extent = (trans ? c : r) * ld;  // the stride of a dim of size 1 is not read
   const int64_t b = batch_stride == 0 ? 1 : batch;
-  return memory::desc({b, r, c}, type, {batch_stride == 0 ? extent : batch_stride, row, col});
+  const int64_t bs = batch_stride == 0 ? extent : batch_stride;
+  if (outer == 1) return memory::desc({b, r, c}, type, {bs, row, col});
+  const int64_t o = outer_stride == 0 ? 1 : outer;
+  return memory::desc({o, b, r, c}, type, {outer_stride == 0 ? b * bs : outer_stride, bs, row, col});
 }
 
 Entry make_entry(const GemmArgs& g) {
   Entry e;
   const dt type = g.dtype == DType::F32 ? dt::f32 : g.dtype == DType::F16 ? dt::f16 : dt::bf16;
   try {
-    e.a = operand_desc(type, g.batch, g.stride_a, g.m, g.k, g.trans_a, g.lda);
-    e.b = operand_desc(type, g.batch, g.stride_b, g.k, g.n, g.trans_b, g.ldb);
-    e.c = operand_desc(type, g.batch, g.batch == 1 ? 0 : g.stride_c, g.m, g.n, false, g.ldc);
-    if (g.batch > 1 && g.stride_c == 0) return e;  // every entry writing one C: not a matmul
+    e.a = operand_desc(type, g.outer_batch, g.outer_stride_a, g.batch, g.stride_a, g.m, g.k, g.trans_a, g.lda);
+    e.b = operand_desc(type, g.outer_batch, g.outer_stride_b, g.batch, g.stride_b, g.k, g.n, g.trans_b, g.ldb);
+    e.c = operand_desc(type, g.outer_batch, g.outer_batch == 1 ? 0 : g.outer_stride_c, g.batch,
+                       g.batch == 1 ? 0 : g.stride_c, g.m, g.n, false, g.ldc);
+    // Every entry writing one C: not a matmul.
+    if ((g.batch > 1 && g.stride_c == 0) || (g.outer_batch > 1 && g.outer_stride_c == 0)) return e;
     dnnl::primitive_attr attr;
     if (g.alpha != 1.0f) attr.set_output_scales(0, {g.alpha});
     if (g.beta != 0.0f) {
@@ -142,15 +150,19 @@ const char* native_f16_gemm_reason() { return policy().f16.reason; }
 
 const GemmDecision& gemm_onednn_decision() { return policy(); }
 
-bool gemm_onednn(const GemmArgs& g) {
+namespace {
+
+// The cached primitive for g, or null when oneDNN does not take g.
+std::shared_ptr<const Entry> entry_for(const GemmArgs& g) {
   if (!(g.dtype == DType::BF16 && native_bf16_gemm()) && !(g.dtype == DType::F32 && native_f32_gemm()) &&
       !(g.dtype == DType::F16 && native_f16_gemm())) {
-    return false;
+    return nullptr;
   }
   // No epilogue, or a bias over the columns of one 2-D product (GemmArgs'
   // other epilogues are cuBLASLt's).
-  if (g.epilogue != GemmEpilogue::none && !(g.epilogue == GemmEpilogue::bias && g.batch == 1 && g.bias != nullptr)) {
-    return false;
+  if (g.epilogue != GemmEpilogue::none &&
+      !(g.epilogue == GemmEpilogue::bias && g.batch == 1 && g.outer_batch == 1 && g.bias != nullptr)) {
+    return nullptr;
   }
   Key key = onednn::zeroed_key<Key>();
   key.dtype = g.dtype;
@@ -167,18 +179,31 @@ bool gemm_onednn(const GemmArgs& g) {
   key.stride_a = g.batch == 1 ? 0 : g.stride_a;
   key.stride_b = g.batch == 1 ? 0 : g.stride_b;
   key.stride_c = g.batch == 1 ? 0 : g.stride_c;
+  key.outer_batch = g.outer_batch;
+  key.outer_stride_a = g.outer_batch == 1 ? 0 : g.outer_stride_a;
+  key.outer_stride_b = g.outer_batch == 1 ? 0 : g.outer_stride_b;
+  key.outer_stride_c = g.outer_batch == 1 ? 0 : g.outer_stride_c;
   key.alpha = g.alpha;
   key.beta = g.beta;
   key.threads = omp_get_max_threads();
-  const std::shared_ptr<const Entry> e = cache().get(key, [&] { return make_entry(g); });
-  if (!e->supported) return false;
+  std::shared_ptr<const Entry> e = cache().get(key, [&] { return make_entry(g); });
+  return e->supported ? e : nullptr;
+}
+
+}  // namespace
+
+bool gemm_onednn_takes(const GemmArgs& g) { return entry_for(g) != nullptr; }
+
+bool gemm_onednn(const GemmArgs& g) {
+  const std::shared_ptr<const Entry> e = entry_for(g);
+  if (e == nullptr) return false;
   dnnl::stream& stream = onednn::stream();
   try {
     const memory a(e->a, engine(), const_cast<void*>(g.a));
     const memory b(e->b, engine(), const_cast<void*>(g.b));
     const memory c(e->c, engine(), g.c);
     std::unordered_map<int, memory> args{{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}};
-    if (key.bias) args.emplace(DNNL_ARG_BIAS, memory(e->bias, engine(), g.bias));
+    if (g.epilogue == GemmEpilogue::bias) args.emplace(DNNL_ARG_BIAS, memory(e->bias, engine(), g.bias));
     e->prim.execute(stream, args);
     stream.wait();
   } catch (const dnnl::error& err) {

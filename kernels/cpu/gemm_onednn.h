@@ -31,5 +31,7 @@ const GemmDecision& gemm_onednn_decision();
 // oneDNN runs only on its reference kernels): the caller then widens (16-bit)
 // or calls OpenBLAS (f32).
 bool gemm_onednn(const GemmArgs& g);
+// Whether gemm_onednn would run g (it then returns true).
+bool gemm_onednn_takes(const GemmArgs& g);
 
 }  // namespace hg::cpu

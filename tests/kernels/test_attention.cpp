@@ -168,13 +168,30 @@ TEST_CASE("transposed views reach the GEMM as a transpose flag, in one batched c
     CHECK(!after.last_trans_a);
     CHECK(compare_values(f64_values(s), ref_matmul(q, kt), tolerance_for(kF32, OpKind::kReduction)) == "");
     // [B, 1, T, D] @ [H, D, T]: the batch dims do not collapse into one stride;
-    // B GEMMs of batch H, still without copying or expanding an operand.
+    // B GEMMs of batch H, still without copying or expanding an operand; on a
+    // CPU whose f32 GEMMs take oneDNN, one call with an outer batch level of B
+    // (GemmArgs::outer_batch), each level broadcasting one operand.
+    const bool one_call = dev.is_cpu() && std::string(cpu::gemm_path(kF32)) == "onednn-f32";
+    const Tensor a4 = randn({2, 1, 5, 4}).to(dev), b3 = randn({3, 4, 5}).to(dev);
     const auto b2 = ops::detail::gemm_call_stats();
-    const Tensor y = ops::matmul(randn({2, 1, 5, 4}).to(dev), randn({3, 4, 5}).to(dev));
+    const Tensor y = ops::matmul(a4, b3);
     const auto a2 = ops::detail::gemm_call_stats();
     CHECK(y.sizes() == Shape{2, 3, 5, 5});
-    CHECK(a2.calls - b2.calls == 2);
+    CHECK(a2.calls - b2.calls == (one_call ? 1 : 2));
     CHECK(a2.last_batch == 3);
+    CHECK(compare_values(f64_values(y), ref_matmul(a4.expand({2, 3, 5, 4}), b3.expand({2, 3, 4, 5})),
+                         tolerance_for(kF32, OpKind::kReduction)) == "");
+    // Attention's heads read in place from a fused projection: [B, T, H, D]
+    // permuted to [B, H, T, D] (B's stride is not H's times H), times its
+    // own transpose: B calls of batch H, or one on oneDNN.
+    const Tensor x = randn({2, 5, 3, 4}).to(dev).permute({0, 2, 1, 3});
+    REQUIRE(!x.is_contiguous());
+    const auto b3c = ops::detail::gemm_call_stats();
+    const Tensor z = ops::matmul(x, x.transpose(-2, -1));
+    const auto a3c = ops::detail::gemm_call_stats();
+    CHECK(a3c.calls - b3c.calls == (one_call ? 1 : 2));
+    CHECK(compare_values(f64_values(z), ref_matmul(x, x.transpose(-2, -1)), tolerance_for(kF32, OpKind::kReduction)) ==
+          "");
   }
 }
 
