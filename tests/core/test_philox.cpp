@@ -12,7 +12,10 @@
 #include <vector>
 
 #include "core/generator.h"
+#include "core/half.h"
 #include "core/philox.h"
+#include "core/tensor.h"
+#include "kernels/cpu/threads.h"
 
 namespace {
 
@@ -321,4 +324,39 @@ TEST_CASE("generator: default generator and concurrent offsets", "[core][philox]
   all.insert(second.begin(), second.end());
   CHECK(all.size() == 2 * kPerThread);  // no offset handed out twice
   CHECK(gen.offset() == 2 * kPerThread);
+}
+
+// rand and randn compute each Philox block once for its four elements, in
+// parallel above a grain (Note [Random fills by block] in
+// core/tensor_factories.cpp): every element must still be philox_*_at of its
+// index, bit for bit, for any length (partial last blocks), any thread count
+// and any dtype (the f32 value rounded once).
+TEST_CASE("rand and randn tensors are philox_*_at element by element, for any thread count", "[core][philox]") {
+  const int threads_before = hg::get_num_threads();
+  for (const int threads : {1, 2, 3}) {
+    hg::set_num_threads(threads);
+    for (const int64_t n : {int64_t{1}, int64_t{7}, int64_t{4099}, int64_t{1} << 16, (int64_t{1} << 17) + 3}) {
+      for (const bool normal : {false, true}) {
+        INFO(threads << " threads, n " << n << (normal ? " randn" : " rand"));
+        hg::Generator gen(77);
+        const uint64_t seed = gen.seed(), offset = gen.get_state().offset;
+        const hg::Tensor t = normal ? hg::randn({n}, {}, &gen) : hg::rand({n}, {}, &gen);
+        const hg::Tensor h =
+            normal ? hg::randn({n}, {.dtype = hg::kBF16}, &gen) : hg::rand({n}, {.dtype = hg::kBF16}, &gen);
+        const std::vector<float> got = t.to_vector<float>(), got16 = h.to(hg::kF32).to_vector<float>();
+        int64_t differ = 0, differ16 = 0;
+        for (int64_t i = 0; i < n; ++i) {
+          const auto u = static_cast<uint64_t>(i);
+          const float want = normal ? hg::philox_normal_at(seed, offset, u) : hg::philox_uniform_at(seed, offset, u);
+          const float want16 = static_cast<float>(hg::bfloat16(normal ? hg::philox_normal_at(seed, offset + 1, u)
+                                                                      : hg::philox_uniform_at(seed, offset + 1, u)));
+          differ += std::memcmp(&got[static_cast<size_t>(i)], &want, sizeof want) != 0;
+          differ16 += std::memcmp(&got16[static_cast<size_t>(i)], &want16, sizeof want16) != 0;
+        }
+        CHECK(differ == 0);
+        CHECK(differ16 == 0);
+      }
+    }
+  }
+  hg::set_num_threads(threads_before);
 }
