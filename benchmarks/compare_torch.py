@@ -403,7 +403,6 @@ def torch_workload(p, dev):
 
 # ---- accuracy ------------------------------------------------------------------------
 
-FMT_BITS = {"f16": 10, "bf16": 7, "f32": 23}  # stored mantissa bits
 FMT = {"f16": (10, -14, 65504.0), "bf16": (7, -126, (2 - 2 ** -7) * 2.0 ** 127),
        "f32": (23, -126, 3.4028234663852886e38)}
 
@@ -718,10 +717,10 @@ def main():
                   f" {h.get('output_dtype', '?')}")
             ts = f"{'inf' if math.isinf(mu) else f'{mu:.2f}'} / {100 * share:.1f}% {odt}"
             hdt = h.get("output_dtype")
-            if hdt in FMT_BITS and odt in FMT_BITS and hdt != odt and isinstance(hmu, (int, float)):
+            if hdt in FMT and odt in FMT and hdt != odt and isinstance(hmu, (int, float)):
                 # Different output dtypes (the loss): halfgrad's error also in ulps of PyTorch's output
                 # dtype, where both are normal numbers: the ulps differ by 2^(mantissa bits difference).
-                ts += f"  (halfgrad: {hmu * 2.0 ** (FMT_BITS[odt] - FMT_BITS[hdt]):.2g} {odt} ulp)"
+                ts += f"  (halfgrad: {hmu * 2.0 ** (FMT[odt][0] - FMT[hdt][0]):.2g} {odt} ulp)"
             print(f"{w['name']:46} {hs:>26} {ts:>26}")
             if out:
                 out.write(json.dumps({"name": w["name"], "suite": "accuracy", "params": p, "halfgrad": h,

@@ -108,7 +108,6 @@ Tensor random_fill(Shape shape, TensorOptions options, Generator* generator, boo
   Generator& gen = generator != nullptr ? *generator : default_generator();
   const uint64_t seed = gen.seed();
   const uint64_t offset = gen.next_offset();
-  const bool grad = options.requires_grad;
   Tensor f32 = empty(std::move(shape), {.dtype = kF32});
   float* out = f32.data<float>();
   const int64_t n = f32.numel(), blocks = (n + 3) / 4;
@@ -123,17 +122,12 @@ Tensor random_fill(Shape shape, TensorOptions options, Generator* generator, boo
   } else {
     random_blocks(out, n, 0, blocks, seed, offset, normal);
   }
-  Tensor host = f32;
+  // Other dtypes: the f32 values rounded through generate, as before.
   if (options.dtype != kF32) {
-    host = empty(f32.sizes(), {.dtype = options.dtype});
-    dispatch_dtype(options.dtype, [&](auto tag) {
-      using T = decltype(tag);
-      T* dst = static_cast<T*>(host.data_ptr());
-      for (int64_t i = 0; i < n; ++i) dst[i] = convert_value<T>(static_cast<double>(out[i]));
-    });
+    return generate(f32.sizes(), options, [&](int64_t i) { return static_cast<double>(out[i]); });
   }
-  Tensor t = host.to(options.device);
-  if (grad) t.requires_grad_(true);
+  Tensor t = f32.to(options.device);
+  if (options.requires_grad) t.requires_grad_(true);
   return t;
 }
 
