@@ -13,6 +13,7 @@
 #include "autograd/functions.h"
 #include "autograd/node.h"
 #include "core/copy.h"
+#include "core/copy_autograd.h"
 #include "kernels/reduce.h"
 
 namespace hg {
@@ -90,8 +91,20 @@ void record_member_view(const Tensor& base, const Tensor& view, const ViewRecord
   }
 }
 
+// The copy autograd hook (Note [Copy autograd hook] in core/copy_autograd.h):
+// contiguous and clone pass the gradient through; to() converts it back to
+// the source's dtype and device.
+void record_member_copy(const Tensor& x, const Tensor& y, const char* name) {
+  if (x.dtype() == y.dtype() && x.device() == y.device()) {
+    record_view(name, x, y, [](const Tensor& g) { return g; });
+  } else {
+    record_view(name, x, y, [d = x.device(), t = x.dtype()](const Tensor& g) { return g.to(d, t); });
+  }
+}
+
 const bool kViewHookInstalled = [] {
   register_view_autograd_hook(&record_member_view);
+  register_copy_autograd_hook(&record_member_copy);
   return true;
 }();
 
@@ -112,19 +125,9 @@ Tensor expand(const Tensor& x, Shape shape) { return x.expand(std::move(shape));
 Tensor squeeze(const Tensor& x, std::optional<int64_t> dim) { return dim ? x.squeeze(*dim) : x.squeeze(); }
 Tensor unsqueeze(const Tensor& x, int64_t dim) { return x.unsqueeze(dim); }
 
-Tensor contiguous(const Tensor& x) {
-  if (x.is_contiguous()) return x;
-  return record_view("contiguous", x, x.contiguous(), [](const Tensor& g) { return g; });
-}
-
-Tensor to(const Tensor& x, DType dtype) {
-  if (x.dtype() == dtype) return x;
-  return record_view("to_dtype", x, x.to(dtype), [d = x.dtype()](const Tensor& g) { return g.to(d); });
-}
-
-Tensor to(const Tensor& x, Device device) {
-  if (x.device() == device) return x;
-  return record_view("to_device", x, x.to(device), [d = x.device()](const Tensor& g) { return g.to(d); });
-}
+// The conversions are the members too, which record through the copy hook.
+Tensor contiguous(const Tensor& x) { return x.contiguous(); }
+Tensor to(const Tensor& x, DType dtype) { return x.to(dtype); }
+Tensor to(const Tensor& x, Device device) { return x.to(device); }
 
 }  // namespace hg

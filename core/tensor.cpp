@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/convert.h"
+#include "core/copy_autograd.h"
 #include "core/copy.h"
 
 namespace hg {
@@ -123,15 +124,29 @@ void Tensor::backward(const Tensor& grad, bool retain_graph) const {
 
 // ---- copies -----------------------------------------------------------------------
 
-Tensor Tensor::contiguous() const {
-  return is_contiguous() ? *this : clone();
+namespace {
+CopyAutogradHook g_copy_hook = nullptr;
+
+// Hands a copy to the copy autograd hook (Note [Copy autograd hook]).
+Tensor recorded_copy(const Tensor& source, Tensor copy, const char* name) {
+  if (g_copy_hook != nullptr && source.requires_grad()) g_copy_hook(source, copy, name);
+  return copy;
 }
 
-Tensor Tensor::clone() const {
-  Tensor out = empty(sizes(), {.dtype = dtype(), .device = device()});
-  copy_into(out, *this);
+Tensor raw_clone(const Tensor& t) {
+  Tensor out = empty(t.sizes(), {.dtype = t.dtype(), .device = t.device()});
+  copy_into(out, t);
   return out;
 }
+}  // namespace
+
+void register_copy_autograd_hook(CopyAutogradHook hook) { g_copy_hook = hook; }
+
+Tensor Tensor::contiguous() const {
+  return is_contiguous() ? *this : recorded_copy(*this, raw_clone(*this), "contiguous");
+}
+
+Tensor Tensor::clone() const { return recorded_copy(*this, raw_clone(*this), "clone"); }
 
 Tensor Tensor::to(DType target) const { return to(device(), target); }
 Tensor Tensor::to(Device target) const { return to(target, dtype()); }
@@ -140,7 +155,7 @@ Tensor Tensor::to(Device target, DType target_dtype) const {
   if (target == device() && target_dtype == dtype()) return *this;
   Tensor out = empty(sizes(), {.dtype = target_dtype, .device = target});
   copy_into(out, *this);
-  return out;
+  return recorded_copy(*this, out, target == device() ? "to_dtype" : "to_device");
 }
 
 namespace {
