@@ -8,9 +8,11 @@
 #include <cstdint>
 #include <numeric>
 #include <optional>
+#include <string_view>
 #include <vector>
 
 #include "autograd/functions.h"
+#include "autograd/grad_mode.h"
 #include "autograd/node.h"
 #include "core/copy.h"
 #include "core/copy_autograd.h"
@@ -102,9 +104,40 @@ void record_member_copy(const Tensor& x, const Tensor& y, const char* name) {
   }
 }
 
+// The check of the unrecorded members (Note [In-place members and autograd]
+// in core/copy_autograd.h): called when self or src requires grad.
+void check_member_unrecorded(const Tensor& self, const Tensor* src, const char* name) {
+  if (!is_grad_enabled()) return;
+  if (std::string_view(name) == "as_strided") {
+    HG_FAIL("as_strided: this tensor (shape ", self.shape_str(),
+            ") requires grad, and as_strided records no "
+            "backward, so the gradient would stop here; use the recorded views (view, slice, narrow, expand, "
+            "transpose, ...), or call it on x.detach() (or under hg::NoGradGuard) if no gradient should flow");
+  }
+  if (self.requires_grad() && self.is_leaf()) {
+    HG_FAIL(name, ": this tensor (shape ", self.shape_str(),
+            ") is a leaf that requires grad, and grad mode is on; "
+            "an in-place write would change it behind autograd's back (PyTorch refuses it too). Write it under "
+            "hg::NoGradGuard (as initialisers and optimizers do), or make a new tensor with an out-of-place op");
+  }
+  if (self.requires_grad()) {
+    HG_FAIL(name, ": this tensor (shape ", self.shape_str(), ") was made by a recorded op (",
+            self.impl_ptr()->autograd_meta->grad_fn->name(),
+            "), and halfgrad does not record in-place writes, so its gradient would be wrong; use an out-of-place "
+            "op (e.g. hg::where, x * 0.0, hg::cat) or write it under hg::NoGradGuard if no gradient should flow");
+  }
+  if (src != nullptr && src->requires_grad()) {
+    HG_FAIL(name, ": the source (shape ", src->shape_str(),
+            ") requires grad, and halfgrad does not record "
+            "copy_, so the gradient would stop here; use dst = src.clone() (or src.to(dtype)) to keep it, or "
+            "copy src.detach() if no gradient should flow");
+  }
+}
+
 const bool kViewHookInstalled = [] {
   register_view_autograd_hook(&record_member_view);
   register_copy_autograd_hook(&record_member_copy);
+  register_unrecorded_autograd_hook(&check_member_unrecorded);
   return true;
 }();
 

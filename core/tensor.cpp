@@ -142,6 +142,18 @@ Tensor raw_clone(const Tensor& t) {
 
 void register_copy_autograd_hook(CopyAutogradHook hook) { g_copy_hook = hook; }
 
+namespace {
+UnrecordedAutogradHook g_unrecorded_hook = nullptr;
+}  // namespace
+
+void check_unrecorded_member(const Tensor& self, const Tensor* src, const char* name) {
+  if (g_unrecorded_hook != nullptr && (self.requires_grad() || (src != nullptr && src->requires_grad()))) {
+    g_unrecorded_hook(self, src, name);
+  }
+}
+
+void register_unrecorded_autograd_hook(UnrecordedAutogradHook hook) { g_unrecorded_hook = hook; }
+
 Tensor Tensor::contiguous() const {
   return is_contiguous() ? *this : recorded_copy(*this, raw_clone(*this), "contiguous");
 }
@@ -178,6 +190,7 @@ bool surely_self_overlapping(const Tensor& t) {
 }  // namespace
 
 Tensor& Tensor::copy_(const Tensor& src) {
+  check_unrecorded_member(*this, &src, "copy_");
   HG_CHECK(numel() == 0 || !surely_self_overlapping(*this), "copy_: the destination (shape ", shape_str(),
            ", strides ", shape_to_string(strides()),
            ") has elements that share memory (an expanded view), so the result would depend on the copy order; "
@@ -188,6 +201,7 @@ Tensor& Tensor::copy_(const Tensor& src) {
 }
 
 Tensor& Tensor::fill_(double value) {
+  check_unrecorded_member(*this, nullptr, "fill_");
   fill(*this, value);
   bump_version();
   return *this;

@@ -6,6 +6,7 @@
 #include <optional>
 #include <vector>
 
+#include "core/copy_autograd.h"
 #include "core/tensor.h"
 
 namespace hg {
@@ -324,6 +325,7 @@ Tensor Tensor::unsqueeze(int64_t dim_arg) const {
 
 Tensor Tensor::as_strided(Shape new_sizes, Shape new_strides, int64_t new_offset) const {
   check_in_storage(*this, new_sizes, new_strides, new_offset, "as_strided");  // named in its own messages
+  check_unrecorded_member(*this, nullptr, "as_strided");
   return make_view(std::move(new_sizes), std::move(new_strides), new_offset);
 }
 

@@ -149,7 +149,7 @@ Tensor fold_rows(const Tensor& a, const Tensor& b, bool trans_a, const Tensor& b
     expected = a.stride(d) * a.size(d);
   }
   if (row_stride < 0) row_stride = std::max<int64_t>(a.size(-1), 1);
-  return a.as_strided({rows, a.size(-1)}, {row_stride, a.stride(-1)}, a.offset());
+  return a.detach().as_strided({rows, a.size(-1)}, {row_stride, a.stride(-1)}, a.offset());
 }
 
 }  // namespace

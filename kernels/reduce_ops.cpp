@@ -103,10 +103,10 @@ Tensor rows_view(const RowPlan& plan) {
   // into one strided dim.
   if (!p.is_contiguous() && plan.rows > 0 && plan.cols > 0 && merged_stride(p, plan.n_kept, p.dim(), 1) == 1) {
     const int64_t row_stride = merged_stride(p, 0, plan.n_kept, plan.cols);
-    if (row_stride >= 0) return p.as_strided({plan.rows, plan.cols}, {row_stride, 1}, p.offset());
+    if (row_stride >= 0) return p.detach().as_strided({plan.rows, plan.cols}, {row_stride, 1}, p.offset());
   }
   const Tensor c = p.contiguous();
-  return c.as_strided({plan.rows, plan.cols}, {plan.cols, 1}, c.offset());
+  return c.detach().as_strided({plan.rows, plan.cols}, {plan.cols, 1}, c.offset());
 }
 
 // The [rows, cols] view of plan.permuted with dense columns (stride(0) == 1):
@@ -119,7 +119,7 @@ Tensor cols_view(const RowPlan& plan) {
   if (plan.rows <= 1 || plan.cols <= 1 || merged_stride(p, 0, plan.n_kept, 1) != 1) return Tensor();
   const int64_t col_stride = merged_stride(p, plan.n_kept, p.dim(), -1);
   if (col_stride < plan.rows) return Tensor();
-  return p.as_strided({plan.rows, plan.cols}, {1, col_stride}, p.offset());
+  return p.detach().as_strided({plan.rows, plan.cols}, {1, col_stride}, p.offset());
 }
 
 bool is_value_reduction(OpId op) {
@@ -156,7 +156,7 @@ Tensor reduce(OpId op, const Tensor& x, const std::vector<int64_t>& dims, bool k
     return out;
   }
   if (out_dtype != x.dtype()) plan.permuted = plan.permuted.to(out_dtype);
-  const Tensor out_rows = out.as_strided({plan.rows}, {1}, out.offset());
+  const Tensor out_rows = out.detach().as_strided({plan.rows}, {1}, out.offset());
   // A reduction over the leading dims of a contiguous tensor needs no
   // transposing copy (Note [Column reductions on the CPU], kernels/cpu/
   // reduce.cpp; Note [Column reductions on CUDA], kernels/cuda/reduce.cu).
@@ -180,7 +180,7 @@ Tensor argmax(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
   Tensor out = empty(plan.out_shape, {.dtype = kI64, .device = x.device()});
   if (plan.rows == 0) return out;
   const Tensor rows = rows_view(plan);
-  const Tensor out_rows = out.as_strided({plan.rows}, {1}, out.offset());
+  const Tensor out_rows = out.detach().as_strided({plan.rows}, {1}, out.offset());
   HG_BACKEND_CALL(x.device(), argmax_rows, out_rows, rows);
   return out;
 }

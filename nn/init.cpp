@@ -38,11 +38,13 @@ void normal_(const Tensor& t, double mean, double std, Generator* gen) {
 }
 
 void zeros_(const Tensor& t) {
+  NoGradGuard no_grad;
   Tensor target = t;
   target.zero_();
 }
 
 void ones_(const Tensor& t) {
+  NoGradGuard no_grad;
   Tensor target = t;
   target.fill_(1.0);
 }

@@ -6,3 +6,7 @@ hg_add_test(test_autograd LABEL autograd SOURCES
 target_link_libraries(test_autograd PRIVATE nlohmann_json::nlohmann_json)
 target_compile_definitions(test_autograd PRIVATE
   HG_TEST_FIXTURE_DIR="${CMAKE_CURRENT_LIST_DIR}/fixtures")
+hg_add_test(test_tensor_members LABEL autograd SOURCES
+  ${CMAKE_CURRENT_LIST_DIR}/test_tensor_members.cpp
+)
+target_compile_definitions(test_tensor_members PRIVATE HG_SOURCE_DIR="${PROJECT_SOURCE_DIR}")

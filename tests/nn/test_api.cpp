@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "autograd/functions.h"
+#include "autograd/grad_mode.h"
 #include "core/generator.h"
 #include "kernels/reduce.h"
 #include "nn/layers.h"
@@ -143,6 +144,7 @@ TEST_CASE("the module tree: names, printing, named_modules, apply, to", "[nn][ap
   int linears = 0;
   block->apply([&](nn::Module& m) {
     if (auto* l = dynamic_cast<nn::Linear*>(&m)) {
+      NoGradGuard no_grad;  // writing a parameter in place, as torch.no_grad()
       l->weight.fill_(0.25);
       ++linears;
     }
