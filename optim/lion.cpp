@@ -8,11 +8,22 @@
 
 namespace hg::optim {
 
-Lion::Lion(std::vector<Tensor> params, LionOptions o)
-    : Optimizer(std::move(params), o.lr, {{"beta1", o.beta1}, {"beta2", o.beta2}, {"weight_decay", o.weight_decay}}) {
+namespace {
+OptimizerOptions lion_options(const LionOptions& o) {
   HG_CHECK(o.beta1 >= 0.0 && o.beta1 < 1.0 && o.beta2 >= 0.0 && o.beta2 < 1.0, "Lion: betas must be in [0, 1), got ",
            o.beta1, ", ", o.beta2);
   HG_CHECK(o.weight_decay >= 0.0, "Lion: weight_decay must be >= 0, got ", o.weight_decay);
+  return {{"beta1", o.beta1}, {"beta2", o.beta2}, {"weight_decay", o.weight_decay}};
+}
+}  // namespace
+
+Lion::Lion(std::vector<Tensor> params, LionOptions o)
+    : Optimizer(std::move(params), o.lr, lion_options(o)), defaults_(o) {}
+
+void Lion::add_param_group(std::vector<Tensor> params, const LionOptions& o) {
+  OptimizerOptions overrides = lion_options(o);
+  overrides["lr"] = o.lr;
+  Optimizer::add_param_group(std::move(params), overrides);
 }
 
 std::vector<Optimizer::StateSpec> Lion::state_spec(const ParamGroup& /*group*/, const Tensor& /*param*/) const {

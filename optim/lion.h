@@ -24,11 +24,20 @@ struct LionOptions {
 class Lion : public Optimizer {
  public:
   explicit Lion(std::vector<Tensor> params, LionOptions options = {});
+  // The optimizer's defaults (the named-options overload of Optimizer is hidden: a typed option or nothing).
+  void add_param_group(std::vector<Tensor> params) { Optimizer::add_param_group(std::move(params)); }
+  // A group with its own options, every field as given (start from
+  // defaults() to keep the constructor's).
+  void add_param_group(std::vector<Tensor> params, const LionOptions& options);
+  LionOptions defaults() const { return defaults_; }
 
  protected:
   std::vector<StateSpec> state_spec(const ParamGroup& group, const Tensor& param) const override;
   void update(OptimizerStep& step) override;
   SkipMode skip_mode() const override { return SkipMode::kMaskedWrites; }
+
+ private:
+  LionOptions defaults_;
 };
 
 }  // namespace hg::optim

@@ -39,15 +39,16 @@ std::unique_ptr<Optimizer> make_optimizer(const std::string& kind,
     std::vector<Tensor> first = matrices.empty() ? rest : matrices;
     const double decay = matrices.empty() ? 0.0 : weight_decay;
     if (kind == "adamw") {
-      opt = std::make_unique<AdamW>(first, AdamWOptions{}.set_lr(lr).set_betas(0.9, beta2).set_weight_decay(decay));
-      if (!matrices.empty() && !rest.empty()) {
-        OptimizerHyper h = opt->param_groups()[0].hyper;
-        h.weight_decay = 0.0f;
-        opt->add_param_group(rest, h);
-      }
+      auto adamw =
+          std::make_unique<AdamW>(first, AdamWOptions{}.set_lr(lr).set_betas(0.9, beta2).set_weight_decay(decay));
+      if (!matrices.empty() && !rest.empty()) adamw->add_param_group(rest, adamw->defaults().set_weight_decay(0.0));
+      opt = std::move(adamw);
     } else {
-      opt = std::make_unique<Lion>(first, LionOptions{.lr = lr / 3.0, .weight_decay = 3.0 * decay});
-      if (!matrices.empty() && !rest.empty()) opt->add_param_group(rest, OptimizerOptions{{"weight_decay", 0.0}});
+      auto lion = std::make_unique<Lion>(first, LionOptions{.lr = lr / 3.0, .weight_decay = 3.0 * decay});
+      LionOptions no_decay = lion->defaults();
+      no_decay.weight_decay = 0.0;
+      if (!matrices.empty() && !rest.empty()) lion->add_param_group(rest, no_decay);
+      opt = std::move(lion);
     }
     return opt;
   }
@@ -56,7 +57,11 @@ std::unique_ptr<Optimizer> make_optimizer(const std::string& kind,
   auto opt = std::make_unique<Muon>(first, MuonOptions{.lr = 20.0 * lr, .ns_bf16 = true});
   auto adamw_group = [&](const std::vector<Tensor>& params, double decay) {
     if (params.empty()) return;
-    opt->add_param_group(params, OptimizerOptions{{"lr", lr}, {"use_muon", 0.0}, {"weight_decay", decay}});
+    MuonOptions adamw = opt->defaults();
+    adamw.lr = lr;
+    adamw.use_muon = false;
+    adamw.weight_decay = decay;
+    opt->add_param_group(params, adamw);
   };
   if (hidden.empty()) {
     // No hidden matrix: group 0 holds the first AdamW group's parameters.

@@ -19,23 +19,33 @@ bool muon_param(const Optimizer::ParamGroup& group, const Tensor& p) {
 }
 }  // namespace
 
-Muon::Muon(std::vector<Tensor> params, MuonOptions o)
-    : Optimizer(std::move(params), o.lr,
-                {{"momentum", o.momentum},
-                 {"nesterov", o.nesterov ? 1.0 : 0.0},
-                 {"ns_steps", static_cast<double>(o.ns_steps)},
-                 {"ns_bf16", o.ns_bf16 ? 1.0 : 0.0},
-                 {"weight_decay", o.weight_decay},
-                 {"adamw_lr_scale", o.adamw_lr_scale},
-                 {"beta1", o.beta1},
-                 {"beta2", o.beta2},
-                 {"eps", o.eps},
-                 {"use_muon", 1.0}}) {
+namespace {
+OptimizerOptions muon_options(const MuonOptions& o) {
   HG_CHECK(o.momentum >= 0.0 && o.momentum < 1.0, "Muon: momentum must be in [0, 1), got ", o.momentum);
   HG_CHECK(o.ns_steps >= 1, "Muon: ns_steps must be >= 1, got ", o.ns_steps);
   HG_CHECK(o.beta1 >= 0.0 && o.beta1 < 1.0 && o.beta2 >= 0.0 && o.beta2 < 1.0, "Muon: AdamW betas must be in [0, 1)");
   HG_CHECK(o.weight_decay >= 0.0 && o.eps >= 0.0 && o.adamw_lr_scale >= 0.0,
            "Muon: weight_decay, eps and adamw_lr_scale must be >= 0");
+  return {{"momentum", o.momentum},
+          {"nesterov", o.nesterov ? 1.0 : 0.0},
+          {"ns_steps", static_cast<double>(o.ns_steps)},
+          {"ns_bf16", o.ns_bf16 ? 1.0 : 0.0},
+          {"weight_decay", o.weight_decay},
+          {"adamw_lr_scale", o.adamw_lr_scale},
+          {"beta1", o.beta1},
+          {"beta2", o.beta2},
+          {"eps", o.eps},
+          {"use_muon", o.use_muon ? 1.0 : 0.0}};
+}
+}  // namespace
+
+Muon::Muon(std::vector<Tensor> params, MuonOptions o)
+    : Optimizer(std::move(params), o.lr, muon_options(o)), defaults_(o) {}
+
+void Muon::add_param_group(std::vector<Tensor> params, const MuonOptions& o) {
+  OptimizerOptions overrides = muon_options(o);
+  overrides["lr"] = o.lr;
+  Optimizer::add_param_group(std::move(params), overrides);
 }
 
 std::vector<Optimizer::StateSpec> Muon::state_spec(const ParamGroup& group, const Tensor& param) const {

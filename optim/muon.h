@@ -38,16 +38,26 @@ struct MuonOptions {
   double weight_decay = 0.0;
   double adamw_lr_scale = 0.015;                 // AdamW lr / Muon lr for the non-2-D parameters of a use_muon group
   double beta1 = 0.9, beta2 = 0.95, eps = 1e-8;  // AdamW
+  bool use_muon = true;  // false: every parameter of the group steps as AdamW (embeddings, heads, gains)
 };
 
 class Muon : public Optimizer {
  public:
   explicit Muon(std::vector<Tensor> params, MuonOptions options = {});
+  // The optimizer's defaults (the named-options overload of Optimizer is hidden: a typed option or nothing).
+  void add_param_group(std::vector<Tensor> params) { Optimizer::add_param_group(std::move(params)); }
+  // A group with its own options, every field as given (start from
+  // defaults() to keep the constructor's).
+  void add_param_group(std::vector<Tensor> params, const MuonOptions& options);
+  MuonOptions defaults() const { return defaults_; }
 
  protected:
   std::vector<StateSpec> state_spec(const ParamGroup& group, const Tensor& param) const override;
   void update(OptimizerStep& step) override;
   SkipMode skip_mode() const override { return SkipMode::kMaskedWrites; }
+
+ private:
+  MuonOptions defaults_;
 };
 
 // The quintic Newton–Schulz orthogonalisation of a 2-D f32 tensor (returns

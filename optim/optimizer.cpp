@@ -29,12 +29,13 @@ Optimizer::Optimizer(std::vector<Tensor> params, double lr, OptimizerOptions def
   add_param_group(std::move(params));
 }
 
-void Optimizer::add_param_group(std::vector<Tensor> params) { add_param_group(std::move(params), defaults_); }
+void Optimizer::add_param_group(std::vector<Tensor> params) { add_hyper_group(std::move(params), defaults_); }
 
 void Optimizer::add_param_group(std::vector<Tensor> params, const OptimizerOptions& overrides) {
   HG_CHECK(custom_,
-           "optimizer: named group options are for user-written optimizers; SGD, Adam and AdamW take "
-           "an OptimizerHyper");
+           "optimizer: named group options are for user-written optimizers; SGD, Adam and AdamW take their "
+           "typed options, e.g. opt.add_param_group(params, opt.defaults().set_weight_decay(0.0)) or "
+           "hg::optim::AdamWOptions{...}");
   OptimizerHyper hyper = defaults_;
   for (const auto& [name, value] : overrides) {
     if (name == "lr") {
@@ -45,7 +46,7 @@ void Optimizer::add_param_group(std::vector<Tensor> params, const OptimizerOptio
                "' for a parameter group (the optimizer's options are its constructor's)");
     }
   }
-  add_param_group(std::move(params), hyper);
+  add_hyper_group(std::move(params), hyper);
   for (const auto& [name, value] : overrides) {
     if (name != "lr") groups_.back().options[name] = value;
   }
@@ -65,7 +66,7 @@ void Optimizer::update(OptimizerStep& /*step*/) {
   HG_FAIL("optimizer: a user-written optimizer must override update() (Note [Writing an optimizer])");
 }
 
-void Optimizer::add_param_group(std::vector<Tensor> params, OptimizerHyper hyper) {
+void Optimizer::add_hyper_group(std::vector<Tensor> params, OptimizerHyper hyper) {
   HG_CHECK(!params.empty(), "optimizer: a parameter group needs at least one parameter");
   for (size_t i = 0; i < params.size(); ++i) {
     // A parameter listed twice would be stepped twice per step().
@@ -425,15 +426,43 @@ OptimizerHyper adam_hyper(OptimizerKind kind, double lr, double b1, double b2, d
   h.weight_decay = static_cast<float>(wd);
   return h;
 }
+
+OptimizerHyper adam_hyper(const AdamOptions& o) {
+  return adam_hyper(OptimizerKind::kAdam, o.lr, o.beta1, o.beta2, o.eps, o.weight_decay);
+}
+
+OptimizerHyper adam_hyper(const AdamWOptions& o) {
+  return adam_hyper(OptimizerKind::kAdamW, o.lr, o.beta1, o.beta2, o.eps, o.weight_decay);
+}
+
+void check_group_lr(double lr) { HG_CHECK(lr >= 0.0, "optimizer: learning rate must be >= 0, got ", lr); }
 }  // namespace
 
-SGD::SGD(std::vector<Tensor> params, SGDOptions o) : Optimizer(std::move(params), sgd_hyper(o)) {}
+SGD::SGD(std::vector<Tensor> params, SGDOptions o) : Optimizer(std::move(params), sgd_hyper(o)), defaults_(o) {}
 
-Adam::Adam(std::vector<Tensor> params, AdamOptions o)
-    : Optimizer(std::move(params), adam_hyper(OptimizerKind::kAdam, o.lr, o.beta1, o.beta2, o.eps, o.weight_decay)) {}
+void SGD::add_param_group(std::vector<Tensor> params, const SGDOptions& o) {
+  check_group_lr(o.lr);
+  add_hyper_group(std::move(params), sgd_hyper(o));
+}
 
-AdamW::AdamW(std::vector<Tensor> params, AdamWOptions o)
-    : Optimizer(std::move(params),
-                adam_hyper(OptimizerKind::kAdamW, o.lr, o.beta1, o.beta2, o.eps, o.weight_decay)) {}
+Adam::Adam(std::vector<Tensor> params, AdamOptions o) : Optimizer(std::move(params), adam_hyper(o)), defaults_(o) {}
+
+void Adam::add_param_group(std::vector<Tensor> params, const AdamOptions& o) {
+  check_group_lr(o.lr);
+  add_hyper_group(std::move(params), adam_hyper(o));
+}
+
+AdamW::AdamW(std::vector<Tensor> params, AdamWOptions o) : Optimizer(std::move(params), adam_hyper(o)), defaults_(o) {}
+
+void AdamW::add_param_group(std::vector<Tensor> params, const AdamWOptions& o) {
+  check_group_lr(o.lr);
+  add_hyper_group(std::move(params), adam_hyper(o));
+}
+
+WeightDecayGroups param_groups_for_weight_decay(const std::vector<Tensor>& params) {
+  WeightDecayGroups out;
+  for (const Tensor& p : params) (p.dim() >= 2 ? out.decay : out.no_decay).push_back(p);
+  return out;
+}
 
 }  // namespace hg::optim

@@ -131,11 +131,15 @@ class Optimizer {
 
   virtual ~Optimizer() = default;
 
-  // A group with its own options (defaults: the optimizer's).
+  // A group with the optimizer's defaults (its constructor's options). The
+  // built-in optimizers add a typed overload, as libtorch's
+  // OptimizerParamGroup: opt.add_param_group(params, AdamWOptions{...}), or
+  // opt.add_param_group(params, opt.defaults().set_weight_decay(0.0)) to
+  // change one field of the constructor's options.
   void add_param_group(std::vector<Tensor> params);
-  void add_param_group(std::vector<Tensor> params, OptimizerHyper hyper);
   // A user-written optimizer's group: the defaults with `overrides` replacing
-  // some of them ("lr" sets the group's lr).
+  // some of them ("lr" sets the group's lr). SGD, Adam and AdamW refuse it
+  // (they take their typed options).
   void add_param_group(std::vector<Tensor> params, const OptimizerOptions& overrides);
   std::vector<ParamGroup>& param_groups() { return groups_; }
 
@@ -172,6 +176,8 @@ class Optimizer {
   // A user-written optimizer (Note [Writing an optimizer]): lr >= 0 and the
   // named defaults of every group.
   Optimizer(std::vector<Tensor> params, double lr, OptimizerOptions defaults);
+  // A built-in optimizer's typed group: the kernel-level hyperparameters.
+  void add_hyper_group(std::vector<Tensor> params, OptimizerHyper hyper);
 
   virtual std::vector<StateSpec> state_spec(const ParamGroup& group, const Tensor& param) const;
   virtual void update(OptimizerStep& step);
@@ -234,19 +240,56 @@ class OptimizerStep {
   Tensor step_, found_inf_;
 };
 
+// The built-in optimizers. add_param_group(params, options) gives a group
+// its own typed options, every field as given (libtorch's rule: an unset
+// field is the struct's default, not the constructor's; start from
+// defaults() to keep those). The kernel-level OptimizerHyper is not accepted.
 class SGD : public Optimizer {
  public:
   explicit SGD(std::vector<Tensor> params, SGDOptions options = {});
+  // The optimizer's defaults (the named-options overload of Optimizer is hidden: a typed option or nothing).
+  void add_param_group(std::vector<Tensor> params) { Optimizer::add_param_group(std::move(params)); }
+  void add_param_group(std::vector<Tensor> params, const SGDOptions& options);
+  // The constructor's options.
+  SGDOptions defaults() const { return defaults_; }
+
+ private:
+  SGDOptions defaults_;
 };
 
 class Adam : public Optimizer {
  public:
   explicit Adam(std::vector<Tensor> params, AdamOptions options = {});
+  // The optimizer's defaults (the named-options overload of Optimizer is hidden: a typed option or nothing).
+  void add_param_group(std::vector<Tensor> params) { Optimizer::add_param_group(std::move(params)); }
+  void add_param_group(std::vector<Tensor> params, const AdamOptions& options);
+  AdamOptions defaults() const { return defaults_; }
+
+ private:
+  AdamOptions defaults_;
 };
 
 class AdamW : public Optimizer {
  public:
   explicit AdamW(std::vector<Tensor> params, AdamWOptions options = {});
+  // The optimizer's defaults (the named-options overload of Optimizer is hidden: a typed option or nothing).
+  void add_param_group(std::vector<Tensor> params) { Optimizer::add_param_group(std::move(params)); }
+  void add_param_group(std::vector<Tensor> params, const AdamWOptions& options);
+  AdamWOptions defaults() const { return defaults_; }
+
+ private:
+  AdamWOptions defaults_;
 };
+
+// The nanoGPT / transformers rule for "no weight decay on biases and norms":
+// parameters with 2 or more dims (weights of Linear, Embedding, Conv) decay,
+// the rest (biases, LayerNorm/RMSNorm gains) do not. In the given order.
+//   auto [decay, no_decay] = hg::optim::param_groups_for_weight_decay(model->parameters());
+//   hg::optim::AdamW opt(decay, {.lr = 3e-4, .weight_decay = 0.1});
+//   opt.add_param_group(no_decay, opt.defaults().set_weight_decay(0.0));
+struct WeightDecayGroups {
+  std::vector<Tensor> decay, no_decay;
+};
+WeightDecayGroups param_groups_for_weight_decay(const std::vector<Tensor>& params);
 
 }  // namespace hg::optim

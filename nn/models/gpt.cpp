@@ -147,14 +147,11 @@ Tensor GPT::loss(const Tensor& idx, const Tensor& targets) {
 }
 
 std::unique_ptr<optim::AdamW> GPT::configure_optimizers(double weight_decay, double lr, double beta1, double beta2) {
-  std::vector<Tensor> decay, no_decay;
-  for (const Tensor& p : parameters()) (p.dim() >= 2 ? decay : no_decay).push_back(p);
+  auto [decay, no_decay] = optim::param_groups_for_weight_decay(parameters());
   const optim::AdamWOptions options =
       optim::AdamWOptions{}.set_lr(lr).set_betas(beta1, beta2).set_weight_decay(weight_decay);
   auto opt = std::make_unique<optim::AdamW>(decay, options);
-  OptimizerHyper hyper = opt->param_groups()[0].hyper;
-  hyper.weight_decay = 0.0f;
-  if (!no_decay.empty()) opt->add_param_group(no_decay, hyper);
+  if (!no_decay.empty()) opt->add_param_group(no_decay, opt->defaults().set_weight_decay(0.0));
   return opt;
 }
 

@@ -145,11 +145,7 @@ TEST_CASE("set_last_step resumes the exact lr sequence", "[optim][lr]") {
 TEST_CASE("schedulers scale every group from its own base lr", "[optim][lr]") {
   Tensor a = make_param(), b = make_param();
   optim::SGD opt({a}, {.lr = 0.2});
-  opt.add_param_group({b}, [] {
-    OptimizerHyper h;
-    h.lr = 0.05f;
-    return h;
-  }());
+  opt.add_param_group({b}, optim::SGDOptions{.lr = 0.05f});
   optim::StepLR sched(opt, {.step_size = 1, .gamma = 0.5});
   sched.step();
   sched.step();
