@@ -3,7 +3,8 @@
 //   #include <halfgrad/halfgrad.h>   // installed, or from the build tree
 //
 // brings the whole user API: tensors and factories, the differentiable ops and
-// operators, autocast, modules and layers, safetensors, optimizers, LR
+// operators, custom functions (autograd::Function), gradcheck, autocast, CPU
+// thread control (set_num_threads), modules and layers, safetensors, optimizers, LR
 // schedules, gradient clipping, checkpoints, GradScaler, the data loaders and
 // DLPack exchange.
 // Each header can also be included on its own (<halfgrad/nn/layers.h>).
@@ -21,8 +22,13 @@
 #include "runtime/dlpack.h"
 
 #include "autograd/autocast.h"
+#include "autograd/function.h"
 #include "autograd/functions.h"
 #include "autograd/grad_mode.h"
+#include "autograd/gradcheck.h"
+#include "autograd/node.h"
+
+#include "kernels/cpu/threads.h"
 
 #include "nn/functional.h"
 #include "nn/init.h"

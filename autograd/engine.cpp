@@ -29,6 +29,19 @@ struct NewerFirst {
   bool operator()(const Node* a, const Node* b) const { return a->sequence_nr < b->sequence_nr; }
 };
 
+// Note [Gradient metadata] in autograd/node.h: the gradient `node` returned
+// for its input edge i, checked against that input and converted to its dtype.
+Tensor checked_grad(const Node& node, size_t i, Tensor g) {
+  const Edge& e = node.next_edges[i];
+  if (!e.has_meta) return g;
+  HG_CHECK(g.sizes() == e.sizes, "backward of ", node.name(), ": the gradient for input ", i, " has shape ",
+           g.shape_str(), ", but that input has shape ", shape_to_string(e.sizes),
+           "; a backward must return one gradient per input, shaped like it");
+  HG_CHECK(g.device() == e.device, "backward of ", node.name(), ": the gradient for input ", i, " is on ", g.device(),
+           ", but that input is on ", e.device);
+  if (g.dtype() != e.dtype) g = g.to(e.dtype);
+  return g;
+}
 }  // namespace
 
 void backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
@@ -87,12 +100,13 @@ void backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
       Node* child = node->next_edges[i].node.get();
       if (child == nullptr) continue;
       if (i < grads_out.size() && grads_out[i].defined()) {
+        const Tensor g = checked_grad(*node, i, std::move(grads_out[i]));
         Tensor& buffer = buffers[child];
         if (buffer.defined()) {
           const profiler::Range profiled("autograd.accumulate");  // a tensor used twice: grads summed
-          buffer = ops::add(buffer, grads_out[i]);
+          buffer = ops::add(buffer, g);
         } else {
-          buffer = grads_out[i];
+          buffer = g;
         }
       }
       if (--dependencies[child] == 0) ready.push(child);

@@ -118,7 +118,7 @@ Edge edge_to(const Tensor& t) {
   TensorImpl* impl = t.impl_ptr();
   if (impl->autograd_meta == nullptr) impl->autograd_meta = std::make_shared<AutogradMeta>();
   AutogradMeta& meta = *impl->autograd_meta;
-  if (meta.grad_fn) return {meta.grad_fn};
+  if (meta.grad_fn) return {meta.grad_fn, true, t.sizes(), t.dtype(), t.device()};
   // A leaf: reuse its accumulator while any graph still holds it.
   std::shared_ptr<Node> acc = meta.grad_accumulator.lock();
   if (!acc) {
@@ -126,7 +126,7 @@ Edge edge_to(const Tensor& t) {
     acc = std::make_shared<AccumulateGrad>(std::shared_ptr<TensorImpl>(t.impl_shared()));
     meta.grad_accumulator = acc;
   }
-  return {acc};
+  return {acc, true, t.sizes(), t.dtype(), t.device()};
 }
 
 void set_history(const Tensor& output, const std::shared_ptr<Node>& node) {

@@ -25,8 +25,19 @@ namespace hg::autograd {
 
 class Node;
 
+// Note [Gradient metadata]
+// An edge remembers its input's shape, dtype and device (PyTorch's
+// InputMetadata). The engine checks each gradient a node returns against
+// them: a gradient of another shape or device is an error naming the node
+// and the input; one of another dtype is converted to the input's, as
+// PyTorch's validate_outputs does (an f32 gradient a custom function returns
+// for an f16 input becomes f16 there, not a dtype error in a later op).
 struct Edge {
   std::shared_ptr<Node> node;  // null: the input needs no gradient
+  bool has_meta = false;       // false for internal edges (split's gather): not checked
+  Shape sizes{};
+  DType dtype = kF32;
+  Device device = Device::cpu();
 };
 
 // A tensor kept for the backward pass.

@@ -10,6 +10,7 @@ list(APPEND HG_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/functions_norm.cpp
   ${CMAKE_CURRENT_LIST_DIR}/functions_index.cpp
   ${CMAKE_CURRENT_LIST_DIR}/functions_attention.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/function.cpp
   ${CMAKE_CURRENT_LIST_DIR}/gradcheck.cpp
   ${CMAKE_CURRENT_LIST_DIR}/tensor_methods.cpp
 )
