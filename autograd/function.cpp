@@ -35,11 +35,12 @@ void AutogradContext::mark_non_differentiable(const std::vector<Tensor>& outputs
 void FunctionRecorder::prepare(AutogradContext& ctx, const std::vector<const Tensor*>& tensors) {
   const bool grad = is_grad_enabled();
   ctx.needs_input_grad_.clear();
-  for (const Tensor* t : tensors) ctx.needs_input_grad_.push_back(grad && t != nullptr && t->defined() && t->requires_grad());
+  for (const Tensor* t : tensors)
+    ctx.needs_input_grad_.push_back(grad && t != nullptr && t->defined() && t->requires_grad());
 }
 
 Tensor FunctionRecorder::finish(const std::string& name, const std::shared_ptr<AutogradContext>& ctx,
-                              const std::vector<const Tensor*>& tensors, Tensor output, Backward backward) {
+                                const std::vector<const Tensor*>& tensors, Tensor output, Backward backward) {
   HG_CHECK(output.defined(), name, "::forward returned an undefined tensor");
   bool output_dirty = false;
   for (const Tensor& d : ctx->dirty_) {
@@ -77,7 +78,7 @@ Tensor FunctionRecorder::finish(const std::string& name, const std::shared_ptr<A
   auto node = std::make_shared<FunctionNode>(
       name, std::move(saved),
       [ctx, backward = std::move(backward), name, num_args, is_tensor](const Tensor& grad_output,
-                                                                      const FunctionNode& self) {
+                                                                       const FunctionNode& self) {
         ctx->node_ = &self;
         std::vector<Tensor> grads;
         try {

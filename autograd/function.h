@@ -78,7 +78,7 @@ struct FunctionRecorder {
   // the tensor apply returns (an input returned unchanged becomes an alias,
   // so the input keeps its own history, as PyTorch's view of it).
   static Tensor finish(const std::string& name, const std::shared_ptr<AutogradContext>& ctx,
-                     const std::vector<const Tensor*>& tensors, Tensor output, Backward backward);
+                       const std::vector<const Tensor*>& tensors, Tensor output, Backward backward);
   static std::string demangle(const char* name);
 };
 
@@ -95,10 +95,9 @@ struct Function {
       NoGradGuard no_grad;
       output = T::forward(ctx.get(), std::forward<Args>(args)...);
     }
-    return FunctionRecorder::finish(FunctionRecorder::demangle(typeid(T).name()), ctx, tensors, output,
-                                    [](AutogradContext* c, std::vector<Tensor> grads) {
-                                      return T::backward(c, std::move(grads));
-                                    });
+    return FunctionRecorder::finish(
+        FunctionRecorder::demangle(typeid(T).name()), ctx, tensors, output,
+        [](AutogradContext* c, std::vector<Tensor> grads) { return T::backward(c, std::move(grads)); });
   }
 
  private:

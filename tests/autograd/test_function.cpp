@@ -96,8 +96,11 @@ TEST_CASE("a custom function passes gradcheck in f64", "[autograd][function][gra
   CHECK(gradcheck([](const std::vector<Tensor>& in) { return LogCosh::apply(in[0]); }, {x}) == "");
   const Tensor a = make_input({2, 3}, kF64, Domain::kAny, 32).requires_grad_(true);
   const Tensor b = make_input({3}, kF64, Domain::kAny, 33).requires_grad_(true);
-  CHECK(gradcheck([](const std::vector<Tensor>& in) { return ScaledMul::apply(in[0], in[1].expand({2, 3}), 1.5); },
-                  {a, b}) == "");
+  CHECK(gradcheck(
+            [](const std::vector<Tensor>& in) {
+              return ScaledMul::apply(in[0], in[1].expand({2, 3}), 1.5);
+            },
+            {a, b}) == "");
   // The node is named after the function.
   CHECK(autograd::grad_fn_of(LogCosh::apply(x))->name().find("LogCosh") != std::string::npos);
 }
@@ -169,9 +172,9 @@ TEST_CASE("a custom function's mistakes are errors naming it", "[autograd][funct
   const Tensor x = make_input({3}, kF32, Domain::kAny, 38).requires_grad_(true);
   CHECK_THROWS_WITH(hg::sum(WrongCount::apply(x)).backward(),
                     Contains("WrongCount::backward returned 2 gradients, but forward has 1 arguments"));
-  CHECK_THROWS_WITH(hg::sum(WrongShape::apply(x)).backward(),
-                    Contains("backward of") && Contains("WrongShape") && Contains("has shape []") &&
-                        Contains("input has shape [3]"));
+  CHECK_THROWS_WITH(hg::sum(WrongShape::apply(x)).backward(), Contains("backward of") && Contains("WrongShape") &&
+                                                                  Contains("has shape []") &&
+                                                                  Contains("input has shape [3]"));
   // A saved tensor changed in place before backward.
   Tensor y = hg::exp(x);
   const Tensor out = LogCosh::apply(y);
