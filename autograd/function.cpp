@@ -58,6 +58,10 @@ Tensor FunctionRecorder::finish(const std::string& name, const std::shared_ptr<A
            "output)");
   bool non_differentiable = false;
   for (const Tensor& t : ctx->non_differentiable_) non_differentiable = non_differentiable || same(t, output);
+  // The node's closure owns ctx, so ctx must not keep the output alive (a
+  // dirty input is the output: output -> node -> ctx -> output would leak).
+  ctx->dirty_.clear();
+  ctx->non_differentiable_.clear();
   bool any = false;
   for (size_t i = 0; i < tensors.size(); ++i) any = any || ctx->needs_input_grad_[i];
   std::vector<SavedTensor> saved;

@@ -82,7 +82,7 @@ Tensor fp8_transpose_padded(const Tensor& q, int64_t pad) {
   const int64_t m = q.size(0), k = q.size(1), mp = (m + pad - 1) / pad * pad;
   Tensor qt = empty({k, mp}, {.dtype = q.dtype(), .device = q.device()});
   if (mp != m) qt.zero_();  // fp8 zero is the all-zero byte
-  if (m > 0 && k > 0) qt.narrow(1, 0, m).copy_(q.transpose(0, 1));
+  if (m > 0 && k > 0) qt.narrow(1, 0, m).copy_(q.detach().transpose(0, 1));
   return qt;
 }
 
@@ -190,7 +190,7 @@ Tensor fp8_linear(const Tensor& a, const Tensor& b, const Tensor& a_scale_inv, c
     HG_CHECK(bias.dim() == 1 && bias.size(0) == n && bias.device() == a.device() && bias.dtype() == want, op,
              ": the bias must be ", want, " [", n, "] on ", a.device(), " for a ", out_dtype,
              " output (cuBLASLt's fp8 bias types), got ", describe(bias));
-    bias_c = bias.contiguous();
+    bias_c = bias.detach().contiguous();
   }
   if (k == 0) {  // an empty sum (cuBLASLt refuses zero leading dimensions): the bias or zeros
     Tensor out = zeros({m, n}, {.dtype = out_dtype, .device = a.device()});

@@ -267,7 +267,7 @@ Tensor to_layout(const Tensor& t, bool channels_last) {
   if (channels_last) {
     if (::hg::is_channels_last(t)) return t;
     Tensor out = empty_in_layout(t.size(0), t.size(1), t.size(2), t.size(3), t, true);
-    out.copy_(t);
+    out.copy_(t.detach());  // a kernel copies values; autograd records the op above it
     return out;
   }
   return t.contiguous();
@@ -303,7 +303,7 @@ Prepared prepare(const Tensor& x, const Tensor& w, const Conv2dParams& p, bool a
     Tensor padded = empty_in_layout(x.size(0), x.size(1), x.size(2) + r.extra_lo[0] + extra_hi[0],
                                     x.size(3) + r.extra_lo[1] + extra_hi[1], x, r.channels_last);
     padded.zero_();
-    padded.narrow(2, r.extra_lo[0], x.size(2)).narrow(3, r.extra_lo[1], x.size(3)).copy_(r.x);
+    padded.narrow(2, r.extra_lo[0], x.size(2)).narrow(3, r.extra_lo[1], x.size(3)).copy_(r.x.detach());
     r.x = padded;
   }
   return r;
