@@ -437,6 +437,23 @@ Tensor log_softmax(const Tensor& x) { return log_softmax(x, -1); }
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index, double label_smoothing,
                      int64_t classes) {
+  if (targets.defined() && is_floating(targets.dtype())) {
+    // Soft (probability) targets, as torch's cross_entropy with a float target
+    // of the logits' shape: mean over rows of -sum_c t_c log_softmax(x)_c, with
+    // t smoothed to t (1 - s) + s / C; computed in f32 (or f64) from a
+    // differentiable log_softmax.
+    HG_CHECK(targets.sizes() == logits.sizes() && logits.dim() == 2, "cross_entropy: probability targets must ",
+             "have the logits' shape [N, C], got logits ", logits.shape_str(), " and targets ", targets.shape_str(),
+             "; class-index targets are i64 [N]");
+    HG_CHECK(classes == 0, "cross_entropy: `classes` (padded logits) is for class-index targets only");
+    HG_CHECK(label_smoothing >= 0.0 && label_smoothing <= 1.0, "cross_entropy: label_smoothing must be in [0, 1], got ",
+             label_smoothing);
+    const DType wide = logits.dtype() == kF64 ? kF64 : kF32;
+    const Tensor lp = log_softmax(to(logits, wide), 1);
+    Tensor t = to(targets, wide);
+    if (label_smoothing > 0.0) t = t * (1.0 - label_smoothing) + label_smoothing / static_cast<double>(logits.size(1));
+    return neg(mean(sum(t * lp, {1})));
+  }
   HG_AUTOCAST(
       OpId::cross_entropy,
       [&](const Tensor& p, const Tensor& t) { return cross_entropy(p, t, ignore_index, label_smoothing, classes); },

@@ -70,6 +70,9 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor
 Tensor softmax(const Tensor& x);
 Tensor log_softmax(const Tensor& x);
 // Mean over non-ignored rows; f32 scalar; logits [N, C], targets [N] i64.
+// Floating targets of shape [N, C] are probabilities (soft labels, as torch):
+// mean of -sum_c t_c log_softmax(x)_c, label_smoothing applied to t;
+// ignore_index does not apply.
 // classes: only the first `classes` columns are classes (0 = all); the rest
 // are padding, outside the softmax, with gradient 0 (kernels/softmax.h).
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index = -100,

@@ -18,6 +18,11 @@ class NoGradGuard {
   bool previous_;
 };
 
+// torch.inference_mode() / libtorch's c10::InferenceMode: no graph is
+// recorded inside. halfgrad has no separate inference tensors, so this is
+// NoGradGuard under PyTorch's name (it skips nothing more).
+using InferenceMode = NoGradGuard;
+
 // RAII: sets grad mode to `enabled` for a scope.
 class GradModeGuard {
  public:

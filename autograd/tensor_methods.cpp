@@ -5,6 +5,7 @@
 // non-differentiable argmax and comparisons, to the kernel API.
 #include <cstdint>
 #include <optional>
+#include <tuple>
 #include <vector>
 
 #include "autograd/functions.h"
@@ -19,9 +20,17 @@ Tensor Tensor::sum(int64_t dim, bool keepdim) const { return hg::sum(*this, {dim
 Tensor Tensor::mean(const std::vector<int64_t>& dims, bool keepdim) const { return hg::mean(*this, dims, keepdim); }
 Tensor Tensor::mean(int64_t dim, bool keepdim) const { return hg::mean(*this, {dim}, keepdim); }
 Tensor Tensor::max(const std::vector<int64_t>& dims, bool keepdim) const { return hg::max(*this, dims, keepdim); }
-Tensor Tensor::max(int64_t dim, bool keepdim) const { return hg::max(*this, {dim}, keepdim); }
+std::tuple<Tensor, Tensor> Tensor::max(int64_t dim, bool keepdim) const {
+  return {hg::max(*this, {dim}, keepdim), ops::argmax(*this, dim, keepdim)};
+}
 Tensor Tensor::min(const std::vector<int64_t>& dims, bool keepdim) const { return hg::min(*this, dims, keepdim); }
-Tensor Tensor::min(int64_t dim, bool keepdim) const { return hg::min(*this, {dim}, keepdim); }
+std::tuple<Tensor, Tensor> Tensor::min(int64_t dim, bool keepdim) const {
+  // argmin = argmax of -x: order-reversing for floats (NaN stays the extreme);
+  // integers are negated in f64 (exact below 2^53 in magnitude).
+  const Tensor x = detach();
+  const Tensor flipped = ops::neg(is_floating(dtype()) ? x : x.to(kF64));
+  return {hg::min(*this, {dim}, keepdim), ops::argmax(flipped, dim, keepdim)};
+}
 Tensor Tensor::argmax(std::optional<int64_t> dim, bool keepdim) const { return ops::argmax(*this, dim, keepdim); }
 Tensor Tensor::relu() const { return hg::relu(*this); }
 Tensor Tensor::exp() const { return hg::exp(*this); }
@@ -34,6 +43,9 @@ Tensor Tensor::sigmoid() const { return hg::sigmoid(*this); }
 Tensor Tensor::pow(double exponent) const { return hg::pow(*this, exponent); }
 Tensor Tensor::softmax() const { return hg::softmax(*this); }
 Tensor Tensor::log_softmax() const { return hg::log_softmax(*this); }
+Tensor Tensor::softmax(int64_t dim) const { return hg::softmax(*this, dim); }
+Tensor Tensor::log_softmax(int64_t dim) const { return hg::log_softmax(*this, dim); }
+Tensor Tensor::operator[](int64_t index) const { return select(0, index); }
 Tensor Tensor::matmul(const Tensor& other) const { return hg::matmul(*this, other); }
 Tensor Tensor::add(const Tensor& other) const { return hg::add(*this, other); }
 Tensor Tensor::sub(const Tensor& other) const { return hg::sub(*this, other); }

@@ -50,6 +50,14 @@ enum class DType : uint8_t {
 #define HG_DTYPE_CONST(name, type, str, fp) inline constexpr DType k##name = DType::name;
 HG_FORALL_DTYPES(HG_DTYPE_CONST)
 #undef HG_DTYPE_CONST
+// libtorch's names for the same dtypes (torch::kHalf, torch::kFloat32, ...).
+inline constexpr DType kHalf = DType::F16, kFloat16 = DType::F16;
+inline constexpr DType kBFloat16 = DType::BF16;
+inline constexpr DType kFloat = DType::F32, kFloat32 = DType::F32;
+inline constexpr DType kDouble = DType::F64, kFloat64 = DType::F64;
+inline constexpr DType kLong = DType::I64, kInt64 = DType::I64;
+inline constexpr DType kInt = DType::I32, kInt32 = DType::I32;
+inline constexpr DType kByte = DType::U8, kUInt8 = DType::U8;
 
 inline constexpr int kNumDTypes = 0
 #define HG_DTYPE_COUNT(name, type, str, fp) +1

@@ -15,6 +15,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <vector>
 
@@ -173,11 +174,14 @@ class Tensor {
   Tensor sum(int64_t dim, bool keepdim = false) const;
   Tensor mean(const std::vector<int64_t>& dims = {}, bool keepdim = false) const;
   Tensor mean(int64_t dim, bool keepdim = false) const;
-  // Values only (libtorch's max(dim) also returns indices: use argmax(dim)).
+  // Over dims (or all): the values. Over one dim, as libtorch: (values,
+  // indices), auto [v, i] = x.max(1); the values carry the gradient, the
+  // indices (i64) are the first extreme of each slice (NaN counts as the
+  // extreme, as in PyTorch).
   Tensor max(const std::vector<int64_t>& dims = {}, bool keepdim = false) const;
-  Tensor max(int64_t dim, bool keepdim = false) const;
+  std::tuple<Tensor, Tensor> max(int64_t dim, bool keepdim = false) const;
   Tensor min(const std::vector<int64_t>& dims = {}, bool keepdim = false) const;
-  Tensor min(int64_t dim, bool keepdim = false) const;
+  std::tuple<Tensor, Tensor> min(int64_t dim, bool keepdim = false) const;
   Tensor argmax(std::optional<int64_t> dim = std::nullopt, bool keepdim = false) const;  // i64
   Tensor relu() const;
   Tensor exp() const;
@@ -190,6 +194,10 @@ class Tensor {
   Tensor pow(double exponent) const;
   Tensor softmax() const;      // over the last dim
   Tensor log_softmax() const;  // over the last dim
+  Tensor softmax(int64_t dim) const;
+  Tensor log_softmax(int64_t dim) const;
+  // x[i]: select(0, i), as libtorch's x[i] (negative i counts from the end).
+  Tensor operator[](int64_t index) const;
   Tensor matmul(const Tensor& other) const;
   Tensor add(const Tensor& other) const;
   Tensor sub(const Tensor& other) const;

@@ -1,8 +1,21 @@
 #include "nn/functional.h"
 
+#include "kernels/ops.h"
 #include "kernels/random.h"
+#include "kernels/reduce.h"
 
 namespace hg::nn::functional {
+
+double accuracy(const Tensor& logits, const Tensor& targets) {
+  HG_CHECK(logits.defined() && logits.dim() >= 1, "accuracy: logits must have a class dim, got ",
+           logits.defined() ? logits.shape_str() : "an undefined tensor");
+  Shape rows(logits.sizes().begin(), logits.sizes().end() - 1);
+  HG_CHECK(targets.defined() && targets.dtype() == kI64 && targets.sizes() == rows, "accuracy: targets must be i64 ",
+           shape_to_string(rows), " (one class per row of logits ", logits.shape_str(), ")");
+  if (targets.numel() == 0) return 0.0;
+  const Tensor hits = ops::binary(OpId::eq, ops::argmax(logits.detach(), -1), targets.to(logits.device()));
+  return ops::reduce(OpId::sum, hits.to(kF64), {}, false).item<double>() / static_cast<double>(targets.numel());
+}
 
 Tensor mse_loss(const Tensor& input, const Tensor& target) {
   HG_CHECK(input.sizes() == target.sizes(), "mse_loss: input shape ", input.shape_str(),

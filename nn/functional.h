@@ -41,6 +41,10 @@ inline Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, con
                                            const SdpaOptions& options = {}) {
   return hg::scaled_dot_product_attention(q, k, v, options);
 }
+// The fraction of rows whose argmax over the last dim equals the i64 target
+// (torchmetrics' multiclass accuracy, micro average); not differentiable.
+// logits [..., C], targets [...]; a double in [0, 1] (reads the device).
+double accuracy(const Tensor& logits, const Tensor& targets);
 // mean((input - target)^2), computed in fp32 for 16-bit inputs.
 Tensor mse_loss(const Tensor& input, const Tensor& target);
 // Zeroes each element with probability p and scales the rest by 1/(1-p) when

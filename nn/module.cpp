@@ -72,6 +72,14 @@ NamedTensors Module::named_buffers(bool recurse) const {
   return out;
 }
 
+int64_t Module::num_parameters(bool trainable_only) const {
+  int64_t n = 0;
+  for (const Tensor& p : parameters()) {
+    if (!trainable_only || p.requires_grad()) n += p.numel();
+  }
+  return n;
+}
+
 std::vector<Tensor> Module::parameters(bool recurse) const {
   std::vector<Tensor> out;
   for (auto& [_, t] : named_parameters(recurse)) out.push_back(t);

@@ -48,6 +48,9 @@ class Module : public std::enable_shared_from_this<Module> {
   }
 
   std::vector<Tensor> parameters(bool recurse = true) const;
+  // The number of parameter elements (each shared parameter once), e.g. for
+  // "124.4M parameters"; trainable_only counts those that require grad.
+  int64_t num_parameters(bool trainable_only = false) const;
   NamedTensors named_parameters(bool recurse = true) const;
   std::vector<Tensor> buffers(bool recurse = true) const;
   NamedTensors named_buffers(bool recurse = true) const;

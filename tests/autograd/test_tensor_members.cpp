@@ -41,7 +41,8 @@ std::set<std::string> tensor_members_from_header() {
   std::ifstream in(std::string(HG_SOURCE_DIR) + "/core/tensor.h");
   REQUIRE(in.good());
   std::set<std::string> names;
-  const std::regex decl(R"(^\s+(?:template\s*<[^>]*>\s*)?(?:const\s+)?[\w:<>]+[&*]?\s+[&*]?(\w+)\s*\()");
+  const std::regex decl(
+      R"(^\s+(?:template\s*<[^>]*>\s*)?(?:const\s+)?[\w:][\w:<>, ]*?[&*]?\s+[&*]?(operator\[\]|\w+)\s*\()");
   bool in_class = false;
   std::string line;
   while (std::getline(in, line)) {
@@ -106,6 +107,7 @@ const std::map<std::string, Grad>& classification() {
       {"slice", Grad::kFlows},
       {"narrow", Grad::kFlows},
       {"select", Grad::kFlows},
+      {"operator[]", Grad::kFlows},
       {"expand", Grad::kFlows},
       {"squeeze", Grad::kFlows},
       {"unsqueeze", Grad::kFlows},
@@ -149,10 +151,11 @@ const std::map<std::string, Grad>& classification() {
 // machines that run this test have no PyTorch. In PyTorch fill_, zero_ and
 // copy_ record on a non-leaf; halfgrad refuses them instead (kRefuses).
 const std::set<std::string> kTorchDifferentiable = {
-    "view",    "reshape",   "flatten",    "transpose",  "t",           "permute", "slice", "narrow", "select", "expand",
-    "squeeze", "unsqueeze", "as_strided", "contiguous", "clone",       "to",      "cpu",   "copy_",  "fill_",  "zero_",
-    "sum",     "mean",      "max",        "min",        "relu",        "exp",     "log",   "sqrt",   "abs",    "neg",
-    "tanh",    "sigmoid",   "pow",        "softmax",    "log_softmax", "matmul",  "add",   "sub",    "mul",    "div"};
+    "view",   "reshape", "flatten",   "transpose",  "t",          "permute", "slice",   "narrow",      "select",
+    "expand", "squeeze", "unsqueeze", "as_strided", "contiguous", "clone",   "to",      "cpu",         "copy_",
+    "fill_",  "zero_",   "sum",       "mean",       "max",        "min",     "relu",    "exp",         "log",
+    "sqrt",   "abs",     "neg",       "tanh",       "sigmoid",    "pow",     "softmax", "log_softmax", "matmul",
+    "add",    "sub",     "mul",       "div",        "operator[]"};  // torch.Tensor.__getitem__
 
 using V = const std::vector<Tensor>&;
 using Fn = std::function<Tensor(V)>;
@@ -198,10 +201,13 @@ std::vector<MemberCase> member_cases() {
   c.push_back({"sum", "sum all, sum(d), sum(dims, keepdim)", {{2, 3, 4}}, [](V x) {
                  return x[0].sum(1).sum(0) * x[0].sum({0, 2}, true) + x[0].sum();
                }});
-  c.push_back({"mean", "mean(d), mean(dims)", {{2, 3, 4}}, [](V x) { return x[0].mean(2) * x[0].mean({0}).mean(1); }});
-  c.push_back({"max", "max(d) and max()", {{3, 5}}, [](V x) { return x[0].max(1) + x[0].max(); }});
-  c.push_back(
-      {"min", "min(d, keepdim) and min(dims)", {{3, 5}}, [](V x) { return x[0].min(1, true) * x[0].min({0}); }});
+  c.push_back({"mean", "mean(d), mean(dims)", {{2, 3, 4}}, [](V x) {
+                 return x[0].mean(2) * x[0].mean(std::vector<int64_t>{0}).mean(1);
+               }});
+  c.push_back({"max", "max(d) and max()", {{3, 5}}, [](V x) { return std::get<0>(x[0].max(1)) + x[0].max(); }});
+  c.push_back({"min", "min(d, keepdim) and min(dims)", {{3, 5}}, [](V x) {
+                 return std::get<0>(x[0].min(1, true)) * x[0].min(std::vector<int64_t>{0});
+               }});
   c.push_back({"relu", "relu", {{3, 4}}, [](V x) { return x[0].relu(); }});
   c.push_back({"exp", "exp", {{3, 4}}, [](V x) { return x[0].exp(); }});
   c.push_back({"log", "log", {{3, 4}}, [](V x) { return x[0].log(); }, Domain::kPositive});
@@ -212,7 +218,10 @@ std::vector<MemberCase> member_cases() {
   c.push_back({"sigmoid", "sigmoid", {{3, 4}}, [](V x) { return x[0].sigmoid(); }});
   c.push_back({"pow", "pow 2.5", {{3, 4}}, [](V x) { return x[0].pow(2.5); }, Domain::kPositive});
   c.push_back({"softmax", "softmax (last dim)", {{3, 5}}, [](V x) { return x[0].softmax(); }});
+  c.push_back({"softmax", "softmax(0)", {{3, 5}}, [](V x) { return x[0].softmax(0); }});
   c.push_back({"log_softmax", "log_softmax (last dim)", {{3, 5}}, [](V x) { return x[0].log_softmax(); }});
+  c.push_back({"log_softmax", "log_softmax(0)", {{3, 5}}, [](V x) { return x[0].log_softmax(0); }});
+  c.push_back({"operator[]", "x[1][-1] (select along dim 0)", {{3, 4, 2}}, [](V x) { return x[0][1][-1].exp(); }});
   c.push_back({"matmul", "matmul", {{3, 5}, {5, 2}}, [](V x) { return x[0].matmul(x[1]); }});
   c.push_back({"add", "add broadcast and +", {{3, 4}, {4}}, [](V x) { return x[0].add(x[1]) + x[1]; }});
   c.push_back({"sub", "sub and -", {{3, 4}, {3, 4}}, [](V x) { return x[0].sub(x[1]) - x[0] * 2.0; }});

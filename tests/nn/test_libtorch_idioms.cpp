@@ -1,0 +1,199 @@
+// The small libtorch idioms halfgrad answers (docs/libtorch.md's side-by-side
+// table): dtype aliases, InferenceMode, max/min(dim) with indices, x[i],
+// softmax(dim), soft-label cross_entropy with smoothing (against an f64 sum
+// written here), the accuracy metric, num_parameters, and the one-time warning
+// of Autocast(kF16) on a CPU. Its own binary, so the warning's once-per-process
+// state is this file's: the warning test runs first and nothing else here
+// builds an f16 autocast.
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "autograd/autocast.h"
+#include "autograd/functions.h"
+#include "autograd/grad_mode.h"
+#include "core/generator.h"
+#include "nn/functional.h"
+#include "nn/layers.h"
+#include "tests/test_files.h"
+
+using namespace hg;
+using Catch::Contains;
+
+namespace {
+
+std::vector<double> values_of(const Tensor& t) { return t.detach().to(kF64).contiguous().to_vector<double>(); }
+
+// Everything written to stderr (fd 2) while `body` runs.
+template <class F>
+std::string capture_stderr(F&& body) {
+  hg::test::TempDir dir;
+  const std::string path = (dir.path / "stderr.txt").string();
+  std::fflush(stderr);
+  const int saved = dup(2);
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  REQUIRE(f != nullptr);
+  dup2(fileno(f), 2);
+  body();
+  std::fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  std::fclose(f);
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+size_t count_of(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("Autocast(kF16) on a CPU warns once that bf16 is the fast 16-bit type there", "[nn][libtorch]") {
+  const Tensor a = randn({4, 4});
+  const std::string first = capture_stderr([&] {
+    amp::Autocast ac(kF16);
+    (void)matmul(a, a);
+  });
+  CHECK(count_of(first, "Autocast(f16) on the CPU") == 1);
+  CHECK_THAT(first, Contains("kBF16"));
+  const std::string again = capture_stderr([&] {
+    amp::Autocast ac(kHalf);
+    amp::Autocast ac2(kF16);
+  });
+  CHECK(count_of(again, "Autocast(f16) on the CPU") == 0);
+  const std::string bf16 = capture_stderr([&] { amp::Autocast ac(kBFloat16); });
+  CHECK(bf16.find("[warn") == std::string::npos);
+}
+
+TEST_CASE("libtorch's dtype names are halfgrad's dtypes", "[nn][libtorch]") {
+  static_assert(kHalf == kF16 && kFloat16 == kF16 && kBFloat16 == kBF16);
+  static_assert(kFloat == kF32 && kFloat32 == kF32 && kDouble == kF64 && kFloat64 == kF64);
+  static_assert(kLong == kI64 && kInt64 == kI64 && kInt == kI32 && kInt32 == kI32 && kByte == kU8 && kUInt8 == kU8);
+  CHECK(zeros({2}, {.dtype = kHalf}).dtype() == kF16);
+  CHECK(ones({2}).to(kFloat64).dtype() == kF64);
+}
+
+TEST_CASE("InferenceMode records nothing and restores grad mode", "[nn][libtorch]") {
+  const Tensor w = randn({3}).requires_grad_();
+  {
+    InferenceMode guard;
+    CHECK_FALSE(is_grad_enabled());
+    CHECK_FALSE((w * 2.0).requires_grad());
+  }
+  CHECK(is_grad_enabled());
+  CHECK((w * 2.0).requires_grad());
+}
+
+TEST_CASE("max(dim) and min(dim) return values and indices, the values carrying the gradient", "[nn][libtorch]") {
+  const Tensor x = tensor({{1.0, 5.0, 3.0}, {4.0, 2.0, 6.0}}, kF64).requires_grad_();
+  auto [mx, imx] = x.max(1);
+  CHECK(values_of(mx) == std::vector<double>{5, 6});
+  CHECK(imx.dtype() == kI64);
+  CHECK(imx.to_vector<int64_t>() == std::vector<int64_t>{1, 2});
+  auto [mn, imn] = x.min(0, true);
+  CHECK(mn.sizes() == Shape{1, 3});
+  CHECK(values_of(mn) == std::vector<double>{1, 2, 3});
+  CHECK(imn.sizes() == Shape{1, 3});
+  CHECK(imn.to_vector<int64_t>() == std::vector<int64_t>{0, 1, 0});
+  CHECK_FALSE(imx.requires_grad());
+  (mx.sum() + 10.0 * mn.sum()).backward();
+  CHECK(values_of(x.grad()) == std::vector<double>{10, 1, 10, 0, 10, 1});
+  // Integers: min's indices come from the negated values, exactly.
+  const Tensor i = tensor({{7, -3, 9}, {0, 8, -8}});
+  CHECK(std::get<1>(i.min(1)).to_vector<int64_t>() == std::vector<int64_t>{1, 2});
+  CHECK(std::get<1>(i.max(-1)).to_vector<int64_t>() == std::vector<int64_t>{2, 1});
+  CHECK(std::get<0>(i.min(1)).to_vector<int64_t>() == std::vector<int64_t>{-3, -8});
+}
+
+TEST_CASE("x[i] selects along dim 0 and the gradient reaches only that row", "[nn][libtorch]") {
+  const Tensor x = tensor({{1.0, 2.0}, {3.0, 4.0}, {5.0, 6.0}}, kF64).requires_grad_();
+  CHECK(values_of(x[1]) == std::vector<double>{3, 4});
+  CHECK(values_of(x[-1]) == std::vector<double>{5, 6});
+  CHECK(values_of(x[2][0]) == std::vector<double>{5});
+  (x[1] * 3.0).sum().backward();
+  CHECK(values_of(x.grad()) == std::vector<double>{0, 0, 3, 3, 0, 0});
+  CHECK_THROWS_WITH(x[3], Contains("3"));
+}
+
+TEST_CASE("softmax(dim) and log_softmax(dim) as methods", "[nn][libtorch]") {
+  const Tensor x = randn({3, 4}, {.dtype = kF64});
+  CHECK(values_of(x.softmax(0)) == values_of(softmax(x, 0)));
+  CHECK(values_of(x.log_softmax(0)) == values_of(log_softmax(x, 0)));
+  const std::vector<double> cols = values_of(x.softmax(0).sum(0));
+  for (double c : cols) CHECK(c == Approx(1.0).epsilon(1e-12));
+  CHECK(values_of(x.softmax(-1)) == values_of(x.softmax()));
+}
+
+TEST_CASE("cross_entropy with probability targets and label smoothing matches an f64 sum", "[nn][libtorch]") {
+  Generator gen(7);
+  const int64_t n = 4, c = 5;
+  for (const double smoothing : {0.0, 0.1}) {
+    for (const DType dt : {kF64, kF32}) {
+      const Tensor logits64 = randn({n, c}, {.dtype = kF64}, &gen);
+      const Tensor targets64 = softmax(randn({n, c}, {.dtype = kF64}, &gen) * 2.0, 1);
+      const std::vector<double> xs = values_of(logits64), ts = values_of(targets64);
+      // loss = mean_n -sum_k t'_k (x_k - logsumexp x), t' = t (1 - s) + s / C;
+      // d loss / d x_k = (softmax(x)_k sum_j t'_j - t'_k) / N.
+      double want = 0.0;
+      std::vector<double> want_grad(static_cast<size_t>(n * c));
+      for (int64_t r = 0; r < n; ++r) {
+        double mx = -INFINITY, z = 0.0, tsum = 0.0;
+        for (int64_t k = 0; k < c; ++k) mx = std::max(mx, xs[r * c + k]);
+        for (int64_t k = 0; k < c; ++k) z += std::exp(xs[r * c + k] - mx);
+        const double lse = mx + std::log(z);
+        for (int64_t k = 0; k < c; ++k) {
+          const double t = ts[r * c + k] * (1.0 - smoothing) + smoothing / static_cast<double>(c);
+          tsum += t;
+          want -= t * (xs[r * c + k] - lse) / static_cast<double>(n);
+        }
+        for (int64_t k = 0; k < c; ++k) {
+          const double t = ts[r * c + k] * (1.0 - smoothing) + smoothing / static_cast<double>(c);
+          want_grad[r * c + k] = (std::exp(xs[r * c + k] - lse) * tsum - t) / static_cast<double>(n);
+        }
+      }
+      const Tensor logits = logits64.to(dt).requires_grad_();
+      const Tensor loss = cross_entropy(logits, targets64.to(dt), -100, smoothing);
+      CHECK(loss.dtype() == dt);
+      const double tol = dt == kF64 ? 1e-12 : 1e-6;
+      CHECK(loss.item<double>() == Approx(want).epsilon(tol));
+      loss.backward();
+      const std::vector<double> g = values_of(logits.grad());
+      for (size_t i = 0; i < g.size(); ++i) CHECK(g[i] == Approx(want_grad[i]).margin(tol));
+    }
+  }
+  // One-hot probabilities are the class-index loss.
+  const Tensor x = randn({3, 4}, {.dtype = kF64}, &gen);
+  const Tensor idx = tensor({2, 0, 3});
+  const Tensor onehot = tensor({{0.0, 0.0, 1.0, 0.0}, {1.0, 0.0, 0.0, 0.0}, {0.0, 0.0, 0.0, 1.0}}, kF64);
+  CHECK(cross_entropy(x, onehot, -100, 0.1).item<double>() ==
+        Approx(cross_entropy(x, idx, -100, 0.1).item<double>()).epsilon(1e-12));
+  CHECK_THROWS_WITH(cross_entropy(x, onehot.narrow(1, 0, 3)), Contains("probability targets") && Contains("[3, 3]"));
+}
+
+TEST_CASE("nn::functional::accuracy counts argmax hits", "[nn][libtorch]") {
+  const Tensor logits = tensor({{0.1, 0.9, 0.0}, {2.0, 1.0, 0.5}, {0.0, 0.2, 0.3}, {1.0, 3.0, 2.0}});
+  CHECK(nn::functional::accuracy(logits, tensor({1, 0, 0, 2})) == 0.5);
+  CHECK(nn::functional::accuracy(logits, tensor({1, 0, 2, 1})) == 1.0);
+  CHECK_THROWS_WITH(nn::functional::accuracy(logits, tensor({1.0, 0.0, 0.0, 2.0})), Contains("i64 [4]"));
+  CHECK_THROWS_WITH(nn::functional::accuracy(logits, tensor({1, 0})), Contains("i64 [4]"));
+}
+
+TEST_CASE("Module::num_parameters counts every or only trainable parameters", "[nn][libtorch]") {
+  nn::Sequential model(nn::Linear(3, 4), nn::ReLU(), nn::Linear(4, 2, false));
+  CHECK(model.num_parameters() == 3 * 4 + 4 + 4 * 2);
+  model.parameters()[1].requires_grad_(false);  // the first bias
+  CHECK(model.num_parameters(true) == 3 * 4 + 4 * 2);
+  CHECK(model.num_parameters() == 3 * 4 + 4 + 4 * 2);
+}
