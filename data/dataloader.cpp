@@ -48,7 +48,67 @@ std::vector<int64_t> shuffled_indices(int64_t n, uint64_t seed, uint64_t offset)
   return order;
 }
 
+int64_t shard_samples(int64_t dataset_samples, const DataLoaderOptions& options) {
+  HG_CHECK(options.num_replicas >= 1 && options.rank >= 0 && options.rank < options.num_replicas,
+           "DataLoader: rank must be in [0, num_replicas) and num_replicas >= 1, got rank ", options.rank, " of ",
+           options.num_replicas);
+  const int64_t R = options.num_replicas;
+  const int64_t n = options.pad_shards ? (dataset_samples + R - 1) / R : dataset_samples / R;
+  HG_CHECK(n > 0 || dataset_samples == 0, "DataLoader: ", dataset_samples, " samples cannot be split over ", R,
+           " replicas without padding; set pad_shards = true");
+  return n;
+}
+
+std::vector<int64_t> epoch_order(int64_t dataset_samples, const DataLoaderOptions& options, uint64_t epoch) {
+  std::vector<int64_t> order;
+  if (options.shuffle) {
+    order = shuffled_indices(dataset_samples, options.seed, DataLoader::kShuffleStream + epoch);
+  } else {
+    order.resize(static_cast<size_t>(dataset_samples));
+    for (int64_t i = 0; i < dataset_samples; ++i) order[static_cast<size_t>(i)] = i;
+  }
+  if (options.num_replicas > 1 && !order.empty()) {  // this rank's shard (DataLoaderOptions::num_replicas)
+    const int64_t R = options.num_replicas, count = shard_samples(dataset_samples, options);
+    std::vector<int64_t> shard(static_cast<size_t>(count));
+    for (int64_t k = 0; k < count; ++k) {
+      const int64_t pos = (options.rank + k * R) % dataset_samples;  // padding wraps to the start
+      shard[static_cast<size_t>(k)] = order[static_cast<size_t>(pos)];
+    }
+    order = std::move(shard);
+  }
+  return order;
+}
+
 namespace detail {
+
+std::shared_ptr<BatchSource> make_image_source(const char* who, const Tensor& images, const Tensor& labels, double mean,
+                                               double std, bool flatten, DType dtype) {
+  HG_CHECK(images.defined() && labels.defined(), who, ": images and labels must be defined tensors");
+  HG_CHECK(images.dtype() == kU8, who, ": images must be u8 [N, ...] (raw pixel bytes), got ",
+           dtype_name(images.dtype()), " ", images.shape_str(),
+           "; for other tensors (i64 tokens, f32 features) use hg::data::TensorDataset with a DatasetLoader");
+  HG_CHECK(images.dim() >= 1, who, ": images must have a leading sample dim [N, ...], got a rank-0 tensor");
+  HG_CHECK(labels.dtype() == kI64 && labels.dim() == 1, who, ": labels must be i64 [N], got ",
+           dtype_name(labels.dtype()), " ", labels.shape_str(), "; convert with .to(hg::kI64) or flatten them");
+  HG_CHECK(images.size(0) == labels.size(0), who, ": images hold ", images.size(0), " samples but labels hold ",
+           labels.size(0), "; they must match");
+  HG_CHECK(std::isfinite(mean) && std::isfinite(std) && std > 0, who,
+           ": normalisation needs a finite mean and a finite std > 0, got mean ", mean, " std ", std);
+  HG_CHECK(is_floating(dtype), who, ": dtype must be floating (f32, f16, bf16, f64), got ", dtype_name(dtype));
+  // Batches are gathered on the host from contiguous rows.
+  auto source = std::make_shared<BatchSource>();
+  source->images = images.detach().cpu().contiguous();
+  source->labels = labels.detach().cpu().contiguous();
+  source->pixels = source->images.data<uint8_t>();
+  source->label_data = source->labels.data<int64_t>();
+  source->sample_shape.assign(source->images.sizes().begin() + 1, source->images.sizes().end());
+  source->sample_numel = numel_of(source->sample_shape);
+  source->flatten = flatten;
+  source->dtype = dtype;
+  // Computed in double, rounded once to the batch dtype in assemble_batch().
+  for (int v = 0; v < 256; ++v) source->lut[static_cast<size_t>(v)] = (v / 255.0 - mean) / std;
+  return source;
+}
 
 Shape BatchSource::x_shape(int64_t count) const {
   Shape shape{count};
@@ -89,51 +149,14 @@ void assemble_batch(const BatchSource& source, const int64_t* samples, int64_t c
 
 DataLoader::DataLoader(const Tensor& images, const Tensor& labels, DataLoaderOptions options)
     : options_(options) {
-  HG_CHECK(images.defined() && labels.defined(),
-           "DataLoader: images and labels must be defined tensors");
-  HG_CHECK(images.dtype() == kU8, "DataLoader: images must be u8 [N, ...] (raw pixel bytes), got ",
-           dtype_name(images.dtype()), " ", images.shape_str());
-  HG_CHECK(images.dim() >= 1, "DataLoader: images must have a leading sample dim [N, ...], got a "
-           "rank-0 tensor");
-  HG_CHECK(labels.dtype() == kI64 && labels.dim() == 1, "DataLoader: labels must be i64 [N], got ",
-           dtype_name(labels.dtype()), " ", labels.shape_str(),
-           "; convert with .to(hg::kI64) or flatten them");
-  HG_CHECK(images.size(0) == labels.size(0), "DataLoader: images hold ", images.size(0),
-           " samples but labels hold ", labels.size(0), "; they must match");
-  HG_CHECK(options_.batch_size > 0, "DataLoader: batch_size must be positive, got ",
-           options_.batch_size);
-  HG_CHECK(options_.limit >= 0, "DataLoader: limit must be >= 0 (0 = all samples), got ",
-           options_.limit);
-  HG_CHECK(std::isfinite(options_.mean) && std::isfinite(options_.std) && options_.std > 0,
-           "DataLoader: normalisation needs a finite mean and a finite std > 0, got mean ",
-           options_.mean, " std ", options_.std);
-  HG_CHECK(is_floating(options_.dtype), "DataLoader: dtype must be floating (f32, f16, bf16, ",
-           "f64), got ", dtype_name(options_.dtype));
-
-  // Batches are gathered on the host from contiguous rows.
-  auto source = std::make_shared<detail::BatchSource>();
-  source->images = images.cpu().contiguous();
-  source->labels = labels.cpu().contiguous();
-  source->pixels = source->images.data<uint8_t>();
-  source->label_data = source->labels.data<int64_t>();
-  source->sample_shape.assign(source->images.sizes().begin() + 1, source->images.sizes().end());
-  source->sample_numel = numel_of(source->sample_shape);
+  HG_CHECK(options_.batch_size > 0, "DataLoader: batch_size must be positive, got ", options_.batch_size);
+  HG_CHECK(options_.limit >= 0, "DataLoader: limit must be >= 0 (0 = all samples), got ", options_.limit);
+  auto source = detail::make_image_source("DataLoader", images, labels, options_.mean, options_.std, options_.flatten,
+                                          options_.dtype);
   source->batch_size = options_.batch_size;
-  source->flatten = options_.flatten;
-  source->dtype = options_.dtype;
-  // Computed in double, rounded once to the batch dtype in assemble_batch().
-  for (int v = 0; v < 256; ++v) {
-    source->lut[static_cast<size_t>(v)] = (v / 255.0 - options_.mean) / options_.std;
-  }
-  HG_CHECK(options_.num_replicas >= 1 && options_.rank >= 0 && options_.rank < options_.num_replicas,
-           "DataLoader: rank must be in [0, num_replicas) and num_replicas >= 1, got rank ", options_.rank, " of ",
-           options_.num_replicas);
   const int64_t n = source->images.size(0);
   dataset_samples_ = options_.limit > 0 && options_.limit < n ? options_.limit : n;
-  const int64_t R = options_.num_replicas;
-  num_samples_ = options_.pad_shards ? (dataset_samples_ + R - 1) / R : dataset_samples_ / R;
-  HG_CHECK(num_samples_ > 0 || dataset_samples_ == 0, "DataLoader: ", dataset_samples_,
-           " samples cannot be split over ", R, " replicas without padding; set pad_shards = true");
+  num_samples_ = shard_samples(dataset_samples_, options_);
   source_ = std::move(source);
   compute_order();
 }
@@ -149,23 +172,7 @@ int64_t DataLoader::num_batches() const {
 }
 
 void DataLoader::compute_order() {
-  std::vector<int64_t> order;
-  if (options_.shuffle) {
-    order = shuffled_indices(dataset_samples_, options_.seed, kShuffleStream + epoch_);
-  } else {
-    order.resize(static_cast<size_t>(dataset_samples_));
-    for (int64_t i = 0; i < dataset_samples_; ++i) order[static_cast<size_t>(i)] = i;
-  }
-  if (options_.num_replicas > 1 && !order.empty()) {  // this rank's shard (DataLoaderOptions::num_replicas)
-    const int64_t R = options_.num_replicas;
-    std::vector<int64_t> shard(static_cast<size_t>(num_samples_));
-    for (int64_t k = 0; k < num_samples_; ++k) {
-      const int64_t pos = (options_.rank + k * R) % dataset_samples_;  // padding wraps to the start
-      shard[static_cast<size_t>(k)] = order[static_cast<size_t>(pos)];
-    }
-    order = std::move(shard);
-  }
-  order_ = std::make_shared<const std::vector<int64_t>>(std::move(order));
+  order_ = std::make_shared<const std::vector<int64_t>>(epoch_order(dataset_samples_, options_, epoch_));
   ++order_generation_;
 }
 

@@ -242,6 +242,14 @@ class DataLoader {
   std::unique_ptr<detail::Prefetcher> prefetcher_;  // created on first CUDA dereference
 };
 
+// The samples epoch `epoch` visits, in order, on options.rank (shuffled by
+// (seed, epoch) when options.shuffle, then this rank's shard; Note
+// [DataLoader order and resuming]): DataLoader's and DatasetLoader's order.
+// `dataset_samples` counts the samples after `limit`.
+std::vector<int64_t> epoch_order(int64_t dataset_samples, const DataLoaderOptions& options, uint64_t epoch);
+// How many samples options.rank's shard holds (checks rank and num_replicas).
+int64_t shard_samples(int64_t dataset_samples, const DataLoaderOptions& options);
+
 // Unbiased-enough Fisher-Yates permutation of [0, n) from Philox at
 // (seed, offset); exposed for tests and for datasets that shuffle themselves.
 std::vector<int64_t> shuffled_indices(int64_t n, uint64_t seed, uint64_t offset);

@@ -40,6 +40,11 @@ struct BatchSource {
   Shape x_shape(int64_t count) const;  // [count, numel] or [count, dims...]
 };
 
+// The checked, host-side source of u8 images [N, ...] and i64 labels [N]
+// (errors name `who`); batch_size is left for the caller.
+std::shared_ptr<BatchSource> make_image_source(const char* who, const Tensor& images, const Tensor& labels, double mean,
+                                               double std, bool flatten, DType dtype);
+
 // Writes the batch of samples[0 .. count) into x (count * sample_numel values
 // of source.dtype) and y (count labels). Host memory only; thread-safe.
 void assemble_batch(const BatchSource& source, const int64_t* samples, int64_t count, void* x,
