@@ -50,6 +50,8 @@ ThreadState& state() {
 
 size_t index_of(DeviceType t) { return static_cast<size_t>(t); }
 
+std::atomic<bool> g_cpu_f16_warned{false};  // set_cpu_f16_warning(false) sets it too
+
 void check_dtype(DType dtype) {
   HG_CHECK(dtype == kF16 || dtype == kBF16, "Autocast: the autocast dtype must be f16 or bf16, got ", dtype);
 }
@@ -59,8 +61,7 @@ void check_hardware(DeviceType type, DType dtype) {
   if (type == DeviceType::CPU && dtype == kF16) {
     // Once per process: the CPU GEMMs widen f16 to f32 (no native f16 matmul
     // in OpenBLAS or oneDNN here), so f16 autocast costs casts and saves nothing.
-    static std::atomic<bool> warned{false};
-    if (!warned.exchange(true)) {
+    if (!g_cpu_f16_warned.exchange(true)) {
       HG_LOG_WARN(
           "Autocast(f16) on the CPU: the CPU kernels widen f16 matmuls to f32, so f16 autocast is slower "
           "than fp32 here (3-4x on a small transformer); bf16 is the fast 16-bit type on the CPU: "
@@ -110,6 +111,8 @@ Tensor cast_to(const Tensor& x, DType dtype) {
 bool is_16bit(DType t) { return t == kF16 || t == kBF16; }
 
 }  // namespace
+
+void set_cpu_f16_warning(bool enabled) { g_cpu_f16_warned = !enabled; }
 
 DType default_autocast_dtype(DeviceType type) { return type == DeviceType::CUDA ? kF16 : kBF16; }
 

@@ -25,6 +25,7 @@
 
 #include <any>
 #include <cstddef>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>

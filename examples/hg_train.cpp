@@ -39,6 +39,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/autocast.h"
 #include "autograd/functions.h"
 #include "core/generator.h"
 #include "core/log.h"
@@ -256,6 +257,7 @@ hg::train::Evaluation evaluate(hg::nn::Module& model, hg::data::DataLoader& load
 }  // namespace
 
 int main(int argc, char** argv) {
+  hg::amp::set_cpu_f16_warning(false);  // the paragraph on CPU autocast below says it, in the terminal's width
   Options o;
   CLI::App app{"hg-train: train a model on Fashion-MNIST with halfgrad (docs/training.md)"};
   app.option_defaults()->always_capture_default();

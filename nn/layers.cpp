@@ -7,7 +7,10 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <utility>
+#include <vector>
 
+#include "autograd/function.h"
 #include "autograd/grad_mode.h"
 #include "nn/functional.h"
 #include "nn/init.h"
@@ -76,6 +79,62 @@ Tensor Sequential::forward(const Tensor& x) {
   Tensor h = x;
   for (const auto& m : modules_) h = m->forward(h);
   return h;
+}
+
+ModuleList::ModuleList(std::initializer_list<std::shared_ptr<Module>> modules) {
+  for (const auto& m : modules) push_back(m);
+}
+
+void ModuleList::push_back(std::shared_ptr<Module> module) {
+  HG_CHECK(module != nullptr, "ModuleList::push_back: a null module");
+  register_module(std::to_string(modules_.size()), module);
+  modules_.push_back(std::move(module));
+}
+
+const std::shared_ptr<Module>& ModuleList::operator[](size_t i) const {
+  HG_CHECK(i < modules_.size(), "ModuleList: index ", i, " out of range (", modules_.size(), " modules)");
+  return modules_[i];
+}
+
+void ModuleList::wrong_type(size_t i, const char* wanted) const {
+  HG_FAIL("ModuleList::at(", i, "): module ", i, " is a ", modules_[i]->type_name(), ", not a ",
+          autograd::FunctionRecorder::demangle(wanted));
+}
+
+ModuleDict::ModuleDict(std::initializer_list<std::pair<std::string, std::shared_ptr<Module>>> modules) {
+  for (const auto& [k, m] : modules) insert(k, m);
+}
+
+void ModuleDict::insert(const std::string& key, std::shared_ptr<Module> module) {
+  HG_CHECK(module != nullptr, "ModuleDict::insert: a null module for key '", key, "'");
+  HG_CHECK(!contains(key), "ModuleDict::insert: key '", key, "' is already there");
+  register_module(key, module);
+  items_.emplace_back(key, std::move(module));
+}
+
+bool ModuleDict::contains(const std::string& key) const {
+  for (const auto& [k, m] : items_) {
+    if (k == key) return true;
+  }
+  return false;
+}
+
+std::vector<std::string> ModuleDict::keys() const {
+  std::vector<std::string> out;
+  for (const auto& [k, m] : items_) out.push_back(k);
+  return out;
+}
+
+const std::shared_ptr<Module>& ModuleDict::operator[](const std::string& key) const {
+  for (const auto& [k, m] : items_) {
+    if (k == key) return m;
+  }
+  HG_FAIL("ModuleDict: no module under key '", key, "'");
+}
+
+void ModuleDict::wrong_type(const std::string& key, const char* wanted) const {
+  HG_FAIL("ModuleDict::at(\"", key, "\"): the module is a ", (*this)[key]->type_name(), ", not a ",
+          autograd::FunctionRecorder::demangle(wanted));
 }
 
 // ---- sequence-model layers: LayerNorm, RMSNorm, Embedding ---------------------------

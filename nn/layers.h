@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 #include <type_traits>
+#include <typeinfo>
 #include <utility>
 #include <optional>
 #include <vector>
@@ -150,6 +151,71 @@ class Sequential : public Module {
 
  private:
   std::vector<std::shared_ptr<Module>> modules_;
+};
+
+// A list of modules, registered as "0", "1", ... like torch.nn.ModuleList:
+// it holds and names them (parameters, state_dict, to(), printing) but has no
+// forward; the owner calls them, with whatever inputs they take:
+//   hg::nn::ModuleList layers;
+//   for (int i = 0; i < 4; ++i) layers.push_back(std::make_shared<Block>());
+//   for (auto& m : layers) x = m->forward(x);              // one-tensor forward
+//   x = layers.at<Block>(0)->forward(x, mask);            // the typed one
+class ModuleList : public Module {
+ public:
+  ModuleList() = default;
+  ModuleList(std::initializer_list<std::shared_ptr<Module>> modules);
+  void push_back(std::shared_ptr<Module> module);
+  // clang-format off
+  template <typename M>
+    requires std::derived_from<std::remove_cvref_t<M>, Module>
+  void push_back(M&& module) {
+    push_back(detail::to_module_ptr(std::forward<M>(module)));
+  }
+  // clang-format on
+  std::string type_name() const override { return "ModuleList"; }
+  size_t size() const { return modules_.size(); }
+  bool empty() const { return modules_.empty(); }
+  const std::shared_ptr<Module>& operator[](size_t i) const;
+  // Module i as its own type (throws naming both types when it is not a T).
+  template <typename T>
+  std::shared_ptr<T> at(size_t i) const {
+    auto t = std::dynamic_pointer_cast<T>((*this)[i]);
+    if (t == nullptr) wrong_type(i, typeid(T).name());
+    return t;
+  }
+  auto begin() const { return modules_.begin(); }
+  auto end() const { return modules_.end(); }
+
+ private:
+  [[noreturn]] void wrong_type(size_t i, const char* wanted) const;
+  std::vector<std::shared_ptr<Module>> modules_;
+};
+
+// Modules by name in insertion order, like torch.nn.ModuleDict (each
+// registered under its key); no forward.
+class ModuleDict : public Module {
+ public:
+  ModuleDict() = default;
+  ModuleDict(std::initializer_list<std::pair<std::string, std::shared_ptr<Module>>> modules);
+  // Adds `module` under `key` (a new key: replacing a registered module is refused).
+  void insert(const std::string& key, std::shared_ptr<Module> module);
+  std::string type_name() const override { return "ModuleDict"; }
+  size_t size() const { return items_.size(); }
+  bool contains(const std::string& key) const;
+  std::vector<std::string> keys() const;
+  const std::shared_ptr<Module>& operator[](const std::string& key) const;
+  template <typename T>
+  std::shared_ptr<T> at(const std::string& key) const {
+    auto t = std::dynamic_pointer_cast<T>((*this)[key]);
+    if (t == nullptr) wrong_type(key, typeid(T).name());
+    return t;
+  }
+  auto begin() const { return items_.begin(); }
+  auto end() const { return items_.end(); }
+
+ private:
+  [[noreturn]] void wrong_type(const std::string& key, const char* wanted) const;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> items_;
 };
 
 // ---- sequence-model layers: LayerNorm, RMSNorm, Embedding ---------------------------

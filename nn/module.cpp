@@ -2,6 +2,7 @@
 
 #include <cxxabi.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <functional>
 #include <map>

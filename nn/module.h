@@ -14,6 +14,7 @@
 // so handles a layer holds stay valid; to(DType) converts floating tensors only.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>

@@ -2,6 +2,7 @@
 list(APPEND HG_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/module.cpp
   ${CMAKE_CURRENT_LIST_DIR}/layers.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/transformer.cpp
   ${CMAKE_CURRENT_LIST_DIR}/conv.cpp
   ${CMAKE_CURRENT_LIST_DIR}/init.cpp
   ${CMAKE_CURRENT_LIST_DIR}/functional.cpp

@@ -21,9 +21,6 @@ namespace hg::nn {
 
 namespace {
 
-// nanoGPT's transformer = nn.ModuleDict(...): a named container, no forward.
-class ModuleDict : public Module {};
-
 void check_config(const GPTConfig& c) {
   HG_CHECK(c.n_layer >= 1 && c.n_head >= 1 && c.n_embd >= 1 && c.block_size >= 1 && c.vocab_size >= 1,
            "GPT: n_layer, n_head, n_embd, block_size and vocab_size must be >= 1, got n_layer=", c.n_layer,
@@ -106,17 +103,25 @@ Tensor Block::forward(const Tensor& x) {
 GPT::GPT(GPTConfig config, Generator* gen) : config_(config) {
   check_config(config_);
   const GPTConfig& c = config_;
-  transformer = register_module("transformer", std::make_shared<ModuleDict>());
-  wte = transformer->register_module("wte", std::make_shared<Embedding>(c.padded_vocab(), c.n_embd, std::nullopt, gen));
-  wpe = transformer->register_module("wpe", std::make_shared<Embedding>(c.block_size, c.n_embd, std::nullopt, gen));
+  // nanoGPT's transformer = nn.ModuleDict(wte, wpe, drop, h = nn.ModuleList(blocks), ln_f).
+  auto dict = std::make_shared<ModuleDict>();
+  transformer = register_module("transformer", dict);
+  wte = std::make_shared<Embedding>(c.padded_vocab(), c.n_embd, std::nullopt, gen);
+  wpe = std::make_shared<Embedding>(c.block_size, c.n_embd, std::nullopt, gen);
+  dict->insert("wte", wte);
+  dict->insert("wpe", wpe);
   init::normal_(wte->weight, 0.0, 0.02, gen);
   init::normal_(wpe->weight, 0.0, 0.02, gen);
-  drop = transformer->register_module("drop", std::make_shared<Dropout>(c.dropout, gen));
-  auto blocks = transformer->register_module("h", std::make_shared<ModuleDict>());
+  drop = std::make_shared<Dropout>(c.dropout, gen);
+  dict->insert("drop", drop);
+  auto blocks = std::make_shared<ModuleList>();
+  dict->insert("h", blocks);
   for (int64_t i = 0; i < c.n_layer; ++i) {
-    h.push_back(blocks->register_module(std::to_string(i), std::make_shared<Block>(c, gen)));
+    h.push_back(std::make_shared<Block>(c, gen));
+    blocks->push_back(h.back());
   }
-  ln_f = transformer->register_module("ln_f", std::make_shared<LayerNorm>(Shape{c.n_embd}, 1e-5, true, c.bias));
+  ln_f = std::make_shared<LayerNorm>(Shape{c.n_embd}, 1e-5, true, c.bias);
+  dict->insert("ln_f", ln_f);
 }
 
 Tensor GPT::forward(const Tensor& idx) {

@@ -6,6 +6,7 @@
 
 #include <any>
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "amp/grad_scaler.h"

@@ -6,6 +6,7 @@
 // classified here, and the classification is compared with PyTorch's.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <cstdint>
 #include <fstream>
 #include <functional>

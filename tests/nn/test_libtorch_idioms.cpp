@@ -9,6 +9,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -75,6 +76,11 @@ TEST_CASE("Autocast(kF16) on a CPU warns once that bf16 is the fast 16-bit type 
   CHECK(count_of(again, "Autocast(f16) on the CPU") == 0);
   const std::string bf16 = capture_stderr([&] { amp::Autocast ac(kBFloat16); });
   CHECK(bf16.find("[warn") == std::string::npos);
+  // A program that explains it itself turns it off (hg-train); true arms it again.
+  amp::set_cpu_f16_warning(false);
+  CHECK(count_of(capture_stderr([&] { amp::Autocast ac(kF16); }), "Autocast(f16) on the CPU") == 0);
+  amp::set_cpu_f16_warning(true);
+  CHECK(count_of(capture_stderr([&] { amp::Autocast ac(kF16); }), "Autocast(f16) on the CPU") == 1);
 }
 
 TEST_CASE("libtorch's dtype names are halfgrad's dtypes", "[nn][libtorch]") {

@@ -5,6 +5,7 @@
 // nanoGPT weight-decay split as a library function.
 #include <catch2/catch.hpp>
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
