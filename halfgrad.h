@@ -36,6 +36,7 @@
 #include "nn/module.h"
 #include "nn/conv.h"
 #include "nn/serialize.h"
+#include "nn/transformer.h"
 
 #include "optim/checkpoint.h"
 #include "optim/clip_grad.h"
@@ -49,6 +50,7 @@
 #include "amp/grad_scaler.h"
 
 #include "data/dataloader.h"
+#include "data/dataset.h"
 #include "data/fashion_mnist.h"
 #include "data/idx.h"
 #include "data/npy.h"

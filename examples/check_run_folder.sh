@@ -22,6 +22,13 @@ $out"
 }
 hash_of() { sha256sum <"$1/checkpoint.safetensors"; }
 
+# Without --out, each fresh run gets a folder of its own (runs/hg-train, then
+# runs/hg-train-2) and says so; --resume continues the last one.
+(cd "$W" && expect 0 "runs/hg-train holds" "${A[@]}" && expect 0 "runs/hg-train-2 holds" "${A[@]}" &&
+  expect 0 "runs/hg-train-2 holds" "${A[@]}" --resume) || exit 1
+[ -f "$W/runs/hg-train/checkpoint.safetensors" ] && [ -f "$W/runs/hg-train-2/checkpoint.safetensors" ] &&
+  [ ! -e "$W/runs/hg-train-3" ] || fail "the default run folders are not runs/hg-train and runs/hg-train-2"
+
 # A finished run's folder is not overwritten by a run without --resume.
 expect 0 "done in" "${A[@]}" --out "$W/a"
 before=$(hash_of "$W/a")

@@ -57,6 +57,7 @@
 #include "optim/make_optimizer.h"
 #include "optim/optimizer.h"
 #include "train/precision.h"
+#include "train/run_folder.h"
 #include "train/terminal.h"
 #include "train/trainer.h"
 
@@ -351,6 +352,27 @@ int main(int argc, char** argv) {
       app.add_option("--top-k", g.top_k, "--model gpt: sample from the k most likely characters (0 = all)")
           ->check(at_least(0, "an integer"))};
   CLI11_PARSE(app, argc, argv);
+  // The default --out: a fresh run takes a folder of its own (runs/hg-train,
+  // then runs/hg-train-2, ...: train/run_folder.h), --resume the last one
+  // with a checkpoint; a given --out is used as it is. Workers of a
+  // data-parallel run get the folder their launcher chose (--out below).
+  const bool out_given = app.count("--out") != 0;
+  if (!out_given) {
+    const std::string base = o.model == "gpt" ? g.out : o.out;
+    if (o.resume) {
+      o.out = hg::train::latest_run_folder(base);
+      if (o.out.empty()) {
+        std::fprintf(stderr, "hg-train: --resume: no run under %s[-N] has a checkpoint; give its folder with --out\n",
+                     base.c_str());
+        return 1;
+      }
+    } else if (o.overwrite) {
+      o.out = base;
+    } else {
+      o.out = hg::train::next_run_folder(base);
+    }
+    if (o.model == "gpt") g.out = o.out;
+  }
   if (o.model == "gpt") {
     // Options of the epoch-based job mean nothing here: refuse them rather than ignore them.
     for (const char* name : {"--epochs", "--limit", "--test-limit"}) {
@@ -438,6 +460,7 @@ int main(int argc, char** argv) {
     }
     std::vector<std::string> args{runner.string(), "-n", std::to_string(o.nproc), self.string()};
     for (int i = 1; i < argc; ++i) args.emplace_back(argv[i]);
+    if (!out_given) args.insert(args.end(), {"--out", o.out});  // one folder for every worker
     std::vector<char*> cargs;
     for (auto& a : args) cargs.push_back(a.data());
     cargs.push_back(nullptr);

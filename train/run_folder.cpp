@@ -104,6 +104,42 @@ RunFolder::RunFolder(const std::string& path, StartMode mode) : path_(path) {
   }
 }
 
+namespace {
+
+bool holds_files(const fs::path& dir) {
+  std::error_code ec;
+  if (!fs::exists(dir, ec)) return false;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    if (entry.path().filename() != RunFolder::kLockName) return true;
+  }
+  return false;
+}
+
+std::string numbered(const std::string& base, int k) { return k == 1 ? base : base + "-" + std::to_string(k); }
+
+}  // namespace
+
+std::string next_run_folder(const std::string& base) {
+  for (int k = 1;; ++k) {
+    HG_CHECK(k < 100000, "--out: runs ", base, " to ", numbered(base, k), " all hold files; pick an --out");
+    if (!holds_files(numbered(base, k))) return numbered(base, k);
+  }
+}
+
+std::string latest_run_folder(const std::string& base) {
+  std::string last;
+  std::error_code ec;
+  for (int k = 1; k < 100000; ++k) {
+    const std::string dir = numbered(base, k);
+    if (!fs::exists(dir, ec)) {
+      if (k > 1) break;  // base-2, base-3, ... are made in order; base itself may be gone
+      continue;
+    }
+    if (fs::exists(fs::path(dir) / "checkpoint.safetensors", ec)) last = dir;
+  }
+  return last;
+}
+
 RunFolder::~RunFolder() {
   if (lock_fd_ >= 0) ::close(lock_fd_);  // releases the lock; the file stays (removing it would race)
 }

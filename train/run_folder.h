@@ -21,6 +21,14 @@ namespace hg::train {
 
 enum class StartMode { kFresh, kResume, kOverwrite };
 
+// The default --out of a fresh run: `base` when it does not exist or holds no
+// files (the lock file aside), else the first of base-2, base-3, ... that does
+// not, so running hg-train twice gives two folders and loses nothing.
+std::string next_run_folder(const std::string& base);
+// The default --out of --resume: the last of base, base-2, base-3, ... that
+// holds a checkpoint.safetensors; empty when none does.
+std::string latest_run_folder(const std::string& base);
+
 class RunFolder {
  public:
   RunFolder(const std::string& path, StartMode mode);

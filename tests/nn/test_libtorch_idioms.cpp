@@ -19,12 +19,19 @@
 #include <tuple>
 #include <vector>
 
+#include "amp/grad_scaler.h"
 #include "autograd/autocast.h"
 #include "autograd/functions.h"
 #include "autograd/grad_mode.h"
 #include "core/generator.h"
+#include "data/dataset.h"
+#include "kernels/cpu/threads.h"
 #include "nn/functional.h"
 #include "nn/layers.h"
+#include "nn/serialize.h"
+#include "nn/transformer.h"
+#include "optim/optimizer.h"
+#include "tests/kernels/tolerance.h"
 #include "tests/test_files.h"
 
 using namespace hg;
@@ -32,6 +39,7 @@ using Catch::Contains;
 
 namespace {
 
+std::vector<double> test_values(const Tensor& t) { return t.detach().to(kF64).contiguous().to_vector<double>(); }
 std::vector<double> values_of(const Tensor& t) { return t.detach().to(kF64).contiguous().to_vector<double>(); }
 
 // Everything written to stderr (fd 2) while `body` runs.
@@ -52,6 +60,38 @@ std::string capture_stderr(F&& body) {
   std::ifstream in(path);
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
+
+// docs/libtorch.md, "A transformer block": a module whose forward takes two tensors.
+struct Block : hg::nn::Module {
+  std::shared_ptr<hg::nn::LayerNorm> ln1, ln2;
+  std::shared_ptr<hg::nn::MultiheadAttention> attn;
+  std::shared_ptr<hg::nn::Sequential> mlp;
+  Block(int64_t d, int64_t heads) {
+    ln1 = register_module("ln1", std::make_shared<hg::nn::LayerNorm>(hg::Shape{d}));
+    attn = register_module("attn", std::make_shared<hg::nn::MultiheadAttention>(
+                                       hg::nn::MultiheadAttentionOptions{.embed_dim = d, .num_heads = heads}));
+    ln2 = register_module("ln2", std::make_shared<hg::nn::LayerNorm>(hg::Shape{d}));
+    mlp = register_module("mlp", std::make_shared<hg::nn::Sequential>(hg::nn::Linear(d, 4 * d), hg::nn::GELU(),
+                                                                      hg::nn::Linear(4 * d, d)));
+  }
+  // x [B, T, d]; pad bool [B, T], true at padding.
+  hg::Tensor forward(const hg::Tensor& x, const hg::Tensor& pad) {
+    const hg::Tensor h = ln1->forward(x);
+    auto [a, weights] = attn->forward(h, h, h, {.key_padding_mask = pad, .need_weights = false});
+    const hg::Tensor y = x + a;
+    return y + mlp->forward(ln2->forward(y));
+  }
+};
+
+// docs/libtorch.md, "A dataset of your own": sample i computed on demand.
+struct Noisy : hg::data::Dataset {
+  int64_t size() const override { return 256; }
+  hg::data::Example get(int64_t i) const override {
+    hg::Generator gen(static_cast<uint64_t>(i));  // the same sample every time
+    const hg::Tensor x = hg::randn({8}, {}, &gen);
+    return {x, hg::tensor(x.sum().item<double>() > 0.0 ? int64_t{1} : int64_t{0})};
+  }
+};
 
 size_t count_of(const std::string& text, const std::string& what) {
   size_t n = 0;
@@ -202,4 +242,93 @@ TEST_CASE("Module::num_parameters counts every or only trainable parameters", "[
   model.parameters()[1].requires_grad_(false);  // the first bias
   CHECK(model.num_parameters(true) == 3 * 4 + 4 * 2);
   CHECK(model.num_parameters() == 3 * 4 + 4 + 4 * 2);
+}
+
+// ---- docs/libtorch.md, "From PyTorch to halfgrad": each idiom runs here -------------
+
+TEST_CASE("docs: the AMP recipe", "[nn][libtorch][docs]") {
+  hg::Generator gen(1);
+  const hg::Tensor x = hg::randn({64, 16}, {}, &gen);
+  const hg::Tensor y = std::get<1>(x.narrow(1, 0, 4).max(1));  // the largest of the first 4 features
+  double first = 0.0, last = 0.0;
+  // AMP recipe
+  auto model = std::make_shared<hg::nn::Sequential>(hg::nn::Linear(16, 32), hg::nn::GELU(), hg::nn::Linear(32, 4));
+  hg::optim::AdamW opt(model->parameters(), {.lr = 1e-2});
+  hg::amp::GradScaler scaler;
+  for (int step = 0; step < 30; ++step) {
+    opt.zero_grad();
+    hg::Tensor loss;
+    {
+      hg::amp::Autocast autocast(hg::kBF16);  // kF16 on a GPU: the CPU's fast 16-bit type is bf16
+      loss = hg::cross_entropy(model->forward(x), y);
+    }
+    scaler.scale(loss).backward();
+    scaler.step(opt);
+    scaler.update();
+    if (step == 0) first = loss.item<double>();
+    last = loss.item<double>();
+  }
+  // end AMP recipe
+  CHECK(last < 0.7 * first);
+}
+
+TEST_CASE("docs: a transformer block with a padding mask", "[nn][libtorch][docs]") {
+  const Tensor tokens = tensor({{5, 3, 9, 0, 0}, {2, 2, 7, 1, 4}});
+  nn::Embedding embed(10, 16);
+  // transformer block
+  Block block(16, 4);
+  const hg::Tensor pad = tokens == 0;  // [B, T], true at padding
+  const hg::Tensor h = block.forward(embed.forward(tokens), pad);
+  // end transformer block
+  CHECK(h.sizes() == Shape{2, 5, 16});
+  // The padding changes nothing at the other positions: the same sequence without its padding.
+  const Tensor alone =
+      block.forward(embed.forward(tokens.narrow(0, 0, 1).narrow(1, 0, 3)), zeros({1, 3}, {.dtype = kBool}));
+  CHECK(test::compare_values(test_values(alone), test_values(h.narrow(0, 0, 1).narrow(1, 0, 3)),
+                             test::tolerance_for(kF32, test::OpKind::kReduction)) == "");
+  h.sum().backward();
+  CHECK(block.attn->in_proj_weight.grad().defined());
+}
+
+TEST_CASE("docs: a dataset of your own and TensorDataset", "[nn][libtorch][docs]") {
+  // custom dataset
+  Noisy noisy;
+  hg::data::DatasetLoader loader(noisy, {.batch_size = 32, .shuffle = true, .seed = 7});
+  for (const hg::data::Example& batch : loader) {
+    const hg::Tensor& x = batch[0];  // f32 [32, 8]
+    const hg::Tensor& y = batch[1];  // i64 [32]
+    CHECK(x.sizes() == hg::Shape{32, 8});
+    CHECK(y.sizes() == hg::Shape{32});
+  }
+  hg::data::TensorDataset pairs({hg::randn({100, 8}), hg::zeros({100}, {.dtype = hg::kI64})});
+  hg::data::DatasetLoader pair_loader(pairs, {.batch_size = 25, .drop_last = true});
+  // end custom dataset
+  CHECK(loader.num_batches() == 8);
+  CHECK(pair_loader.num_batches() == 4);
+}
+
+TEST_CASE("docs: parameter groups, saving and loading, threads", "[nn][libtorch][docs]") {
+  hg::test::TempDir dir;
+  const std::string path = (dir.path / "model.safetensors").string();
+  // parameter groups
+  auto model = std::make_shared<hg::nn::Sequential>(hg::nn::Linear(8, 8), hg::nn::LayerNorm(hg::Shape{8}));
+  auto [decay, no_decay] = hg::optim::param_groups_for_weight_decay(model->parameters());
+  hg::optim::AdamW opt(decay, {.lr = 3e-4, .weight_decay = 0.1});
+  opt.add_param_group(no_decay, opt.defaults().set_weight_decay(0.0));
+  // end parameter groups
+  CHECK(opt.param_groups().size() == 2);
+  CHECK(decay.size() == 1);
+  // saving and loading
+  hg::nn::save_state_dict(path, *model);  // safetensors, PyTorch's state_dict names
+  auto again = std::make_shared<hg::nn::Sequential>(hg::nn::Linear(8, 8), hg::nn::LayerNorm(hg::Shape{8}));
+  hg::nn::load_state_dict(path, *again);
+  // end saving and loading
+  CHECK(test_values(again->parameters()[0]) == test_values(model->parameters()[0]));
+  const int before = hg::get_num_threads();
+  // threads
+  hg::set_num_threads(1);  // torch.set_num_threads(1)
+  const int n = hg::get_num_threads();
+  // end threads
+  CHECK(n == 1);
+  hg::set_num_threads(before);
 }
