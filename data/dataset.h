@@ -23,7 +23,8 @@
 // NoGradGuard), so a dataset that decodes or tokenizes hides that time; the
 // copy to options.device is made by the loop's thread when the batch is
 // handed out. get_batch must therefore be safe to call from another thread
-// while the loop runs (TensorDataset and ImageDataset only read). Batches are
+// while the loop runs (TensorDataset and ImageDataset only read) and should
+// return host tensors (device work belongs to the loop's thread). Batches are
 // keyed by (order, index): skip, set_epoch or set_position drop the batch
 // made ahead, and what the loop sees is the same with prefetch on or off. An
 // exception in the worker is rethrown by the dereference of its batch.
@@ -99,6 +100,8 @@ class ImageDataset final : public Dataset {
 class DatasetLoader {
  public:
   DatasetLoader(const Dataset& dataset, DataLoaderOptions options = {});
+  // The loader keeps a reference: a temporary dataset would dangle, so it does not compile.
+  DatasetLoader(const Dataset&& dataset, DataLoaderOptions options = {}) = delete;
   ~DatasetLoader();  // waits for the batch being made ahead
   DatasetLoader(const DatasetLoader&) = delete;
   DatasetLoader& operator=(const DatasetLoader&) = delete;

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <numeric>
 #include <set>
+#include <type_traits>
 #include <vector>
 
 #include "core/error.h"
@@ -205,6 +206,9 @@ TEST_CASE("TensorDataset and DatasetLoader refuse bad input with a clear message
   CHECK_THROWS_WITH(ds.get(3), Contains("out of range"));
   CHECK_THROWS_WITH(DatasetLoader(ds, {.batch_size = 0}), Contains("batch_size"));
   CHECK_THROWS_WITH(DatasetLoader(ds, {.mean = 0.5}), Contains("ImageDataset"));
+  static_assert(!std::is_constructible_v<DatasetLoader, TensorDataset&&, DataLoaderOptions>,
+                "a temporary dataset would dangle");
+  static_assert(std::is_constructible_v<DatasetLoader, TensorDataset&, DataLoaderOptions>);
   // The image loader points to the general one for other dtypes.
   CHECK_THROWS_WITH(DataLoader(zeros({3, 2}), zeros({3}, {.dtype = kI64})), Contains("TensorDataset"));
 }
