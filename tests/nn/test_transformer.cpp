@@ -100,7 +100,13 @@ void check_close(const Tensor& actual, const Tensor& expected, test::Tolerance t
 
 TEST_CASE("a transformer classifier trains to its PyTorch twin's losses over 50 AdamW steps",
           "[nn][transformer][torch]") {
+#if defined(__SANITIZE_ADDRESS__)
+  // The sanitizer build checks the memory of the same code in 8 steps (the 50
+  // take ~100 s there); the cpu and emu builds check all 50 against torch.
+  const Tensor expected = twin().at("losses").narrow(0, 0, 8);
+#else
   const Tensor expected = twin().at("losses");
+#endif
   // f32 on every test device (the optimizers keep f32, f16 or bf16 parameters)
   // against the f64 reference.
   const DType dt = kF32;
@@ -135,7 +141,7 @@ TEST_CASE("a transformer classifier trains to its PyTorch twin's losses over 50 
     const std::string report =
         test::compare_values(losses, test::values_of(expected), test::tolerance_for(dt, test::OpKind::kReduction));
     CHECK(report == "");
-    CHECK(losses.back() < 0.01 * losses.front());  // it learned
+    if (expected.numel() == 50) CHECK(losses.back() < 0.01 * losses.front());  // it learned
   }
 }
 
