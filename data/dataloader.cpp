@@ -81,6 +81,23 @@ std::vector<int64_t> epoch_order(int64_t dataset_samples, const DataLoaderOption
 
 namespace detail {
 
+int64_t batches_per_epoch(int64_t samples, int64_t batch_size, bool drop_last) {
+  return drop_last ? samples / batch_size : (samples + batch_size - 1) / batch_size;
+}
+
+int64_t skip_position(const char* who, int64_t position, int64_t n_batches, int64_t batches, uint64_t epoch) {
+  HG_CHECK(n_batches >= 0, who, "::skip: n_batches must be >= 0, got ", n_batches);
+  HG_CHECK(n_batches <= batches - position, who, "::skip(", n_batches, "): only ", batches - position,
+           " batches remain in epoch ", epoch, " (position ", position, " of ", batches, ")");
+  return position + n_batches;
+}
+
+int64_t checked_position(const char* who, int64_t batch_index, int64_t batches) {
+  HG_CHECK(batch_index >= 0 && batch_index <= batches, who, "::set_position(", batch_index, "): must be in [0, ",
+           batches, "]");
+  return batch_index;
+}
+
 std::shared_ptr<BatchSource> make_image_source(const char* who, const Tensor& images, const Tensor& labels, double mean,
                                                double std, bool flatten, DType dtype) {
   HG_CHECK(images.defined() && labels.defined(), who, ": images and labels must be defined tensors");
@@ -167,8 +184,7 @@ DataLoader::DataLoader(DataLoader&&) noexcept = default;
 DataLoader& DataLoader::operator=(DataLoader&&) noexcept = default;
 
 int64_t DataLoader::num_batches() const {
-  const int64_t b = options_.batch_size;
-  return options_.drop_last ? num_samples_ / b : (num_samples_ + b - 1) / b;
+  return detail::batches_per_epoch(num_samples_, options_.batch_size, options_.drop_last);
 }
 
 void DataLoader::compute_order() {
@@ -183,17 +199,11 @@ void DataLoader::set_epoch(uint64_t epoch) {
 }
 
 void DataLoader::skip(int64_t n_batches) {
-  HG_CHECK(n_batches >= 0, "DataLoader::skip: n_batches must be >= 0, got ", n_batches);
-  HG_CHECK(n_batches <= num_batches() - position_, "DataLoader::skip(", n_batches,
-           "): only ", num_batches() - position_, " batches remain in epoch ", epoch_,
-           " (position ", position_, " of ", num_batches(), ")");
-  position_ += n_batches;
+  position_ = detail::skip_position("DataLoader", position_, n_batches, num_batches(), epoch_);
 }
 
 void DataLoader::set_position(int64_t batch_index) {
-  HG_CHECK(batch_index >= 0 && batch_index <= num_batches(), "DataLoader::set_position(",
-           batch_index, "): must be in [0, ", num_batches(), "]");
-  position_ = batch_index;
+  position_ = detail::checked_position("DataLoader", batch_index, num_batches());
 }
 
 void DataLoader::finish_epoch() { set_epoch(epoch_ + 1); }

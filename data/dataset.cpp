@@ -107,8 +107,7 @@ DatasetLoader::DatasetLoader(const Dataset& dataset, DataLoaderOptions options)
 DatasetLoader::~DatasetLoader() { drop_ahead(); }
 
 int64_t DatasetLoader::num_batches() const {
-  const int64_t b = options_.batch_size;
-  return options_.drop_last ? num_samples_ / b : (num_samples_ + b - 1) / b;
+  return detail::batches_per_epoch(num_samples_, options_.batch_size, options_.drop_last);
 }
 
 void DatasetLoader::compute_order() {
@@ -132,17 +131,11 @@ void DatasetLoader::set_epoch(uint64_t epoch) {
 }
 
 void DatasetLoader::skip(int64_t n_batches) {
-  HG_CHECK(n_batches >= 0, "DatasetLoader::skip: n_batches must be >= 0, got ", n_batches);
-  HG_CHECK(n_batches <= num_batches() - position_, "DatasetLoader::skip(", n_batches, "): only ",
-           num_batches() - position_, " batches remain in epoch ", epoch_, " (position ", position_, " of ",
-           num_batches(), ")");
-  position_ += n_batches;
+  position_ = detail::skip_position("DatasetLoader", position_, n_batches, num_batches(), epoch_);
 }
 
 void DatasetLoader::set_position(int64_t batch_index) {
-  HG_CHECK(batch_index >= 0 && batch_index <= num_batches(), "DatasetLoader::set_position(", batch_index,
-           "): must be in [0, ", num_batches(), "]");
-  position_ = batch_index;
+  position_ = detail::checked_position("DatasetLoader", batch_index, num_batches());
 }
 
 DatasetLoader::Iterator DatasetLoader::begin() {

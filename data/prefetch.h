@@ -45,6 +45,14 @@ struct BatchSource {
 std::shared_ptr<BatchSource> make_image_source(const char* who, const Tensor& images, const Tensor& labels, double mean,
                                                double std, bool flatten, DType dtype);
 
+// The (epoch, position) rules of both loaders (Note [DataLoader order and
+// resuming] in data/dataloader.h); errors name `who` ("DataLoader").
+int64_t batches_per_epoch(int64_t samples, int64_t batch_size, bool drop_last);
+// position + n_batches, checked to stay within the epoch's `batches`.
+int64_t skip_position(const char* who, int64_t position, int64_t n_batches, int64_t batches, uint64_t epoch);
+// batch_index, checked to be in [0, batches].
+int64_t checked_position(const char* who, int64_t batch_index, int64_t batches);
+
 // Writes the batch of samples[0 .. count) into x (count * sample_numel values
 // of source.dtype) and y (count labels). Host memory only; thread-safe.
 void assemble_batch(const BatchSource& source, const int64_t* samples, int64_t count, void* x,

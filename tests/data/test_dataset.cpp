@@ -206,6 +206,9 @@ TEST_CASE("TensorDataset and DatasetLoader refuse bad input with a clear message
   CHECK_THROWS_WITH(ds.get(3), Contains("out of range"));
   CHECK_THROWS_WITH(DatasetLoader(ds, {.batch_size = 0}), Contains("batch_size"));
   CHECK_THROWS_WITH(DatasetLoader(ds, {.mean = 0.5}), Contains("ImageDataset"));
+  DatasetLoader three(ds, {.batch_size = 1});
+  CHECK_THROWS_WITH(three.skip(4), Contains("DatasetLoader::skip(4): only 3 batches remain in epoch 0"));
+  CHECK_THROWS_WITH(three.set_position(4), Contains("DatasetLoader::set_position(4): must be in [0, 3]"));
   static_assert(!std::is_constructible_v<DatasetLoader, TensorDataset&&, DataLoaderOptions>,
                 "a temporary dataset would dangle");
   static_assert(std::is_constructible_v<DatasetLoader, TensorDataset&, DataLoaderOptions>);
