@@ -52,22 +52,25 @@ size_t index_of(DeviceType t) { return static_cast<size_t>(t); }
 
 std::atomic<bool> g_cpu_f16_warned{false};  // set_cpu_f16_warning(false) sets it too
 
+// Once per process, when an op is first lowered to f16 on the CPU (not when a
+// region opens: Autocast(kF16) covers every device type, and a model on a GPU
+// should not hear about the CPU). The CPU GEMMs widen f16 to f32 (no native
+// f16 matmul in OpenBLAS or oneDNN here), so f16 autocast costs casts and
+// saves nothing there.
+void warn_cpu_f16_once() {
+  if (g_cpu_f16_warned.load(std::memory_order_relaxed) || g_cpu_f16_warned.exchange(true)) return;
+  HG_LOG_WARN(
+      "Autocast(f16) on the CPU: the CPU kernels widen f16 matmuls to f32, so f16 autocast is slower "
+      "than fp32 here (3-4x on a small transformer); bf16 is the fast 16-bit type on the CPU: "
+      "Autocast(hg::kBF16), or Autocast() for the per-device defaults");
+}
+
 void check_dtype(DType dtype) {
   HG_CHECK(dtype == kF16 || dtype == kBF16, "Autocast: the autocast dtype must be f16 or bf16, got ", dtype);
 }
 
 // Raises for bf16 on a GPU without it; warns once for f16 without tensor cores.
 void check_hardware(DeviceType type, DType dtype) {
-  if (type == DeviceType::CPU && dtype == kF16) {
-    // Once per process: the CPU GEMMs widen f16 to f32 (no native f16 matmul
-    // in OpenBLAS or oneDNN here), so f16 autocast costs casts and saves nothing.
-    if (!g_cpu_f16_warned.exchange(true)) {
-      HG_LOG_WARN(
-          "Autocast(f16) on the CPU: the CPU kernels widen f16 matmuls to f32, so f16 autocast is slower "
-          "than fp32 here (3-4x on a small transformer); bf16 is the fast 16-bit type on the CPU: "
-          "Autocast(hg::kBF16), or Autocast() for the per-device defaults");
-    }
-  }
 #if defined(HG_WITH_CUDA)
   if (type != DeviceType::CUDA || !cuda::is_available()) return;
   const cudaDeviceProp& p = cuda::device_properties();
@@ -122,10 +125,7 @@ Autocast::Autocast(DType dtype, bool enabled) {
   for (int t = 0; t < kNumDeviceTypes; ++t) {
     saved_[t] = {s.enabled[t], s.dtype[t]};
   }
-  if (enabled) {
-    check_hardware(DeviceType::CUDA, dtype);
-    check_hardware(DeviceType::CPU, dtype);
-  }
+  if (enabled) check_hardware(DeviceType::CUDA, dtype);
   for (int t = 0; t < kNumDeviceTypes; ++t) {
     s.enabled[t] = enabled;
     s.dtype[t] = dtype;
@@ -200,6 +200,7 @@ void autocast_range(OpId op, const Range& inputs, Tensor* out) {
     case AmpClass::lower:
     case AmpClass::fp32: {
       const DType target = cls == AmpClass::lower ? s.dtype[dev] : kF32;
+      if (target == kF16 && first->device().is_cpu()) warn_cpu_f16_once();
       for (size_t i = 0; i < n; ++i) {
         const Tensor& t = out[i];
         if (!t.defined() || !is_floating(t.dtype()) || t.dtype() == kF64) continue;

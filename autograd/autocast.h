@@ -65,10 +65,10 @@ class Autocast {
   Saved saved_[kNumDeviceTypes];
 };
 
-// Autocast(kF16) on a CPU logs one warning per process (the CPU widens f16
-// matmuls, so bf16 is the fast 16-bit type there); a program that explains
-// this itself (hg-train) turns it off; true arms it again (the next
-// Autocast(kF16) warns).
+// The first op autocast lowers to f16 on a CPU logs one warning per process
+// (the CPU widens f16 matmuls, so bf16 is the fast 16-bit type there); a
+// program that explains this itself (hg-train) turns it off; true arms it
+// again (the next such op warns).
 void set_cpu_f16_warning(bool enabled);
 
 bool is_autocast_enabled(DeviceType type);
