@@ -3,21 +3,40 @@
 #   HG_SOURCES           : the ops layer (here) and the CPU kernels (cpu/)
 #   HG_CUDA_SOURCES      : .cu kernel files (cuda/)
 # The CUDA runtime layer and the emulator are runtime/ (runtime/sources.cmake).
-#
-# An op family F is three files: F_ops.cpp (checks and dispatch), cpu/F.cpp
-# and cuda/F.cu; naming it in HG_KERNEL_FAMILIES adds all three. Files that
-# are not one family's triple are listed by hand below and in cpu/ and cuda/.
-set(HG_KERNEL_FAMILIES
-  reduce softmax conv gemm random optimizer foreach grad_norm norm index
-  flash_attention attention fp8 glu
-)
-foreach(family IN LISTS HG_KERNEL_FAMILIES)
-  list(APPEND HG_SOURCES ${CMAKE_CURRENT_LIST_DIR}/${family}_ops.cpp ${CMAKE_CURRENT_LIST_DIR}/cpu/${family}.cpp)
-  list(APPEND HG_CUDA_SOURCES ${CMAKE_CURRENT_LIST_DIR}/cuda/${family}.cu)
-endforeach()
+# Files are named by their path from the repository root.
 list(APPEND HG_SOURCES
-  ${CMAKE_CURRENT_LIST_DIR}/ops.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/attention_cudnn_ops.cpp
+  ${PROJECT_SOURCE_DIR}/kernels/reduce_ops.cpp ${PROJECT_SOURCE_DIR}/kernels/cpu/reduce.cpp
+  ${PROJECT_SOURCE_DIR}/kernels/softmax_ops.cpp ${PROJECT_SOURCE_DIR}/kernels/cpu/softmax.cpp
+  ${PROJECT_SOURCE_DIR}/kernels/conv_ops.cpp ${PROJECT_SOURCE_DIR}/kernels/cpu/conv.cpp
+  ${PROJECT_SOURCE_DIR}/kernels/gemm_ops.cpp ${PROJECT_SOURCE_DIR}/kernels/cpu/gemm.cpp
+  ${PROJECT_SOURCE_DIR}/kernels/random_ops.cpp ${PROJECT_SOURCE_DIR}/kernels/cpu/random.cpp
+  ${PROJECT_SOURCE_DIR}/kernels/optimizer_ops.cpp ${PROJECT_SOURCE_DIR}/kernels/cpu/optimizer.cpp
+  ${PROJECT_SOURCE_DIR}/kernels/foreach_ops.cpp ${PROJECT_SOURCE_DIR}/kernels/cpu/foreach.cpp
+  ${PROJECT_SOURCE_DIR}/kernels/grad_norm_ops.cpp ${PROJECT_SOURCE_DIR}/kernels/cpu/grad_norm.cpp
+  ${PROJECT_SOURCE_DIR}/kernels/norm_ops.cpp ${PROJECT_SOURCE_DIR}/kernels/cpu/norm.cpp
+  ${PROJECT_SOURCE_DIR}/kernels/index_ops.cpp ${PROJECT_SOURCE_DIR}/kernels/cpu/index.cpp
+  ${PROJECT_SOURCE_DIR}/kernels/flash_attention_ops.cpp ${PROJECT_SOURCE_DIR}/kernels/cpu/flash_attention.cpp
+  ${PROJECT_SOURCE_DIR}/kernels/attention_ops.cpp ${PROJECT_SOURCE_DIR}/kernels/cpu/attention.cpp
+  ${PROJECT_SOURCE_DIR}/kernels/fp8_ops.cpp ${PROJECT_SOURCE_DIR}/kernels/cpu/fp8.cpp
+  ${PROJECT_SOURCE_DIR}/kernels/glu_ops.cpp ${PROJECT_SOURCE_DIR}/kernels/cpu/glu.cpp
+  ${PROJECT_SOURCE_DIR}/kernels/ops.cpp
+  ${PROJECT_SOURCE_DIR}/kernels/attention_cudnn_ops.cpp
+)
+list(APPEND HG_CUDA_SOURCES
+  ${PROJECT_SOURCE_DIR}/kernels/cuda/reduce.cu
+  ${PROJECT_SOURCE_DIR}/kernels/cuda/softmax.cu
+  ${PROJECT_SOURCE_DIR}/kernels/cuda/conv.cu
+  ${PROJECT_SOURCE_DIR}/kernels/cuda/gemm.cu
+  ${PROJECT_SOURCE_DIR}/kernels/cuda/random.cu
+  ${PROJECT_SOURCE_DIR}/kernels/cuda/optimizer.cu
+  ${PROJECT_SOURCE_DIR}/kernels/cuda/foreach.cu
+  ${PROJECT_SOURCE_DIR}/kernels/cuda/grad_norm.cu
+  ${PROJECT_SOURCE_DIR}/kernels/cuda/norm.cu
+  ${PROJECT_SOURCE_DIR}/kernels/cuda/index.cu
+  ${PROJECT_SOURCE_DIR}/kernels/cuda/flash_attention.cu
+  ${PROJECT_SOURCE_DIR}/kernels/cuda/attention.cu
+  ${PROJECT_SOURCE_DIR}/kernels/cuda/fp8.cu
+  ${PROJECT_SOURCE_DIR}/kernels/cuda/glu.cu
 )
 include(${CMAKE_CURRENT_LIST_DIR}/cpu/sources.cmake)
 include(${CMAKE_CURRENT_LIST_DIR}/cuda/sources.cmake)

@@ -3,16 +3,16 @@
 # Host C++: the hooks that plug the CUDA backend into core/ (allocation, copies,
 # the device-side error flag), and the cuDNN fused-attention graph.
 list(APPEND HG_CUDA_HOST_SOURCES
-  ${CMAKE_CURRENT_LIST_DIR}/device_hooks.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/device_table.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/attention_cudnn.cpp
+  ${PROJECT_SOURCE_DIR}/kernels/cuda/device_hooks.cpp
+  ${PROJECT_SOURCE_DIR}/kernels/cuda/device_table.cpp
+  ${PROJECT_SOURCE_DIR}/kernels/cuda/attention_cudnn.cpp
 )
 # .cu kernel files (nvcc in gpu, g++ -x c++ in emu):
 list(APPEND HG_CUDA_SOURCES
-  ${CMAKE_CURRENT_LIST_DIR}/elementwise.cu
-  ${CMAKE_CURRENT_LIST_DIR}/elementwise_unary.cu
-  ${CMAKE_CURRENT_LIST_DIR}/elementwise_binary.cu
-  ${CMAKE_CURRENT_LIST_DIR}/cross_entropy.cu
-  ${CMAKE_CURRENT_LIST_DIR}/device_error.cu
-  ${CMAKE_CURRENT_LIST_DIR}/pool_norm.cu
+  ${PROJECT_SOURCE_DIR}/kernels/cuda/elementwise.cu
+  ${PROJECT_SOURCE_DIR}/kernels/cuda/elementwise_unary.cu
+  ${PROJECT_SOURCE_DIR}/kernels/cuda/elementwise_binary.cu
+  ${PROJECT_SOURCE_DIR}/kernels/cuda/cross_entropy.cu
+  ${PROJECT_SOURCE_DIR}/kernels/cuda/device_error.cu
+  ${PROJECT_SOURCE_DIR}/kernels/cuda/pool_norm.cu
 )
