@@ -10,9 +10,11 @@
 #include <string>
 
 #include "core/dtype.h"
-#include "kernels/cpu/vec_math.h"
 
 namespace hg::cpu {
+
+// The vector ISAs the ISA-dispatched kernels are compiled for (kernels/cpu/vec_math.h).
+enum class VecIsa { sse2, avx2, avx512 };
 
 // What CPUID and XCR0 (XGETBV) report; read once by cpu_features().
 struct CpuFeatures {

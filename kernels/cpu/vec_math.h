@@ -32,12 +32,13 @@
 #include <type_traits>
 
 #include "core/half.h"
+#include "kernels/cpu/cpu_dispatch.h"
 #include "kernels/op_list.h"
 
 namespace hg::cpu {
 
 enum class CpuMath { scalar, sleef };
-enum class VecIsa { sse2, avx2, avx512 };
+// VecIsa (sse2, avx2, avx512) is kernels/cpu/cpu_dispatch.h's.
 
 // The process-wide math path; sleef falls back to scalar where the build or
 // CPU has no SLEEF kernels.
