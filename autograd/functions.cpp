@@ -14,7 +14,7 @@
 #include "kernels/gemm.h"
 #include "kernels/glu.h"
 #include "kernels/ops.h"
-#include "kernels/reduce.h"
+#include "kernels/reduce/reduce.h"
 #include "kernels/softmax.h"
 
 namespace hg {

@@ -16,7 +16,7 @@
 #include "autograd/node.h"
 #include "core/copy.h"
 #include "core/copy_autograd.h"
-#include "kernels/reduce.h"
+#include "kernels/reduce/reduce.h"
 
 namespace hg {
 

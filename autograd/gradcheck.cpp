@@ -10,7 +10,7 @@
 #include "autograd/grad_mode.h"
 #include "core/generator.h"
 #include "kernels/ops.h"
-#include "kernels/reduce.h"
+#include "kernels/reduce/reduce.h"
 
 namespace hg {
 

@@ -11,7 +11,7 @@
 #include "autograd/functions.h"
 #include "core/tensor.h"
 #include "kernels/ops.h"
-#include "kernels/reduce.h"
+#include "kernels/reduce/reduce.h"
 
 namespace hg {
 

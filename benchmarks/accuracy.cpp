@@ -29,7 +29,7 @@
 #include "core/tensor.h"
 #include "kernels/gemm.h"
 #include "kernels/ops.h"
-#include "kernels/reduce.h"
+#include "kernels/reduce/reduce.h"
 #include "kernels/softmax.h"
 
 namespace hgb {

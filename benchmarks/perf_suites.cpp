@@ -22,7 +22,7 @@
 #include "kernels/gemm.h"
 #include "kernels/ops.h"
 #include "kernels/norm.h"
-#include "kernels/reduce.h"
+#include "kernels/reduce/reduce.h"
 #include "kernels/softmax.h"
 
 #if defined(HG_WITH_CUDA)

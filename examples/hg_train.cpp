@@ -49,7 +49,7 @@
 #include "data/text.h"
 #include "distributed/process_group.h"
 #include "examples/train_gpt.h"
-#include "kernels/reduce.h"
+#include "kernels/reduce/reduce.h"
 #include "nn/models/cnn.h"
 #include "nn/models/mlp.h"
 #include "optim/checkpoint.h"

@@ -19,7 +19,7 @@
 #include "core/generator.h"
 #include "core/log.h"
 #include "data/text.h"
-#include "kernels/reduce.h"
+#include "kernels/reduce/reduce.h"
 #include "nn/models/gpt.h"
 #include "optim/checkpoint.h"
 #include "optim/lr_scheduler.h"

@@ -5,7 +5,7 @@
 # The CUDA runtime layer and the emulator are runtime/ (runtime/sources.cmake).
 # Files are named by their path from the repository root.
 list(APPEND HG_SOURCES
-  ${PROJECT_SOURCE_DIR}/kernels/reduce_ops.cpp ${PROJECT_SOURCE_DIR}/kernels/cpu/reduce.cpp
+  ${PROJECT_SOURCE_DIR}/kernels/reduce/reduce_ops.cpp ${PROJECT_SOURCE_DIR}/kernels/reduce/reduce_cpu.cpp
   ${PROJECT_SOURCE_DIR}/kernels/softmax_ops.cpp ${PROJECT_SOURCE_DIR}/kernels/cpu/softmax.cpp
   ${PROJECT_SOURCE_DIR}/kernels/conv_ops.cpp ${PROJECT_SOURCE_DIR}/kernels/cpu/conv.cpp
   ${PROJECT_SOURCE_DIR}/kernels/gemm_ops.cpp ${PROJECT_SOURCE_DIR}/kernels/cpu/gemm.cpp
@@ -23,7 +23,7 @@ list(APPEND HG_SOURCES
   ${PROJECT_SOURCE_DIR}/kernels/attention_cudnn_ops.cpp
 )
 list(APPEND HG_CUDA_SOURCES
-  ${PROJECT_SOURCE_DIR}/kernels/cuda/reduce.cu
+  ${PROJECT_SOURCE_DIR}/kernels/reduce/reduce.cu
   ${PROJECT_SOURCE_DIR}/kernels/cuda/softmax.cu
   ${PROJECT_SOURCE_DIR}/kernels/cuda/conv.cu
   ${PROJECT_SOURCE_DIR}/kernels/cuda/gemm.cu

@@ -2,7 +2,7 @@
 
 #include "kernels/ops.h"
 #include "kernels/random.h"
-#include "kernels/reduce.h"
+#include "kernels/reduce/reduce.h"
 
 namespace hg::nn::functional {
 

@@ -32,7 +32,7 @@ void widen_bf16(const uint16_t* src, float* dst, int64_t n);
 void narrow_f16(const float* src, uint16_t* dst, int64_t n);
 void narrow_bf16(const float* src, uint16_t* dst, int64_t n);
 
-// The block sums of the CPU reductions' float summation order (kernels/cpu/reduce.cpp,
+// The block sums of the CPU reductions' float summation order (kernels/reduce/reduce_cpu.cpp,
 // docs/kernels.md "Reductions"): the n values split into nb = ceil(n / 128)
 // consecutive blocks of kSumBlock (the last one may be shorter); in block b,
 // lane l (0..7) = sum over the block's i = l (mod 8) of f(x[i]), from +0 left

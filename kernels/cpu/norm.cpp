@@ -47,7 +47,7 @@ constexpr int64_t kLanes = 8;
 // sum over c in [0, n) of term(c), blocked pairwise. Within a block, element
 // begin + i goes to lane i % kLanes, each lane summed left to right and the
 // lanes combined by the fixed tree ((0+1)+(2+3))+((4+5)+(6+7)), as in
-// kernels/cpu/reduce.cpp: eight independent chains, which vectorise, where
+// kernels/reduce/reduce_cpu.cpp: eight independent chains, which vectorise, where
 // one serial chain waited an add's latency per element.
 template <typename A, typename Term>
 A pairwise_sum(int64_t begin, int64_t n, const Term& term) {

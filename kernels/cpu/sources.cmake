@@ -75,7 +75,7 @@ set_source_files_properties(${PROJECT_SOURCE_DIR}/kernels/cpu/amp_scale.cpp PROP
 # only at -O3: at -O2, GCC 12 compiled relu's select into a branch that
 # mispredicts on random signs (2.7 ns per element, 12x a copy's time).
 # The norms' row loops (kernels/cpu/norm.cpp: the lane sums, the normalisation) likewise.
-set_source_files_properties(${PROJECT_SOURCE_DIR}/kernels/cpu/elementwise.cpp ${PROJECT_SOURCE_DIR}/kernels/cpu/reduce.cpp
+set_source_files_properties(${PROJECT_SOURCE_DIR}/kernels/cpu/elementwise.cpp ${PROJECT_SOURCE_DIR}/kernels/reduce/reduce_cpu.cpp
                             ${PROJECT_SOURCE_DIR}/kernels/cpu/norm.cpp PROPERTIES COMPILE_OPTIONS "-fno-math-errno;-O3")
 # The same for the pooling and batch-norm loops (pool_norm.cpp): at -O2 the
 # 2x2 max-pool's selects compiled into branches that mispredict on random data.

@@ -19,7 +19,7 @@
 #include "kernels/fp8.h"
 #include "kernels/gemm.h"
 #include "kernels/ops.h"
-#include "kernels/reduce.h"
+#include "kernels/reduce/reduce.h"
 #include "tests/kernels/test_support.h"
 
 #if defined(HG_WITH_CUDA)

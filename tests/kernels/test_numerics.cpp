@@ -10,7 +10,7 @@
 
 #include "kernels/gemm.h"
 #include "kernels/ops.h"
-#include "kernels/reduce.h"
+#include "kernels/reduce/reduce.h"
 #include "kernels/softmax.h"
 #include "tests/kernels/test_support.h"
 

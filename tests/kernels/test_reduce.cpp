@@ -1,4 +1,4 @@
-// Generated tests for the reductions (kernels/reduce.h): every op runs on every
+// Generated tests for the reductions (kernels/reduce/reduce.h): every op runs on every
 // device (cpu, and cuda when built) in f32, f16, bf16 and f64 over samples that
 // include rank 0, empty tensors and empty slices, odd lengths (warp-per-row,
 // block-per-row and two-pass CUDA paths; rows of 50,257 and 65,536), middle
@@ -29,7 +29,7 @@
 #include "kernels/cpu/threads.h"
 #include "kernels/cpu/vec_math.h"
 #include "kernels/ops.h"
-#include "kernels/reduce.h"
+#include "kernels/reduce/reduce.h"
 #include "tests/kernels/test_support.h"
 
 using namespace hg;
@@ -405,7 +405,7 @@ TEST_CASE("CPU sums: the vector block path gives the portable path's bits", "[ke
   }
 }
 
-// The documented order of the CPU float sums (kernels/cpu/reduce.cpp,
+// The documented order of the CPU float sums (kernels/reduce/reduce_cpu.cpp,
 // "Order"), written out here on its own: blocks of 128 values, lane i % 8
 // of a block summed left to right from +0, the lanes folded
 // ((0+1)+(2+3))+((4+5)+(6+7)), the block sums combined by a pairwise tree

@@ -14,7 +14,7 @@
 #include "autograd/functions.h"
 #include "autograd/grad_mode.h"
 #include "core/generator.h"
-#include "kernels/reduce.h"
+#include "kernels/reduce/reduce.h"
 #include "nn/layers.h"
 #include "nn/serialize.h"
 #include "tests/test_files.h"

@@ -71,8 +71,8 @@ Tensor argmax(const Tensor& x, std::optional<int64_t> dim = std::nullopt, bool k
 
 }  // namespace hg::ops
 
-// The backend kernels (hg::cpu:: in kernels/cpu/reduce.cpp, hg::cuda:: in
-// kernels/cuda/reduce.cu). kernels/reduce_ops.cpp permutes the reduced dims
+// The backend kernels (hg::cpu:: in kernels/reduce/reduce_cpu.cpp, hg::cuda:: in
+// kernels/reduce/reduce.cu). kernels/reduce/reduce_ops.cpp permutes the reduced dims
 // innermost and hands the backends a row view. Preconditions (HG_CHECK: they guard memory):
 //   x    [rows, cols], 2-D, on out's device; stride(1) == 1 (rows are dense;
 //        stride(0) may be anything, so sliced row blocks need no copy)
@@ -111,7 +111,7 @@ inline void check_reduce_cols_buffers(const Tensor& out, const Tensor& x) {
 
 namespace hg::cpu {
 HG_DECLARE_REDUCE_KERNELS
-// CPU only (Note [Column reductions on the CPU], kernels/cpu/reduce.cpp):
+// CPU only (Note [Column reductions on the CPU], kernels/reduce/reduce_cpu.cpp):
 // out[r] = op(x[r, 0..cols)) for a view with dense columns (stride(0) == 1,
 // stride(1) >= rows), bit-identical to reduce_rows on the copied rows.
 void reduce_cols(OpId op, const Tensor& out, const Tensor& x);

@@ -1,5 +1,5 @@
 // Argument checks, dtype rules, output allocation and device dispatch for the
-// reductions (kernels/reduce.h).
+// reductions (kernels/reduce/reduce.h).
 //
 // Every reduction becomes a row reduction: the input is permuted so the kept
 // dims come first and the reduced dims last (each group in its original
@@ -10,7 +10,7 @@
 // contiguous(), one extra read and write of x; except for a reduction over the
 // leading dims of a contiguous tensor (a bias gradient), which both backends'
 // reduce_cols take as it lies (Note [Column reductions on the CPU], kernels/
-// cpu/reduce.cpp; Note [Column reductions on CUDA], kernels/cuda/reduce.cu). Because the reduced dims keep
+// kernels/reduce/reduce_cpu.cpp; Note [Column reductions on CUDA], kernels/reduce/reduce.cu). Because the reduced dims keep
 // their order, a column index of the row view is the row-major index within
 // the reduced slice, which is what argmax returns.
 #include <cstdint>
@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "kernels/dispatch.h"
-#include "kernels/reduce.h"
+#include "kernels/reduce/reduce.h"
 
 namespace hg::ops {
 
@@ -159,7 +159,7 @@ Tensor reduce(OpId op, const Tensor& x, const std::vector<int64_t>& dims, bool k
   const Tensor out_rows = out.detach().as_strided({plan.rows}, {1}, out.offset());
   // A reduction over the leading dims of a contiguous tensor needs no
   // transposing copy (Note [Column reductions on the CPU], kernels/cpu/
-  // reduce.cpp; Note [Column reductions on CUDA], kernels/cuda/reduce.cu).
+  // reduce.cpp; Note [Column reductions on CUDA], kernels/reduce/reduce.cu).
   if (const Tensor cols = cols_view(plan); cols.defined()) {
     HG_BACKEND_CALL(x.device(), reduce_cols, op, out_rows, cols);
     return out;

@@ -1,6 +1,6 @@
-// CPU reference kernels for the row reductions (kernels/reduce.h): sum, mean,
+// CPU reference kernels for the row reductions (kernels/reduce/reduce.h): sum, mean,
 // max, min, norm and argmax over each row of a [rows, cols] view with dense
-// rows. The numerical oracle for kernels/cuda/reduce.cu.
+// rows. The numerical oracle for kernels/reduce/reduce.cu.
 //
 // Formula     out[r] = op(x[r, 0..cols))
 // Split       rows in parallel (OpenMP, static schedule) when the tensor is
@@ -40,7 +40,7 @@
 #include "kernels/cpu/convert_simd.h"
 #include "kernels/cpu/loops.h"
 #include "kernels/cpu/threads.h"
-#include "kernels/reduce.h"
+#include "kernels/reduce/reduce.h"
 
 namespace hg::cpu {
 

@@ -1,4 +1,4 @@
-// CUDA row reductions (kernels/reduce.h): sum, mean, max, min, norm and argmax
+// CUDA row reductions (kernels/reduce/reduce.h): sum, mean, max, min, norm and argmax
 // over each row of a [rows, cols] view with dense rows; and the value
 // reductions over a view with dense columns (reduce_cols, below), which takes a
 // reduction over the leading dims of a contiguous tensor without a copy. One kernel template
@@ -6,7 +6,7 @@
 //   load(x, c)     the Acc of one element at column c
 //   combine(a, b)  merges two Accs (associative; for argmax also commutative)
 //   finish(a, n)   the output value from the row's Acc and the row length n
-// The CPU reference is kernels/cpu/reduce.cpp.
+// The CPU reference is kernels/reduce/reduce_cpu.cpp.
 //
 // reduce_rows_kernel<Op, In, kLoadRaw, kWritePartial>
 //   formula     out[r] = finish(combine_{c in [0, cols)} load(x[r, c], c), cols)
@@ -49,7 +49,7 @@
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "runtime/cuda/runtime.h"
-#include "kernels/reduce.h"
+#include "kernels/reduce/reduce.h"
 
 namespace hg::cuda {
 
