@@ -15,7 +15,7 @@
 #include "kernels/glu.h"
 #include "kernels/ops.h"
 #include "kernels/reduce/reduce.h"
-#include "kernels/softmax.h"
+#include "kernels/softmax/softmax.h"
 
 namespace hg {
 

@@ -74,7 +74,7 @@ Tensor log_softmax(const Tensor& x);
 // mean of -sum_c t_c log_softmax(x)_c, label_smoothing applied to t;
 // ignore_index does not apply.
 // classes: only the first `classes` columns are classes (0 = all); the rest
-// are padding, outside the softmax, with gradient 0 (kernels/softmax.h).
+// are padding, outside the softmax, with gradient 0 (kernels/softmax/softmax.h).
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index = -100,
                      double label_smoothing = 0.0, int64_t classes = 0);
 

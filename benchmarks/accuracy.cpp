@@ -30,7 +30,7 @@
 #include "kernels/gemm.h"
 #include "kernels/ops.h"
 #include "kernels/reduce/reduce.h"
-#include "kernels/softmax.h"
+#include "kernels/softmax/softmax.h"
 
 namespace hgb {
 namespace {

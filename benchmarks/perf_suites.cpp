@@ -23,7 +23,7 @@
 #include "kernels/ops.h"
 #include "kernels/norm.h"
 #include "kernels/reduce/reduce.h"
-#include "kernels/softmax.h"
+#include "kernels/softmax/softmax.h"
 
 #if defined(HG_WITH_CUDA)
 #include "runtime/cuda/runtime.h"

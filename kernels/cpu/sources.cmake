@@ -2,7 +2,7 @@
 list(APPEND HG_SOURCES
   ${PROJECT_SOURCE_DIR}/kernels/cpu/elementwise.cpp
   ${PROJECT_SOURCE_DIR}/kernels/cpu/pool_norm.cpp
-  ${PROJECT_SOURCE_DIR}/kernels/cpu/cross_entropy.cpp
+  ${PROJECT_SOURCE_DIR}/kernels/softmax/cross_entropy_cpu.cpp
   ${PROJECT_SOURCE_DIR}/kernels/cpu/threads.cpp
   ${PROJECT_SOURCE_DIR}/kernels/cpu/convert_simd.cpp
   ${PROJECT_SOURCE_DIR}/kernels/cpu/vec_math.cpp

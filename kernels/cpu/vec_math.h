@@ -93,7 +93,7 @@ struct VecMathTable {
   // out = (exp((x - m) - log_s) - off) * scale in f32, rounded once to t
   // (cross-entropy's gradient off the target).
   void (*exp_grad)(VecType t, const void* x, void* out, int64_t n, float m, float log_s, float off, float scale);
-  // One row of softmax or log_softmax (kernels/cpu/softmax.cpp has the
+  // One row of softmax or log_softmax (kernels/softmax/softmax_cpu.cpp has the
   // formulas): m = max x (NaN if any x is NaN), s = sum exp(x - m), then
   // y = exp(x - m) / s or y = (x - m) - log(s). A 16-bit softmax keeps its
   // exp values in scratch (n floats, the caller's per-thread row buffer) for

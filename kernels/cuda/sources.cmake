@@ -12,7 +12,7 @@ list(APPEND HG_CUDA_SOURCES
   ${PROJECT_SOURCE_DIR}/kernels/cuda/elementwise.cu
   ${PROJECT_SOURCE_DIR}/kernels/cuda/elementwise_unary.cu
   ${PROJECT_SOURCE_DIR}/kernels/cuda/elementwise_binary.cu
-  ${PROJECT_SOURCE_DIR}/kernels/cuda/cross_entropy.cu
+  ${PROJECT_SOURCE_DIR}/kernels/softmax/cross_entropy.cu
   ${PROJECT_SOURCE_DIR}/kernels/cuda/device_error.cu
   ${PROJECT_SOURCE_DIR}/kernels/cuda/pool_norm.cu
 )

@@ -11,7 +11,7 @@
 #include "kernels/gemm.h"
 #include "kernels/ops.h"
 #include "kernels/reduce/reduce.h"
-#include "kernels/softmax.h"
+#include "kernels/softmax/softmax.h"
 #include "tests/kernels/test_support.h"
 
 using namespace hg;

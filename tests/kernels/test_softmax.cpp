@@ -19,7 +19,7 @@
 
 #include "autograd/functions.h"
 #include "autograd/gradcheck.h"
-#include "kernels/softmax.h"
+#include "kernels/softmax/softmax.h"
 #include "tests/kernels/test_support.h"
 
 #if defined(HG_WITH_CUDA)

@@ -26,7 +26,7 @@
 #include "kernels/conv.h"
 #include "kernels/cpu/vec_math.h"
 #include "kernels/ops.h"
-#include "kernels/softmax.h"
+#include "kernels/softmax/softmax.h"
 #include "tests/kernels/test_support.h"
 
 using namespace hg;

@@ -1,5 +1,5 @@
 // CPU reference kernels for softmax and log-softmax over the last dim, forward
-// and backward. The numerical oracle for kernels/cuda/softmax.cu.
+// and backward. The numerical oracle for kernels/softmax/softmax.cu.
 //
 // Shapes: contiguous [rows, cols] (the ops layer flattens the leading dims).
 // Split: one row per loop iteration, rows in parallel (OpenMP) when large.
@@ -15,7 +15,7 @@
 #include "kernels/cpu/convert_simd.h"
 #include "kernels/cpu/loops.h"
 #include "kernels/cpu/vec_math.h"
-#include "kernels/softmax.h"
+#include "kernels/softmax/softmax.h"
 
 namespace hg::cpu {
 

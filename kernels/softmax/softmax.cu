@@ -1,5 +1,5 @@
 // CUDA softmax and log-softmax over the last dim, forward and backward, side
-// by side, then the launchers. CPU reference: kernels/cpu/softmax.cpp.
+// by side, then the launchers. CPU reference: kernels/softmax/softmax_cpu.cpp.
 //
 // Rows are contiguous [rows, cols] (the ops layer flattens leading dims). Two
 // splits, picked by the row length:
@@ -23,8 +23,8 @@
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/row_reduce.cuh"
 #include "runtime/cuda/runtime.h"
-#include "kernels/cuda/online_softmax.cuh"
-#include "kernels/softmax.h"
+#include "kernels/softmax/online_softmax.cuh"
+#include "kernels/softmax/softmax.h"
 
 namespace hg::cuda {
 

@@ -1,18 +1,18 @@
 // CUDA fused cross-entropy (log-softmax + NLL, mean over non-ignored rows,
 // optional label smoothing, padding columns after the first `classes`) and its
-// fused backward, then the launchers. Formulas in kernels/softmax.h; CPU
-// reference kernels/cpu/cross_entropy.cpp.
+// fused backward, then the launchers. Formulas in kernels/softmax/softmax.h; CPU
+// reference kernels/softmax/cross_entropy_cpu.cpp.
 //
 // The logits are read in their own dtype (16-bit rows are widened in
 // registers). The forward reads a row once: an online (max, sum exp) pair per
-// thread (kernels/cuda/online_softmax.cuh), merged across the row, and writes
+// thread (kernels/softmax/online_softmax.cuh), merged across the row, and writes
 // the row's loss and statistics (m, log s); the backward given them reads the
 // row once and writes exp((x - m) - log s) - target, scaled, in one pass
 // (without them it recomputes them first). Rows whose length is a multiple of 8 elements on a
 // 16-byte aligned base are read and written in 8-element chunks (128-bit
 // accesses).
 //
-// Rows use the split of kernels/cuda/softmax.cu: one warp per row up to 1024
+// Rows use the split of kernels/softmax/softmax.cu: one warp per row up to 1024
 // classes (4 rows per 128-thread block), else one block per row (256-1024
 // threads, __launch_bounds__(1024)), grid-stride over rows
 // (kernels/cuda/row_reduce.cuh). The mean over rows is deterministic: the row
@@ -31,10 +31,10 @@
 #include "kernels/cuda/device_error.h"
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/launch.cuh"
-#include "kernels/cuda/online_softmax.cuh"
+#include "kernels/softmax/online_softmax.cuh"
 #include "kernels/cuda/row_reduce.cuh"
 #include "runtime/cuda/runtime.h"
-#include "kernels/softmax.h"
+#include "kernels/softmax/softmax.h"
 
 namespace hg::cuda {
 

@@ -85,7 +85,7 @@ Tensor cross_entropy_backward(const Tensor& d_loss, const Tensor& logits, const 
 }  // namespace hg::ops
 
 // The backend kernels (hg::cpu:: in kernels/cpu/, hg::cuda:: in kernels/cuda/).
-// Preconditions, established by kernels/softmax_ops.cpp: every tensor on one
+// Preconditions, established by kernels/softmax/softmax_ops.cpp: every tensor on one
 // device and contiguous; x, y, d_y, d_x share a dtype and are viewed as
 // [rows, cols] with cols = the last dim (softmax_dim: as [outer, n, inner]
 // with outer * n * inner elements, reducing over n); logits/d_logits are [N, C] (C >= 1),

@@ -1,11 +1,11 @@
 // Argument checks, dtype rules, output allocation and device dispatch for the
-// softmax family and fused cross-entropy (kernels/softmax.h). The backends get
+// softmax family and fused cross-entropy (kernels/softmax/softmax.h). The backends get
 // contiguous tensors (see the preconditions there).
 #include <cstdint>
 #include <string>
 
 #include "kernels/dispatch.h"
-#include "kernels/softmax.h"
+#include "kernels/softmax/softmax.h"
 
 #include "kernels/ops.h"
 

@@ -1,7 +1,7 @@
 // CPU reference kernels for fused cross-entropy (log-softmax + NLL, mean over
 // the non-ignored rows, optional label smoothing) and its fused backward. The
-// numerical oracle for kernels/cuda/cross_entropy.cu; formulas in
-// kernels/softmax.h.
+// numerical oracle for kernels/softmax/cross_entropy.cu; formulas in
+// kernels/softmax/softmax.h.
 //
 // Shapes: logits [N, C] contiguous, targets [N] i64, loss / d_loss rank 0 in
 // the accumulation dtype A (float; double for f64 logits), row_stats [N, 2]
@@ -26,7 +26,7 @@
 #include "kernels/cpu/convert_simd.h"
 #include "kernels/cpu/loops.h"
 #include "kernels/cpu/vec_math.h"
-#include "kernels/softmax.h"
+#include "kernels/softmax/softmax.h"
 
 namespace hg::cpu {
 
