@@ -1,5 +1,5 @@
 // Differentiable conv2d, pooling and batch_norm: each forward runs the kernel
-// API (kernels/conv.h) and records a node whose backward calls the family's
+// API (kernels/conv/conv.h) and records a node whose backward calls the family's
 // backward kernel.
 #include "autograd/functions_conv.h"
 
@@ -9,7 +9,7 @@
 
 #include "autograd/autocast.h"
 #include "autograd/node.h"
-#include "kernels/conv.h"
+#include "kernels/conv/conv.h"
 
 namespace hg {
 

@@ -1,4 +1,4 @@
-// Differentiable convolution, pooling and batch normalisation (kernels/conv.h
+// Differentiable convolution, pooling and batch normalisation (kernels/conv/conv.h
 // has the formulas, layouts and precision contract). Like torch.nn.functional:
 //
 //   Tensor y = hg::conv2d(x, w, b, {.stride = {2, 2}, .padding = {1, 1}});

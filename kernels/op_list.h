@@ -109,7 +109,7 @@ namespace hg {
   _(cross_entropy,          floating, passthrough, rule)  \
   _(cross_entropy_backward, floating, fp32, none)
 
-// 4-D NCHW (or channels-last) ops: kernels/conv.h. conv2d runs in the
+// 4-D NCHW (or channels-last) ops: kernels/conv/conv.h. conv2d runs in the
 // autocast dtype like PyTorch's (lower_precision_fp list); pooling and
 // batch_norm are on none of its CUDA autocast lists (batch_norm takes 16-bit
 // activations with f32 parameters), so they pass through.

@@ -3,7 +3,7 @@
 // (docs/kernels.md, "CPU math: SLEEF and ISA dispatch"): the vector math ISA
 // (kernels/cpu/vec_math.h), native f16 element-wise (kernels/cpu/f16_native.h),
 // the GEMM paths (kernels/cpu/gemm_onednn.h) and the oneDNN convolution
-// (kernels/cpu/conv_onednn.h). The dispatchers call them with
+// (kernels/conv/conv_onednn.h). The dispatchers call them with
 // cpu_features() and the environment; nothing here depends on oneDNN.
 #pragma once
 

@@ -1,5 +1,5 @@
 // What the CPU's oneDNN paths share (kernels/cpu/gemm_onednn.cpp for matmul,
-// kernels/cpu/conv_onednn.cpp for convolution): one CPU engine, a stream per
+// kernels/conv/conv_onednn.cpp for convolution): one CPU engine, a stream per
 // calling thread, the LRU cache of primitives keyed by a plain struct and
 // hashed with BytesHash (core/hash.h), and the test for oneDNN's reference
 // (scalar) implementations, which the callers never take. Compiled only when

@@ -1,7 +1,7 @@
 # kernels/cpu — the CPU kernels (every configuration).
 list(APPEND HG_SOURCES
   ${PROJECT_SOURCE_DIR}/kernels/cpu/elementwise.cpp
-  ${PROJECT_SOURCE_DIR}/kernels/cpu/pool_norm.cpp
+  ${PROJECT_SOURCE_DIR}/kernels/conv/pool_norm_cpu.cpp
   ${PROJECT_SOURCE_DIR}/kernels/softmax/cross_entropy_cpu.cpp
   ${PROJECT_SOURCE_DIR}/kernels/cpu/threads.cpp
   ${PROJECT_SOURCE_DIR}/kernels/cpu/convert_simd.cpp
@@ -47,7 +47,7 @@ endif()
 # has oneDNN (CMakeLists.txt, HG_WITH_ONEDNN).
 if(HG_WITH_ONEDNN)
   list(APPEND HG_SOURCES ${PROJECT_SOURCE_DIR}/kernels/cpu/onednn.cpp ${PROJECT_SOURCE_DIR}/kernels/cpu/gemm_onednn.cpp
-       ${PROJECT_SOURCE_DIR}/kernels/cpu/conv_onednn.cpp)
+       ${PROJECT_SOURCE_DIR}/kernels/conv/conv_onednn.cpp)
 endif()
 # The f32 Adam loop in optimizer.cpp vectorises only when sqrt need not set
 # errno (its argument, v / bias_correction2, is never negative) and at -O3
@@ -79,4 +79,4 @@ set_source_files_properties(${PROJECT_SOURCE_DIR}/kernels/cpu/elementwise.cpp ${
                             ${PROJECT_SOURCE_DIR}/kernels/cpu/norm.cpp PROPERTIES COMPILE_OPTIONS "-fno-math-errno;-O3")
 # The same for the pooling and batch-norm loops (pool_norm.cpp): at -O2 the
 # 2x2 max-pool's selects compiled into branches that mispredict on random data.
-set_source_files_properties(${PROJECT_SOURCE_DIR}/kernels/cpu/pool_norm.cpp PROPERTIES COMPILE_OPTIONS "-fno-math-errno;-O3")
+set_source_files_properties(${PROJECT_SOURCE_DIR}/kernels/conv/pool_norm_cpu.cpp PROPERTIES COMPILE_OPTIONS "-fno-math-errno;-O3")

@@ -106,7 +106,7 @@ struct VecMathTable {
   // and y = x rounded to t (round-to-nearest-even).
   void (*widen)(VecType t, const void* x, float* y, int64_t n);
   void (*narrow)(VecType t, const float* x, void* y, int64_t n);
-  // Batch norm's per-channel runs (kernels/cpu/pool_norm.cpp), the sums in
+  // Batch norm's per-channel runs (kernels/conv/pool_norm_cpu.cpp), the sums in
   // double lanes (each value widened exactly to double, then added; the
   // order differs from a serial sum, the precision does not): sum x when
   // !square, else sum (x - shift)^2.

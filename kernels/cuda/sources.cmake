@@ -14,5 +14,5 @@ list(APPEND HG_CUDA_SOURCES
   ${PROJECT_SOURCE_DIR}/kernels/cuda/elementwise_binary.cu
   ${PROJECT_SOURCE_DIR}/kernels/softmax/cross_entropy.cu
   ${PROJECT_SOURCE_DIR}/kernels/cuda/device_error.cu
-  ${PROJECT_SOURCE_DIR}/kernels/cuda/pool_norm.cu
+  ${PROJECT_SOURCE_DIR}/kernels/conv/pool_norm.cu
 )

@@ -1,5 +1,5 @@
 // cuda-emu stand-in for cuDNN: handle lifecycle, stream binding, version and
-// status strings, and the legacy convolution API kernels/cuda/conv.cu calls
+// status strings, and the legacy convolution API kernels/conv/conv.cu calls
 // (descriptors, heuristics, workspace sizes, forward and both backwards),
 // computed on the CPU (semantics: the comment above the convolution part).
 #include <cstdint>
@@ -92,7 +92,7 @@ cudnnStatus_t cudnnGetStream(cudnnHandle_t handle, cudaStream_t* streamId) {
   return CUDNN_STATUS_SUCCESS;
 }
 
-// ---- convolution (legacy API, as kernels/cuda/conv.cu calls it) -----------------------------
+// ---- convolution (legacy API, as kernels/conv/conv.cu calls it) -----------------------------
 //
 // Semantics follow the cuDNN 9 API reference: 4-D tensor descriptors with any
 // positive strides (NCHW or NHWC or other), filters in NCHW (KCRS) or NHWC

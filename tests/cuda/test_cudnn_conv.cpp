@@ -1,4 +1,4 @@
-// The cuDNN convolution calls kernels/cuda/conv.cu makes, called directly:
+// The cuDNN convolution calls kernels/conv/conv.cu makes, called directly:
 // output-dimension query, heuristics, workspace sizes, forward with alpha/beta
 // blending, NHWC tensors with an NHWC filter, and the documented
 // CUDNN_STATUS_BAD_PARAM for an output descriptor of the wrong shape. In the

@@ -1,5 +1,5 @@
 // Tests for conv2d, max/avg/adaptive-avg pooling and batch_norm: forward
-// against direct double-precision loops (the formulas of kernels/conv.h) in
+// against direct double-precision loops (the formulas of kernels/conv/conv.h) in
 // every dtype and in NCHW and channels-last layouts, gradcheck in f64 for
 // every option, batch-norm running statistics and eval mode, and bad input.
 // Tolerances come from tests/kernels/tolerance.h (OpKind::kReduction).
@@ -15,7 +15,7 @@
 
 #include "autograd/functions.h"
 #include "autograd/gradcheck.h"
-#include "kernels/conv.h"
+#include "kernels/conv/conv.h"
 #include "kernels/cpu/threads.h"
 #include "kernels/gemm.h"
 #include "nn/conv.h"
@@ -162,7 +162,7 @@ TEST_CASE("conv2d backward matches the f64 gradients in 16-bit and f32", "[kerne
 
 namespace {
 
-// Direct f64 gradients of conv2d (the formulas of kernels/conv.h, summed
+// Direct f64 gradients of conv2d (the formulas of kernels/conv/conv.h, summed
 // product by product) and, per element, the sum of the products' magnitudes
 // (for the worst-case bound of long f32 sums below).
 struct ConvGradRef {
@@ -555,7 +555,7 @@ TEST_CASE("max_pool2d 2x2: ties, NaN and -inf across wide rows match a sequentia
     state = state * 6364136223846793005ull + 1442695040888963407ull;
     e = pool[(state >> 33) % 5];
   }
-  // The sequential scan of kernels/conv.h: take a later value when greater or NaN.
+  // The sequential scan of kernels/conv/conv.h: take a later value when greater or NaN.
   std::vector<double> want_y;
   std::vector<int64_t> want_i;
   for (int64_t nc = 0; nc < N * C; ++nc)

@@ -3,10 +3,10 @@
 // (stride, padding incl. asymmetric "same", dilation, groups, depthwise, bias;
 // pooling windows with padding, dilation, ceil_mode, count_include_pad;
 // BatchNorm training with running statistics, eval, 16-bit x with f32
-// parameters). conv2d runs through cuDNN (kernels/cuda/conv.cu) or, in the emu
+// parameters). conv2d runs through cuDNN (kernels/conv/conv.cu) or, in the emu
 // build, its CPU stand-ins (runtime/emu/runtime_cudnn.cpp, a direct sum: an
 // implementation independent of the CPU backend's im2col + GEMM); pooling and
-// BatchNorm through kernels/cuda/pool_norm.cu. Both sides accumulate in fp32
+// BatchNorm through kernels/conv/pool_norm.cu. Both sides accumulate in fp32
 // (f64 for f64) and round once, so they agree to the per-dtype
 // OpKind::kReduction row of tests/kernels/tolerance.h (max pooling: exactly).
 #include <catch2/catch.hpp>
@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "autograd/functions.h"
-#include "kernels/conv.h"
+#include "kernels/conv/conv.h"
 #include "runtime/cuda/runtime.h"
 #include "tests/kernels/test_support.h"
 
@@ -135,7 +135,7 @@ TEST_CASE("conv2d on CUDA: a d_y in the other layout and only some gradients", "
 
 // Whether cuDNN's heuristics list a deterministic backward-data / backward-
 // filter algorithm for the f32 problem (x channels-last, w [O, 1, kh, kw]
-// channels-last), asked directly as kernels/cuda/conv.cu asks.
+// channels-last), asked directly as kernels/conv/conv.cu asks.
 std::pair<bool, bool> deterministic_backward_listed(const Tensor& x, const Tensor& w, const Tensor& y,
                                                     const Conv2dParams& p) {
   auto tensor = [](const Tensor& t) {

@@ -5,7 +5,7 @@
 // held to the f64 row of tests/kernels/tolerance.h, f32 to the f32 row
 // (OpKind::kReduction), on every device of test_devices(): the CPU, and
 // cuda:0 in the emu/gpu builds (cuDNN or its cuda-emu stand-ins for conv, the
-// kernels of kernels/cuda/pool_norm.cu for pooling and BatchNorm2d).
+// kernels of kernels/conv/pool_norm.cu for pooling and BatchNorm2d).
 #include <catch2/catch.hpp>
 
 #include <array>

@@ -23,7 +23,7 @@
 #include "core/half.h"
 #include "core/shape.h"
 #include "kernels/attention.h"
-#include "kernels/conv.h"
+#include "kernels/conv/conv.h"
 #include "kernels/cpu/vec_math.h"
 #include "kernels/ops.h"
 #include "kernels/softmax/softmax.h"

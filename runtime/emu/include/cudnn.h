@@ -1,6 +1,6 @@
 // cuda-emu stand-in for cuDNN (cudnn.h, v9 names and values): the handle
 // lifecycle, stream binding, version and status strings, and the legacy
-// convolution API that kernels/cuda/conv.cu calls (tensor, filter and
+// convolution API that kernels/conv/conv.cu calls (tensor, filter and
 // convolution descriptors, the _v7 heuristics, workspace-size queries and the
 // forward / backward-data / backward-filter convolutions), and the subset of
 // the graph (backend) API that kernels/cuda/attention_cudnn.cpp uses for fused

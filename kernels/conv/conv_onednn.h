@@ -1,13 +1,13 @@
 // CPU convolution through oneDNN's convolution primitives
-// (kernels/cpu/conv_onednn.cpp; docs/kernels.md, "CPU convolution paths").
-// Compiled when the build found oneDNN (HG_HAVE_ONEDNN); kernels/cpu/conv.cpp
+// (kernels/conv/conv_onednn.cpp; docs/kernels.md, "CPU convolution paths").
+// Compiled when the build found oneDNN (HG_HAVE_ONEDNN); kernels/conv/conv_cpu.cpp
 // tries it first and falls back to im2col + GEMM.
 #pragma once
 
 #include <cstdint>
 
 #include "core/tensor.h"
-#include "kernels/conv.h"
+#include "kernels/conv/conv.h"
 
 namespace hg::cpu {
 
@@ -20,7 +20,7 @@ const char* conv_onednn_off_reason(DType dtype);
 // Run the convolution through oneDNN and return true, or return false having
 // written nothing (the dtype's path is off, or oneDNN has only its reference
 // kernels, or none, for this shape): the caller then runs im2col. The
-// arguments are conv2d_forward's / conv2d_backward's (kernels/conv.h).
+// arguments are conv2d_forward's / conv2d_backward's (kernels/conv/conv.h).
 bool conv2d_forward_onednn(const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& bias,
                            const Conv2dParams& p);
 bool conv2d_backward_onednn(const Tensor& d_x, const Tensor& d_w, const Tensor& d_b, const Tensor& d_y, const Tensor& x,

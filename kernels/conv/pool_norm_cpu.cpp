@@ -1,6 +1,6 @@
 // CPU 2-D pooling (max, average, adaptive average) and batch normalisation,
-// forward and backward: the references for kernels/cuda/pool_norm.cu
-// (formulas in kernels/conv.h). Every tensor is read and written through its
+// forward and backward: the references for kernels/conv/pool_norm.cu
+// (formulas in kernels/conv/conv.h). Every tensor is read and written through its
 // strides, so NCHW and channels-last take the same code without a copy.
 #include <algorithm>
 #include <array>
@@ -12,10 +12,10 @@
 #include <vector>
 
 #include "core/half.h"
-#include "kernels/conv.h"
+#include "kernels/conv/conv.h"
 #include "kernels/cpu/loops.h"
 #include "kernels/cpu/vec_math.h"
-#include "kernels/cpu/view4.h"
+#include "kernels/conv/view4.h"
 
 namespace hg::cpu {
 

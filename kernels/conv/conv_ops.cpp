@@ -1,5 +1,5 @@
 // Argument checks, dtype rules, output allocation and device dispatch for
-// conv2d, the 2-D poolings and batch_norm (kernels/conv.h). Every error names
+// conv2d, the 2-D poolings and batch_norm (kernels/conv/conv.h). Every error names
 // the op, the shapes and the fix.
 #include <algorithm>
 #include <array>
@@ -10,7 +10,7 @@
 #include <utility>
 
 #include "core/profiler.h"
-#include "kernels/conv.h"
+#include "kernels/conv/conv.h"
 #include "kernels/dispatch.h"
 #include "kernels/ops.h"
 
@@ -36,8 +36,8 @@ namespace hg::ops {
 
 namespace {
 
-// CPU tensors go to kernels/cpu/conv.cpp; CUDA tensors to the hand-written
-// kernels in kernels/cuda/pool_norm.cu and the cuDNN calls in kernels/cuda/conv.cu.
+// CPU tensors go to kernels/conv/conv_cpu.cpp; CUDA tensors to the hand-written
+// kernels in kernels/conv/pool_norm.cu and the cuDNN calls in kernels/conv/conv.cu.
 #define HG_CONV_CALL(op, device, fn, ...) HG_BACKEND_CALL(device, fn, __VA_ARGS__)
 
 // The profiler's record of a convolution (Note [Profiler]): 2 FLOPs per

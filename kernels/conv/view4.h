@@ -1,5 +1,5 @@
-// 4-D strided views for the CPU kernels of kernels/cpu/conv.cpp and
-// kernels/cpu/pool_norm.cpp: NCHW and channels-last are both just strides.
+// 4-D strided views for the CPU kernels of kernels/conv/conv_cpu.cpp and
+// kernels/conv/pool_norm_cpu.cpp: NCHW and channels-last are both just strides.
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-// CPU convolution through oneDNN (kernels/cpu/conv_onednn.h; docs/kernels.md,
+// CPU convolution through oneDNN (kernels/conv/conv_onednn.h; docs/kernels.md,
 // "CPU convolution paths").
 //
 // Primitives: convolution_forward (forward_training, bias fused),
@@ -29,7 +29,7 @@
 // dtype, thread count) in an LRU of 128 entries (kernels/cpu/onednn.h); a key
 // oneDNN can only run on its reference kernels, or cannot run at all, is
 // remembered as unsupported, and the caller takes im2col.
-#include "kernels/cpu/conv_onednn.h"
+#include "kernels/conv/conv_onednn.h"
 
 #include <omp.h>
 

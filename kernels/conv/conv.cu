@@ -2,7 +2,7 @@
 // data, backward-filter), plus two hand-written kernels for the bias (fill and
 // reduce). The cuda-emu build serves the same cuDNN calls from CPU stand-ins
 // in runtime/emu/runtime_cudnn.cpp, so this file is identical in both builds.
-// CPU reference: kernels/cpu/conv.cpp; formulas: kernels/conv.h; the API
+// CPU reference: kernels/conv/conv_cpu.cpp; formulas: kernels/conv/conv.h; the API
 // choice and its limits: docs/kernels.md, "Convolution".
 //
 // Per call: descriptors for x, w, y (4-D, by strides), a convolution
@@ -44,7 +44,7 @@
 #include <optional>
 #include <vector>
 
-#include "kernels/conv.h"
+#include "kernels/conv/conv.h"
 #include "kernels/cuda/block_reduce.cuh"
 #include "runtime/cuda/caching_allocator.h"
 #include "runtime/cuda/cuda_check.h"

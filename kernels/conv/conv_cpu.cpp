@@ -1,7 +1,7 @@
 // CPU convolution: oneDNN's primitives where the dtype's path is on
-// (kernels/cpu/conv_onednn.cpp), else im2col/col2im over the GEMM, the
+// (kernels/conv/conv_onednn.cpp), else im2col/col2im over the GEMM, the
 // fallback and the reference for the CUDA kernels (formulas in
-// kernels/conv.h; docs/kernels.md, "CPU convolution paths"). HG_CPU_CONV=im2col
+// kernels/conv/conv.h; docs/kernels.md, "CPU convolution paths"). HG_CPU_CONV=im2col
 // forces the im2col path. Every tensor is read and written through its
 // strides, so NCHW and channels-last take the same code without a copy.
 //
@@ -11,7 +11,7 @@
 //   dW_g          += dy_g[Og, nb*P] @ col^T
 //   dcol[Kg, nb*P] = W_g^T @ dy_g,  d_x = col2im(dcol)
 // Chunks keep col under kColLimit elements; the GEMMs run OpenBLAS's threads.
-// Pooling and batch normalisation: kernels/cpu/pool_norm.cpp.
+// Pooling and batch normalisation: kernels/conv/pool_norm_cpu.cpp.
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
@@ -19,13 +19,13 @@
 #include <type_traits>
 #include <vector>
 
-#include "kernels/conv.h"
+#include "kernels/conv/conv.h"
 #include "kernels/cpu/loops.h"
-#include "kernels/cpu/view4.h"
+#include "kernels/conv/view4.h"
 #include "kernels/gemm.h"
 
 #if defined(HG_HAVE_ONEDNN)
-#include "kernels/cpu/conv_onednn.h"
+#include "kernels/conv/conv_onednn.h"
 #endif
 
 namespace hg::cpu {

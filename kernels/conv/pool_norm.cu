@@ -1,6 +1,6 @@
 // CUDA 2-D pooling (max, average, adaptive average) and batch normalisation,
 // forward and backward side by side, then the launchers. CPU references:
-// kernels/cpu/pool_norm.cpp; formulas: kernels/conv.h.
+// kernels/conv/pool_norm_cpu.cpp; formulas: kernels/conv/conv.h.
 //
 // Layouts: every tensor is read and written through its 4 strides, so NCHW
 // and channels-last (NHWC strides) run the same kernels without a copy. The
@@ -25,7 +25,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "kernels/conv.h"
+#include "kernels/conv/conv.h"
 #include "kernels/cuda/block_reduce.cuh"
 #include "runtime/cuda/device_limits.h"
 #include "kernels/cuda/device_math.cuh"

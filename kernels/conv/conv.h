@@ -110,7 +110,7 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_backward(const Tensor& d_y, const 
 
 }  // namespace hg::ops
 
-// The backend kernels. Preconditions (kernels/conv_ops.cpp): every tensor on
+// The backend kernels. Preconditions (kernels/conv/conv_ops.cpp): every tensor on
 // one device; x, y, d_y, d_x 4-D with any strides, sharing one dtype; w [O,Cg,KH,KW]
 // and bias [O] in x's dtype; outputs allocated with their final shapes;
 // indices i64 shaped like y. BN: weight/bias (may be undefined) and running
