@@ -18,7 +18,7 @@
 #include "kernels/cpu/cpu_dispatch.h"
 #include "kernels/cpu/f16_native.h"
 #include "kernels/cpu/vec_math.h"
-#include "kernels/gemm.h"
+#include "kernels/gemm/gemm.h"
 
 #if defined(HG_WITH_CUDA)
 #include "runtime/cuda/runtime.h"

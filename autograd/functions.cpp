@@ -11,7 +11,7 @@
 
 #include "autograd/autocast.h"
 #include "autograd/node.h"
-#include "kernels/gemm.h"
+#include "kernels/gemm/gemm.h"
 #include "kernels/glu.h"
 #include "kernels/ops.h"
 #include "kernels/reduce/reduce.h"

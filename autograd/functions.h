@@ -58,7 +58,7 @@ Tensor norm(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim
 // ---- GEMM -----------------------------------------------------------------------------------
 // torch.matmul: 2-D @ 2-D; batched operands of any rank with broadcast batch
 // dims ([B,H,T,D] @ [B,H,D,T], [B,1,T,D] @ [H,D,T]) through strided-batched
-// GEMMs (transposed views are not copied: kernels/gemm.h); 1-D operands as
+// GEMMs (transposed views are not copied: kernels/gemm/gemm.h); 1-D operands as
 // vectors (the vector's dim is dropped from the result).
 Tensor matmul(const Tensor& a, const Tensor& b);
 // torch.bmm: a [B, M, K] @ b [B, K, N] -> [B, M, N]; no broadcasting.

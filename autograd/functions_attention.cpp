@@ -15,7 +15,7 @@
 #include "kernels/attention.h"
 #include "kernels/attention_cudnn.h"
 #include "kernels/flash_attention.h"
-#include "kernels/gemm.h"
+#include "kernels/gemm/gemm.h"
 
 namespace hg {
 

@@ -27,7 +27,7 @@
 #include "core/error.h"
 #include "core/half.h"
 #include "core/tensor.h"
-#include "kernels/gemm.h"
+#include "kernels/gemm/gemm.h"
 #include "kernels/ops.h"
 #include "kernels/reduce/reduce.h"
 #include "kernels/softmax/softmax.h"

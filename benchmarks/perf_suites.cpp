@@ -19,7 +19,7 @@
 #include "autograd/grad_mode.h"
 #include "benchmarks/suites.h"
 #include "core/tensor.h"
-#include "kernels/gemm.h"
+#include "kernels/gemm/gemm.h"
 #include "kernels/ops.h"
 #include "kernels/norm.h"
 #include "kernels/reduce/reduce.h"

@@ -2,7 +2,7 @@
 // sits between the two batched GEMMs of scaled_dot_product_attention
 // (autograd/functions_attention.cpp), forward and backward.
 //
-//   scores = q @ k^T                      [batch..., L, S]   (batched GEMM, kernels/gemm.h)
+//   scores = q @ k^T                      [batch..., L, S]   (batched GEMM, kernels/gemm/gemm.h)
 //   x_ij   = scale * scores_ij + mask_ij   (-inf where causal or a bool mask forbids j)
 //   y_ij   = softmax_j(x_ij)               (a fully masked row gives y = 0, see below)
 //   p_ij   = y_ij * keep_ij / (1 - dropout_p)   keep_ij = philox_uniform(i*S + j) >= dropout_p

@@ -19,7 +19,7 @@
 #include <sstream>
 #include <string>
 
-#include "kernels/gemm.h"
+#include "kernels/gemm/gemm.h"
 
 #if defined(HG_WITH_CUDA)
 #include "runtime/cuda/runtime.h"

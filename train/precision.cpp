@@ -5,7 +5,7 @@
 
 #include "autograd/autocast.h"
 #include "core/error.h"
-#include "kernels/gemm.h"
+#include "kernels/gemm/gemm.h"
 
 #if defined(HG_WITH_CUDA)
 #include "runtime/cuda/runtime.h"

@@ -22,7 +22,7 @@
 #include "kernels/conv/conv.h"
 #include "kernels/cpu/loops.h"
 #include "kernels/conv/view4.h"
-#include "kernels/gemm.h"
+#include "kernels/gemm/gemm.h"
 
 #if defined(HG_HAVE_ONEDNN)
 #include "kernels/conv/conv_onednn.h"

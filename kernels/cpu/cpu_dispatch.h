@@ -2,7 +2,7 @@
 // switches), so that tests can ask what a CPU they do not run on would get
 // (docs/kernels.md, "CPU math: SLEEF and ISA dispatch"): the vector math ISA
 // (kernels/cpu/vec_math.h), native f16 element-wise (kernels/cpu/f16_native.h),
-// the GEMM paths (kernels/cpu/gemm_onednn.h) and the oneDNN convolution
+// the GEMM paths (kernels/gemm/gemm_onednn.h) and the oneDNN convolution
 // (kernels/conv/conv_onednn.h). The dispatchers call them with
 // cpu_features() and the environment; nothing here depends on oneDNN.
 #pragma once

@@ -1,4 +1,4 @@
-// What the CPU's oneDNN paths share (kernels/cpu/gemm_onednn.cpp for matmul,
+// What the CPU's oneDNN paths share (kernels/gemm/gemm_onednn.cpp for matmul,
 // kernels/conv/conv_onednn.cpp for convolution): one CPU engine, a stream per
 // calling thread, the LRU cache of primitives keyed by a plain struct and
 // hashed with BytesHash (core/hash.h), and the test for oneDNN's reference

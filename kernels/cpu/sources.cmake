@@ -46,7 +46,7 @@ endif()
 # The oneDNN paths (GEMM and convolution, and what they share), when the build
 # has oneDNN (CMakeLists.txt, HG_WITH_ONEDNN).
 if(HG_WITH_ONEDNN)
-  list(APPEND HG_SOURCES ${PROJECT_SOURCE_DIR}/kernels/cpu/onednn.cpp ${PROJECT_SOURCE_DIR}/kernels/cpu/gemm_onednn.cpp
+  list(APPEND HG_SOURCES ${PROJECT_SOURCE_DIR}/kernels/cpu/onednn.cpp ${PROJECT_SOURCE_DIR}/kernels/gemm/gemm_onednn.cpp
        ${PROJECT_SOURCE_DIR}/kernels/conv/conv_onednn.cpp)
 endif()
 # The f32 Adam loop in optimizer.cpp vectorises only when sqrt need not set

@@ -53,7 +53,7 @@
 #include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/fp8.h"
-#include "kernels/gemm.h"
+#include "kernels/gemm/gemm.h"
 #include "runtime/cuda/cuda_check.h"
 #include "runtime/cuda/runtime.h"
 

@@ -474,7 +474,7 @@ size_t cublasLtGetVersion(void) { return CUBLAS_VERSION; }
 
 // ---- cuBLASLt matmul ------------------------------------------------------------
 //
-// The stand-in behind halfgrad's cuBLASLt wrapper (kernels/cuda/gemm.cu). The
+// The stand-in behind halfgrad's cuBLASLt wrapper (kernels/gemm/gemm.cu). The
 // product is the same CPU reference as cublasGemmEx's (inputs widened exactly,
 // fp32 accumulation for the 32F compute types, fp64 for 64F), then the
 // epilogue in the accumulator type, then one rounding to D's type:

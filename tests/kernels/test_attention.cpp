@@ -1,4 +1,4 @@
-// Batched matmul / bmm (kernels/gemm.h) and scaled_dot_product_attention's
+// Batched matmul / bmm (kernels/gemm/gemm.h) and scaled_dot_product_attention's
 // math path (kernels/attention.h, autograd/functions_attention.cpp): values
 // against f64 references computed here with plain loops on every device and
 // dtype, cuda-emu against the CPU, f64 gradcheck (broadcast, transposed views,
@@ -21,7 +21,7 @@
 #include "autograd/functions.h"
 #include "autograd/gradcheck.h"
 #include "core/generator.h"
-#include "kernels/gemm.h"
+#include "kernels/gemm/gemm.h"
 #include "nn/functional.h"
 #include "tests/kernels/test_support.h"
 

@@ -17,7 +17,7 @@
 #include "autograd/gradcheck.h"
 #include "kernels/conv/conv.h"
 #include "kernels/cpu/threads.h"
-#include "kernels/gemm.h"
+#include "kernels/gemm/gemm.h"
 #include "nn/conv.h"
 #include "tests/kernels/test_support.h"
 

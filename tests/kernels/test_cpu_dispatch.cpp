@@ -32,7 +32,7 @@
 #include "kernels/cpu/f16_native.h"
 #include "kernels/cpu/vec_math.h"
 #include "kernels/elementwise_functors.h"
-#include "kernels/gemm.h"
+#include "kernels/gemm/gemm.h"
 #include "kernels/ops.h"
 #include "tests/kernels/test_support.h"
 

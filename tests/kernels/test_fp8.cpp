@@ -17,7 +17,7 @@
 #include "core/float8.h"
 #include "core/tensor.h"
 #include "kernels/fp8.h"
-#include "kernels/gemm.h"
+#include "kernels/gemm/gemm.h"
 #include "kernels/ops.h"
 #include "kernels/reduce/reduce.h"
 #include "tests/kernels/test_support.h"

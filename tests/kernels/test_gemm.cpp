@@ -15,7 +15,7 @@
 #include <cstring>
 
 #include "kernels/cpu/threads.h"
-#include "kernels/gemm.h"
+#include "kernels/gemm/gemm.h"
 #include "kernels/ops.h"
 #include "tests/kernels/test_support.h"
 

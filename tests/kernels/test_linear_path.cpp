@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "autograd/functions.h"
-#include "kernels/gemm.h"
+#include "kernels/gemm/gemm.h"
 #include "kernels/ops.h"
 #include "kernels/reduce/reduce.h"
 #include "tests/kernels/test_support.h"

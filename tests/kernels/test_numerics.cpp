@@ -8,7 +8,7 @@
 #include <cstring>
 #include <vector>
 
-#include "kernels/gemm.h"
+#include "kernels/gemm/gemm.h"
 #include "kernels/ops.h"
 #include "kernels/reduce/reduce.h"
 #include "kernels/softmax/softmax.h"

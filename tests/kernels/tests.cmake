@@ -74,12 +74,12 @@ add_test(NAME test_gemm_widen COMMAND test_kernels "[gemm]~[cuda]")
 set_tests_properties(test_gemm_widen PROPERTIES ENVIRONMENT HG_CPU_GEMM=widen LABELS kernels)
 # -DHG_WITH_ONEDNN=OFF without a second build: test_gemm and test_conv take
 # their expected reasons from cpu::gemm_has_onednn(), so they hold in both
-# configurations, and the files whose code differs (kernels/cpu/gemm.cpp and
+# configurations, and the files whose code differs (kernels/gemm/gemm_cpu.cpp and
 # kernels/conv/conv_cpu.cpp, their #else branches) are compiled once more here
 # without HG_HAVE_ONEDNN, with the warnings of the library (compile only:
 # linking them would need a second libhalfgrad).
 if(HG_WITH_ONEDNN)
-  add_library(hg_gemm_without_onednn OBJECT ${PROJECT_SOURCE_DIR}/kernels/cpu/gemm.cpp
+  add_library(hg_gemm_without_onednn OBJECT ${PROJECT_SOURCE_DIR}/kernels/gemm/gemm_cpu.cpp
                                             ${PROJECT_SOURCE_DIR}/kernels/conv/conv_cpu.cpp)
   target_include_directories(hg_gemm_without_onednn PRIVATE $<TARGET_PROPERTY:halfgrad,INCLUDE_DIRECTORIES>)
   target_compile_definitions(hg_gemm_without_onednn PRIVATE

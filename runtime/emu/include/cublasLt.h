@@ -1,5 +1,5 @@
 // cuda-emu stand-in for cuBLASLt (cublasLt.h): the handle lifecycle and version,
-// and the matmul API halfgrad's GEMM wrapper calls (kernels/cuda/gemm.cu):
+// and the matmul API halfgrad's GEMM wrapper calls (kernels/gemm/gemm.cu):
 // matmul/layout/preference descriptors, the heuristic query and cublasLtMatmul
 // with the BIAS, GELU(+AUX, +BIAS), DGELU and BGRADB epilogues, computed on the
 // CPU in runtime/emu/runtime_cublas.cpp. Column-major, column-order layouts

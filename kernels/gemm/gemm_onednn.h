@@ -1,10 +1,10 @@
-// The CPU's native bf16 GEMM through oneDNN (kernels/cpu/gemm_onednn.cpp;
+// The CPU's native bf16 GEMM through oneDNN (kernels/gemm/gemm_onednn.cpp;
 // docs/kernels.md, "CPU GEMM paths"). Compiled when the build found oneDNN
-// (HG_HAVE_ONEDNN); kernels/cpu/gemm.cpp dispatches to it.
+// (HG_HAVE_ONEDNN); kernels/gemm/gemm_cpu.cpp dispatches to it.
 #pragma once
 
 #include "kernels/cpu/cpu_dispatch.h"
-#include "kernels/gemm.h"
+#include "kernels/gemm/gemm.h"
 
 namespace hg::cpu {
 

@@ -45,7 +45,7 @@ bool allow_tf32();
 namespace hg {
 
 // What a CUDA GEMM can fuse after the product (cuBLASLt epilogues; kernels/
-// cuda/gemm.cu maps each to its CUBLASLT_EPILOGUE_*). Row-major terms, C is
+// kernels/gemm/gemm.cu maps each to its CUBLASLT_EPILOGUE_*). Row-major terms, C is
 // m x n, accumulation in fp32 (f64 for f64), one rounding on store:
 enum class GemmEpilogue : uint8_t {
   none,           // C = alpha op(A) op(B) + beta C
@@ -132,7 +132,7 @@ bool gemm_has_onednn();
 namespace cuda {
 // cuBLAS (cublasGemmStridedBatchedEx); args.epilogue must be none.
 void gemm(const GemmArgs& args);
-// cuBLASLt (Note [cuBLASLt GEMMs] in kernels/cuda/gemm.cu): runs args with its
+// cuBLASLt (Note [cuBLASLt GEMMs] in kernels/gemm/gemm.cu): runs args with its
 // epilogue and returns true, or returns false having done nothing when
 // cuBLASLt has no algorithm for this problem (shape, alignment, epilogue);
 // the caller then takes another path. Bad arguments are an hg::Error.

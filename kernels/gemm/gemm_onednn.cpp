@@ -1,5 +1,5 @@
 // The CPU's native bf16 GEMM, and the f32 GEMM on AVX-512 CPUs, through
-// oneDNN's matmul primitive (kernels/cpu/gemm_onednn.h; docs/kernels.md, "CPU
+// oneDNN's matmul primitive (kernels/gemm/gemm_onednn.h; docs/kernels.md, "CPU
 // GEMM paths").
 //
 // f32: f32 A, B and C, fp32 FMAs (oneDNN's default "strict" fpmath mode: no
@@ -15,7 +15,7 @@
 // cannot run at all, is remembered as unsupported and the caller widens.
 //
 // Engine, streams, the primitive cache and the thread-count rule: kernels/cpu/onednn.h.
-#include "kernels/cpu/gemm_onednn.h"
+#include "kernels/gemm/gemm_onednn.h"
 
 #include <omp.h>
 

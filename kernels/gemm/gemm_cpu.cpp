@@ -2,7 +2,7 @@
 // on AVX-512 CPUs (7-14% faster than OpenBLAS there), else OpenBLAS sgemm;
 // dgemm for f64. bf16 takes oneDNN's native bf16 matmul where the CPU has
 // AVX512_BF16 or AMX, and f16 oneDNN's f16 matmul where this oneDNN has one
-// (kernels/cpu/gemm_onednn.h; HG_CPU_GEMM=widen forces the fallbacks:
+// (kernels/gemm/gemm_onednn.h; HG_CPU_GEMM=widen forces the fallbacks:
 // OpenBLAS for f32, widening for 16-bit; HG_CPU_GEMM=openblas only the f32
 // one). 16-bit elsewhere widens: the operands of each batch entry
 // are widened to fp32, multiplied on f32's path (oneDNN's f32 matmul on
@@ -21,10 +21,10 @@
 #include "core/tensor.h"
 #include "kernels/cpu/convert_simd.h"
 #include "kernels/cpu/loops.h"
-#include "kernels/gemm.h"
+#include "kernels/gemm/gemm.h"
 
 #if defined(HG_HAVE_ONEDNN)
-#include "kernels/cpu/gemm_onednn.h"
+#include "kernels/gemm/gemm_onednn.h"
 #endif
 
 namespace hg::cpu {

@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "core/copy.h"
-#include "kernels/gemm.h"
+#include "kernels/gemm/gemm.h"
 
 namespace hg::ops {
 

@@ -23,7 +23,7 @@
 #include "core/hash.h"
 #include "runtime/cuda/cuda_check.h"
 #include "runtime/cuda/runtime.h"
-#include "kernels/gemm.h"
+#include "kernels/gemm/gemm.h"
 
 namespace hg::cuda {
 
