@@ -1,7 +1,7 @@
 #include "nn/functional.h"
 
 #include "kernels/ops.h"
-#include "kernels/random.h"
+#include "kernels/random/random.h"
 #include "kernels/reduce/reduce.h"
 
 namespace hg::nn::functional {

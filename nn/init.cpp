@@ -5,7 +5,7 @@
 #include <cstdint>
 
 #include "autograd/grad_mode.h"
-#include "kernels/random.h"
+#include "kernels/random/random.h"
 
 namespace hg::nn::init {
 

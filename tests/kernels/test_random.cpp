@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "core/generator.h"
-#include "kernels/random.h"
+#include "kernels/random/random.h"
 #include "tests/kernels/test_support.h"
 
 using namespace hg;

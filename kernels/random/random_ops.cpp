@@ -4,7 +4,7 @@
 
 #include "core/copy.h"
 #include "core/generator.h"
-#include "kernels/random.h"
+#include "kernels/random/random.h"
 
 namespace hg::ops {
 

@@ -3,7 +3,7 @@
 
 #include "core/convert.h"
 #include "kernels/cpu/loops.h"
-#include "kernels/random.h"
+#include "kernels/random/random.h"
 
 namespace hg::cpu {
 

@@ -2,7 +2,7 @@
 //
 // random_fill_kernel
 //   formula    out[4b + j] = value j of Philox block b (Note [Random element
-//              mapping] in kernels/random.h), rounded once to T
+//              mapping] in kernels/random/random.h), rounded once to T
 //   split      one thread per Philox block (4 elements), grid-stride loop
 //   launch     256 threads/block, blocks = min(ceil(n / 1024), 32 * SMs)
 //   bytes      4 * sizeof(T) written per thread, nothing read
@@ -13,7 +13,7 @@
 
 #include "core/convert.h"
 #include "kernels/cuda/elementwise.cuh"
-#include "kernels/random.h"
+#include "kernels/random/random.h"
 
 namespace hg::cuda {
 
