@@ -34,7 +34,7 @@
 
 #include "core/macros.h"
 #include "core/tensor.h"
-#include "kernels/optimizer.h"
+#include "kernels/optimizer/optimizer.h"
 
 namespace hg {
 

@@ -15,7 +15,7 @@
 // syncs. To follow applied steps instead, build the schedule with
 // .clock = ScheduleClock::kAppliedSteps: it is then installed in the
 // optimizer and evaluated by the fused step from the device step counter
-// (Note [Schedules on the device] in kernels/optimizer.h), still without a
+// (Note [Schedules on the device] in kernels/optimizer/optimizer.h), still without a
 // sync; step() then only counts calls for last_lr(). Without skipped steps
 // both clocks give bit-identical lrs.
 //

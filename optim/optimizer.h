@@ -1,6 +1,6 @@
 // Optimizers: SGD (momentum, nesterov, weight decay), Adam, AdamW — with fp32
 // master weights for f16/bf16 parameters (Note [Fused optimizer step] in
-// kernels/optimizer.h): one fused pass per step updates masters, moments and
+// kernels/optimizer/optimizer.h): one fused pass per step updates masters, moments and
 // the rounded 16-bit parameters; on CUDA one multi-tensor launch per dtype
 // pair. step() takes the GradScaler's inv_scale and found_inf device tensors
 // and then skips itself on the device, with no host sync.
@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "core/tensor.h"
-#include "kernels/optimizer.h"
+#include "kernels/optimizer/optimizer.h"
 #include "optim/foreach.h"
 
 namespace hg::optim {

@@ -1,7 +1,7 @@
 // Exhaustive check of the AVX-512 Adam kernel's division by a scalar
-// (hg::cpu::div_scalar_avx512 in kernels/cpu/div_scalar_avx512.h, the function
+// (hg::cpu::div_scalar_avx512 in kernels/optimizer/div_scalar_avx512.h, the function
 // the kernel calls; Note [Adam's bias corrections without the divider] in
-// kernels/cpu/optimizer_simd_impl.h): for every f32 x and each divisor b below
+// kernels/optimizer/optimizer_simd_impl.h): for every f32 x and each divisor b below
 // (Adam's bias corrections 1 - beta^t for the usual betas, random ones, and
 // edge significands), its result must equal x / b bit for bit, NaNs included.
 // It also counts the x whose Markstein correction alone,
@@ -20,7 +20,7 @@
 #include <random>
 #include <vector>
 
-#include "kernels/cpu/div_scalar_avx512.h"
+#include "kernels/optimizer/div_scalar_avx512.h"
 
 int main() {
   std::vector<float> divisors;

@@ -17,7 +17,7 @@
 // Threads: the gradients of one call are cut into blocks of kScaleBlock
 // values, all tensors' blocks in one list split over the threads in one
 // OpenMP region (Note [One parallel region per optimizer step] in
-// kernels/cpu/optimizer.cpp); below 65536 values in all, no libgomp entry.
+// kernels/optimizer/optimizer_cpu.cpp); below 65536 values in all, no libgomp entry.
 #include <algorithm>
 #include <atomic>
 #include <cstdint>

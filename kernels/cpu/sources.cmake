@@ -52,17 +52,17 @@ endif()
 # The f32 Adam loop in optimizer.cpp vectorises only when sqrt need not set
 # errno (its argument, v / bias_correction2, is never negative) and at -O3
 # (GCC 12 at -O2 only vectorises loops that need no remainder loop).
-set_source_files_properties(${PROJECT_SOURCE_DIR}/kernels/cpu/optimizer.cpp PROPERTIES COMPILE_OPTIONS "-fno-math-errno;-O3")
-# The Adam kernels per x86 ISA (kernels/cpu/optimizer_simd.h), chosen in
+set_source_files_properties(${PROJECT_SOURCE_DIR}/kernels/optimizer/optimizer_cpu.cpp PROPERTIES COMPILE_OPTIONS "-fno-math-errno;-O3")
+# The Adam kernels per x86 ISA (kernels/optimizer/optimizer_simd.h), chosen in
 # optimizer.cpp from CPUID. -ffp-contract=off: a fused multiply-add would
 # change the bits of optimizer_update's rule (-mavx512f allows FMA).
 if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64)$")
-  list(APPEND HG_SOURCES ${PROJECT_SOURCE_DIR}/kernels/cpu/optimizer_avx2.cpp ${PROJECT_SOURCE_DIR}/kernels/cpu/optimizer_avx512.cpp)
-  set_source_files_properties(${PROJECT_SOURCE_DIR}/kernels/cpu/optimizer_avx2.cpp
+  list(APPEND HG_SOURCES ${PROJECT_SOURCE_DIR}/kernels/optimizer/optimizer_avx2.cpp ${PROJECT_SOURCE_DIR}/kernels/optimizer/optimizer_avx512.cpp)
+  set_source_files_properties(${PROJECT_SOURCE_DIR}/kernels/optimizer/optimizer_avx2.cpp
                               PROPERTIES COMPILE_OPTIONS "-O3;-ffp-contract=off;-mavx2;-mf16c")
-  set_source_files_properties(${PROJECT_SOURCE_DIR}/kernels/cpu/optimizer_avx512.cpp
+  set_source_files_properties(${PROJECT_SOURCE_DIR}/kernels/optimizer/optimizer_avx512.cpp
                               PROPERTIES COMPILE_OPTIONS "-O3;-ffp-contract=off;-mavx512f;-mavx2;-mf16c")
-  set_source_files_properties(${PROJECT_SOURCE_DIR}/kernels/cpu/optimizer.cpp PROPERTIES COMPILE_DEFINITIONS HG_OPTIMIZER_SIMD=1)
+  set_source_files_properties(${PROJECT_SOURCE_DIR}/kernels/optimizer/optimizer_cpu.cpp PROPERTIES COMPILE_DEFINITIONS HG_OPTIMIZER_SIMD=1)
 endif()
 # The same for foreach.cpp's per-instruction block loops (sqrt of a negative
 # value is NaN either way; no errno is read).

@@ -20,7 +20,7 @@
 #include "autograd/functions.h"
 #include "core/counters.h"
 #include "kernels/amp_scale.h"
-#include "kernels/optimizer.h"
+#include "kernels/optimizer/optimizer.h"
 #include "nn/layers.h"
 #include "nn/serialize.h"
 #include "optim/checkpoint.h"

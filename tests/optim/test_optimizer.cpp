@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/cpu/optimizer_simd.h"
+#include "kernels/optimizer/optimizer_simd.h"
 #include "kernels/cpu/vec_math.h"
 #include "optim/optimizer.h"
 #include "tests/kernels/test_support.h"
@@ -288,7 +288,7 @@ TEST_CASE("a parameter listed twice is refused; load_state_dict checks dtypes an
 
 namespace {
 
-// The CPU Adam step's paths (kernels/cpu/optimizer.cpp, optimizer_simd.h):
+// The CPU Adam step's paths (kernels/optimizer/optimizer_cpu.cpp, optimizer_simd.h):
 // the scalar reference (HG_CPU_MATH=scalar), the baseline loops
 // (HG_CPU_ISA=generic) and the AVX2 / AVX-512 kernels where this CPU has them.
 struct AdamPath {
@@ -367,7 +367,7 @@ const int64_t kAdamSizes[] = {5, 37, 4099, 70001};
 
 }  // namespace
 
-// The f32 loops (kernels/cpu/optimizer.cpp: the baseline loop and the vector
+// The f32 loops (kernels/optimizer/optimizer_cpu.cpp: the baseline loop and the vector
 // kernels, one pass per element) must be bit-identical to optimizer_update,
 // the per-element rule the CUDA kernel and the generic CPU loop share, on
 // every path, over several slots in one step.

@@ -1,5 +1,5 @@
 // x / b for a positive scalar b (the same in every lane), correctly rounded,
-// without the divider: AVX-512F, included by kernels/cpu/optimizer_avx512.cpp
+// without the divider: AVX-512F, included by kernels/optimizer/optimizer_avx512.cpp
 // (compiled with -mavx512f) and by scripts/check-div-scalar.cpp, which checks
 // it against the division for every f32 x.
 //
@@ -11,7 +11,7 @@
 // (tiny, subnormal, huge, infinite, NaN) divides. One compare chain and one
 // KORTEST decide it: moving a mask to a general register costs a port-0 slot,
 // which the Adam loop is short of. Note [Adam's bias corrections without the
-// divider] in kernels/cpu/optimizer_simd_impl.h.
+// divider] in kernels/optimizer/optimizer_simd_impl.h.
 #pragma once
 
 #include <immintrin.h>

@@ -1,8 +1,8 @@
 // The fused optimizer step on the CPU (Note [Fused optimizer step] in
-// kernels/optimizer.h): the per-element rule optimizer_update in a plain loop
+// kernels/optimizer/optimizer.h): the per-element rule optimizer_update in a plain loop
 // per slot (the scalar reference, and every case below), and for Adam/AdamW
 // with f32 states (f32 weights, or 16-bit weights with f32 masters) one pass
-// per element through the vector kernels of kernels/cpu/optimizer_simd.h,
+// per element through the vector kernels of kernels/optimizer/optimizer_simd.h,
 // all slots of a step in one parallel region. Every path is bit-identical to
 // optimizer_update (docs/kernels.md, "CPU optimizer step and GradScaler loops").
 #include <algorithm>
@@ -18,9 +18,9 @@
 #include "core/counters.h"
 #include "kernels/cpu/convert_simd.h"
 #include "kernels/cpu/loops.h"
-#include "kernels/cpu/optimizer_simd.h"
+#include "kernels/optimizer/optimizer_simd.h"
 #include "kernels/cpu/vec_math.h"
-#include "kernels/optimizer.h"
+#include "kernels/optimizer/optimizer.h"
 
 namespace hg::cpu {
 

@@ -2,7 +2,7 @@
 #include <vector>
 
 #include "kernels/dispatch.h"
-#include "kernels/optimizer.h"
+#include "kernels/optimizer/optimizer.h"
 
 namespace hg::ops {
 

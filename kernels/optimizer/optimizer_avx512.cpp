@@ -1,7 +1,7 @@
-// The Adam/AdamW kernels (kernels/cpu/optimizer_simd_impl.h) for AVX-512, 16
+// The Adam/AdamW kernels (kernels/optimizer/optimizer_simd_impl.h) for AVX-512, 16
 // floats a vector; compiled with -mavx512f -mavx2 -mf16c -ffp-contract=off
 // (kernels/cpu/sources.cmake) and called only when the CPU has AVX-512F
-// (kernels/cpu/optimizer.cpp).
+// (kernels/optimizer/optimizer_cpu.cpp).
 // GCC 12's AVX-512 intrinsics pass _mm512_undefined_*() as the unused source
 // of their masked builtins, which -Wmaybe-uninitialized reports wherever they
 // are inlined: a false positive, silenced for this file only.
@@ -12,7 +12,7 @@
 
 #include <cstdint>
 
-#include "kernels/cpu/div_scalar_avx512.h"
+#include "kernels/optimizer/div_scalar_avx512.h"
 #include "kernels/cpu/simd16_avx512.h"
 
 namespace hg::cpu::opt_avx512 {
@@ -20,7 +20,7 @@ using VR = __m512;
 inline constexpr int kW = 16;
 inline VR vs_sqrt(VR v) { return _mm512_sqrt_ps(v); }
 // x / b for the bias corrections, without the divider:
-// kernels/cpu/div_scalar_avx512.h.
+// kernels/optimizer/div_scalar_avx512.h.
 inline VR vs_div_scalar(VR x, VR b, VR y) { return div_scalar_avx512(x, b, y); }
 // 16-bit lanes in registers: kernels/cpu/simd16_avx512.h.
 inline VR vs_load_f16(const uint16_t* p) { return simd16_avx512::load_f16(p); }
@@ -32,4 +32,4 @@ inline void vs_leave() { _mm256_zeroupper(); }  // Note [vzeroupper before the t
 
 #define HG_OPT_NS opt_avx512
 #define HG_OPT_NAME "avx512"
-#include "kernels/cpu/optimizer_simd_impl.h"
+#include "kernels/optimizer/optimizer_simd_impl.h"

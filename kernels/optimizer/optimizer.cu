@@ -1,4 +1,4 @@
-// CUDA fused optimizer step (Note [Fused optimizer step] in kernels/optimizer.h).
+// CUDA fused optimizer step (Note [Fused optimizer step] in kernels/optimizer/optimizer.h).
 //
 // advance_step_kernel
 //   formula    step += 1 unless *found_inf != 0 (saturating at kCounterLimit)
@@ -32,7 +32,7 @@
 #include "kernels/cuda/device_table.h"
 #include "kernels/cuda/launch.cuh"
 #include "runtime/cuda/runtime.h"
-#include "kernels/optimizer.h"
+#include "kernels/optimizer/optimizer.h"
 
 namespace hg::cuda {
 

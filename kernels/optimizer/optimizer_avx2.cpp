@@ -1,7 +1,7 @@
-// The Adam/AdamW kernels (kernels/cpu/optimizer_simd_impl.h) for AVX2, 8
+// The Adam/AdamW kernels (kernels/optimizer/optimizer_simd_impl.h) for AVX2, 8
 // floats a vector; compiled with -mavx2 -mf16c -ffp-contract=off
 // (kernels/cpu/sources.cmake) and called only when the CPU has AVX2 and F16C
-// (kernels/cpu/optimizer.cpp).
+// (kernels/optimizer/optimizer_cpu.cpp).
 #include <immintrin.h>
 
 #include <cstdint>
@@ -25,4 +25,4 @@ inline void vs_leave() { _mm256_zeroupper(); }
 
 #define HG_OPT_NS opt_avx2
 #define HG_OPT_NAME "avx2"
-#include "kernels/cpu/optimizer_simd_impl.h"
+#include "kernels/optimizer/optimizer_simd_impl.h"

@@ -1,15 +1,15 @@
 // Vector kernels of the CPU Adam/AdamW step, with run-time ISA dispatch
 // (docs/kernels.md, "CPU optimizer step and GradScaler loops").
 //
-// The element rule is optimizer_update's (kernels/optimizer.h), operation for
+// The element rule is optimizer_update's (kernels/optimizer/optimizer.h), operation for
 // operation: the per-step scalars are hoisted, and the vector code does the
 // same IEEE multiplies, adds, divisions and square root in the same order,
 // with no fused multiply-add (the ISA files are compiled with
 // -ffp-contract=off), so every ISA path is bit-identical to the scalar rule.
 // The files optimizer_avx2.cpp (AVX2 + F16C, 8 lanes) and
 // optimizer_avx512.cpp (AVX-512F, 16 lanes) compile
-// kernels/cpu/optimizer_simd_impl.h once each; the baseline (SSE2) loops stay
-// in kernels/cpu/optimizer.cpp. The widest the CPU supports is chosen at
+// kernels/optimizer/optimizer_simd_impl.h once each; the baseline (SSE2) loops stay
+// in kernels/optimizer/optimizer_cpu.cpp. The widest the CPU supports is chosen at
 // every call from CPUID and the process's switches of kernels/cpu/vec_math.h:
 //   HG_CPU_MATH=scalar   the reference path: optimizer_update per element
 //   HG_CPU_ISA=generic   the baseline loops (GCC's SSE2 vectorisation)
@@ -22,7 +22,7 @@
 
 namespace hg::cpu {
 
-// Adam/AdamW's per-step scalars, from step_scalars (kernels/optimizer.h):
+// Adam/AdamW's per-step scalars, from step_scalars (kernels/optimizer/optimizer.h):
 // one_minus_beta1 = 1 - beta1, decay = 1 - lr * weight_decay (AdamW),
 // l2 = Adam with weight_decay != 0 (the decay added to the gradient).
 struct AdamConstants {

@@ -1,4 +1,4 @@
-// The Adam/AdamW kernels of kernels/cpu/optimizer_simd.h, written once over a
+// The Adam/AdamW kernels of kernels/optimizer/optimizer_simd.h, written once over a
 // GCC vector type and compiled once per ISA. Included only by
 // optimizer_avx2.cpp and optimizer_avx512.cpp, each of which first defines
 //   HG_OPT_NS           the namespace of its table (hg::cpu::HG_OPT_NS::table())
@@ -49,7 +49,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "kernels/cpu/optimizer_simd.h"
+#include "kernels/optimizer/optimizer_simd.h"
 
 namespace hg::cpu::HG_OPT_NS {
 
