@@ -11,7 +11,7 @@ list(APPEND HG_SOURCES
   ${PROJECT_SOURCE_DIR}/kernels/gemm/gemm_ops.cpp ${PROJECT_SOURCE_DIR}/kernels/gemm/gemm_cpu.cpp
   ${PROJECT_SOURCE_DIR}/kernels/random/random_ops.cpp ${PROJECT_SOURCE_DIR}/kernels/random/random_cpu.cpp
   ${PROJECT_SOURCE_DIR}/kernels/optimizer/optimizer_ops.cpp ${PROJECT_SOURCE_DIR}/kernels/optimizer/optimizer_cpu.cpp
-  ${PROJECT_SOURCE_DIR}/kernels/foreach_ops.cpp ${PROJECT_SOURCE_DIR}/kernels/cpu/foreach.cpp
+  ${PROJECT_SOURCE_DIR}/kernels/foreach/foreach_ops.cpp ${PROJECT_SOURCE_DIR}/kernels/foreach/foreach_cpu.cpp
   ${PROJECT_SOURCE_DIR}/kernels/grad_norm_ops.cpp ${PROJECT_SOURCE_DIR}/kernels/cpu/grad_norm.cpp
   ${PROJECT_SOURCE_DIR}/kernels/norm_ops.cpp ${PROJECT_SOURCE_DIR}/kernels/cpu/norm.cpp
   ${PROJECT_SOURCE_DIR}/kernels/index_ops.cpp ${PROJECT_SOURCE_DIR}/kernels/cpu/index.cpp
@@ -29,7 +29,7 @@ list(APPEND HG_CUDA_SOURCES
   ${PROJECT_SOURCE_DIR}/kernels/gemm/gemm.cu
   ${PROJECT_SOURCE_DIR}/kernels/random/random.cu
   ${PROJECT_SOURCE_DIR}/kernels/optimizer/optimizer.cu
-  ${PROJECT_SOURCE_DIR}/kernels/cuda/foreach.cu
+  ${PROJECT_SOURCE_DIR}/kernels/foreach/foreach.cu
   ${PROJECT_SOURCE_DIR}/kernels/cuda/grad_norm.cu
   ${PROJECT_SOURCE_DIR}/kernels/cuda/norm.cu
   ${PROJECT_SOURCE_DIR}/kernels/cuda/index.cu

@@ -1,5 +1,5 @@
 // Foreach: builds a multi-tensor element-wise program (Note [Foreach programs]
-// in kernels/foreach.h) with ordinary arithmetic, for optimizers written
+// in kernels/foreach/foreach.h) with ordinary arithmetic, for optimizers written
 // outside the library. One apply() is one launch over every element of every
 // tensor in the lists, on the CPU or a CUDA device.
 //
@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "core/tensor.h"
-#include "kernels/foreach.h"
+#include "kernels/foreach/foreach.h"
 
 namespace hg::optim {
 

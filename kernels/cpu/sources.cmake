@@ -66,7 +66,7 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64)$")
 endif()
 # The same for foreach.cpp's per-instruction block loops (sqrt of a negative
 # value is NaN either way; no errno is read).
-set_source_files_properties(${PROJECT_SOURCE_DIR}/kernels/cpu/foreach.cpp PROPERTIES COMPILE_OPTIONS "-fno-math-errno;-O3")
+set_source_files_properties(${PROJECT_SOURCE_DIR}/kernels/foreach/foreach_cpu.cpp PROPERTIES COMPILE_OPTIONS "-fno-math-errno;-O3")
 # The GradScaler's check and unscale loops (amp_scale.cpp: an integer OR over
 # the lanes) vectorise only at -O3 for the same reason.
 set_source_files_properties(${PROJECT_SOURCE_DIR}/kernels/cpu/amp_scale.cpp PROPERTIES COMPILE_OPTIONS "-O3")

@@ -1,5 +1,5 @@
 // The open optimizer API (Note [Writing an optimizer] in optim/optimizer.h),
-// Foreach programs (kernels/foreach.h), Lion and Muon, LambdaLR. References:
+// Foreach programs (kernels/foreach/foreach.h), Lion and Muon, LambdaLR. References:
 // plain float loops written here (bitwise), an f64 one-sided Jacobi SVD for
 // the Newton–Schulz iteration, and PyTorch trajectories
 // (tests/optim/ref/lion_muon_reference.py).

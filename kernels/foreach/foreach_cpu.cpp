@@ -1,4 +1,4 @@
-// CPU path of foreach_apply (Note [Foreach programs] in kernels/foreach.h).
+// CPU path of foreach_apply (Note [Foreach programs] in kernels/foreach/foreach.h).
 // Instruction-major over blocks of kBlock elements: each instruction runs as
 // a plain loop over the block (which the compiler vectorises), so the
 // interpretation costs once per block instead of once per element. Every
@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "core/convert.h"
-#include "kernels/foreach.h"
+#include "kernels/foreach/foreach.h"
 
 namespace hg::cpu {
 

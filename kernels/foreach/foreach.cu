@@ -1,4 +1,4 @@
-// CUDA path of foreach_apply (Note [Foreach programs] in kernels/foreach.h).
+// CUDA path of foreach_apply (Note [Foreach programs] in kernels/foreach/foreach.h).
 //
 // foreach_kernel
 //   formula    per element: the program's element instructions over f32
@@ -29,7 +29,7 @@
 #include "core/convert.h"
 #include "kernels/cuda/device_table.h"
 #include "kernels/cuda/launch.cuh"
-#include "kernels/foreach.h"
+#include "kernels/foreach/foreach.h"
 #include "runtime/cuda/device_limits.h"
 #include "runtime/cuda/runtime.h"
 

@@ -3,7 +3,7 @@
 #include <vector>
 
 #include "kernels/dispatch.h"
-#include "kernels/foreach.h"
+#include "kernels/foreach/foreach.h"
 
 namespace hg::ops {
 
