@@ -12,7 +12,7 @@ list(APPEND HG_SOURCES
   ${PROJECT_SOURCE_DIR}/kernels/random/random_ops.cpp ${PROJECT_SOURCE_DIR}/kernels/random/random_cpu.cpp
   ${PROJECT_SOURCE_DIR}/kernels/optimizer/optimizer_ops.cpp ${PROJECT_SOURCE_DIR}/kernels/optimizer/optimizer_cpu.cpp
   ${PROJECT_SOURCE_DIR}/kernels/foreach/foreach_ops.cpp ${PROJECT_SOURCE_DIR}/kernels/foreach/foreach_cpu.cpp
-  ${PROJECT_SOURCE_DIR}/kernels/grad_norm_ops.cpp ${PROJECT_SOURCE_DIR}/kernels/cpu/grad_norm.cpp
+  ${PROJECT_SOURCE_DIR}/kernels/grad_norm/grad_norm_ops.cpp ${PROJECT_SOURCE_DIR}/kernels/grad_norm/grad_norm_cpu.cpp
   ${PROJECT_SOURCE_DIR}/kernels/norm_ops.cpp ${PROJECT_SOURCE_DIR}/kernels/cpu/norm.cpp
   ${PROJECT_SOURCE_DIR}/kernels/index_ops.cpp ${PROJECT_SOURCE_DIR}/kernels/cpu/index.cpp
   ${PROJECT_SOURCE_DIR}/kernels/flash_attention_ops.cpp ${PROJECT_SOURCE_DIR}/kernels/cpu/flash_attention.cpp
@@ -30,7 +30,7 @@ list(APPEND HG_CUDA_SOURCES
   ${PROJECT_SOURCE_DIR}/kernels/random/random.cu
   ${PROJECT_SOURCE_DIR}/kernels/optimizer/optimizer.cu
   ${PROJECT_SOURCE_DIR}/kernels/foreach/foreach.cu
-  ${PROJECT_SOURCE_DIR}/kernels/cuda/grad_norm.cu
+  ${PROJECT_SOURCE_DIR}/kernels/grad_norm/grad_norm.cu
   ${PROJECT_SOURCE_DIR}/kernels/cuda/norm.cu
   ${PROJECT_SOURCE_DIR}/kernels/cuda/index.cu
   ${PROJECT_SOURCE_DIR}/kernels/cuda/flash_attention.cu

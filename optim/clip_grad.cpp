@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "autograd/grad_mode.h"
-#include "kernels/grad_norm.h"
+#include "kernels/grad_norm/grad_norm.h"
 
 namespace hg::optim {
 

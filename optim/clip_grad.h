@@ -10,7 +10,7 @@
 // clip_coef = min(1, max_norm / (total_norm + 1e-6)). norm_type is any p > 0
 // or std::numeric_limits<double>::infinity() (the max |g|). Gradients may be
 // f32, f16, bf16 or f64, mixed; they are accumulated in fp32 (f64 for f64)
-// and combined in f64 (Note [Global gradient norm] in kernels/grad_norm.h).
+// and combined in f64 (Note [Global gradient norm] in kernels/grad_norm/grad_norm.h).
 //
 // Returns the total norm as an f32 [1] tensor on the parameters' device (a
 // zero on that device, or on the CPU for an empty list, when there is no

@@ -1,6 +1,6 @@
 // clip_grad_norm_ against a double-precision reference written here, on every
 // device and gradient dtype, with tensors sized so that chunks straddle
-// tensor ends (Note [Global gradient norm] in kernels/grad_norm.h).
+// tensor ends (Note [Global gradient norm] in kernels/grad_norm/grad_norm.h).
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "autograd/functions.h"
-#include "kernels/grad_norm.h"
+#include "kernels/grad_norm/grad_norm.h"
 #include "nn/functional.h"
 #include "optim/clip_grad.h"
 #include "optim/lr_scheduler.h"

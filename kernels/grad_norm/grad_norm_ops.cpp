@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "kernels/dispatch.h"
-#include "kernels/grad_norm.h"
+#include "kernels/grad_norm/grad_norm.h"
 
 namespace hg {
 

@@ -1,5 +1,5 @@
 // CPU reference for the global gradient norm and the in-place rescale (Note
-// [Global gradient norm] in kernels/grad_norm.h): the same chunks as the CUDA
+// [Global gradient norm] in kernels/grad_norm/grad_norm.h): the same chunks as the CUDA
 // kernels, each chunk summed in a plain loop into its own f64 partial, the
 // partials combined in chunk order. Chunks run in parallel but no partial
 // depends on the thread count, so neither does the result.
@@ -10,7 +10,7 @@
 
 #include "core/convert.h"
 #include "kernels/cpu/loops.h"
-#include "kernels/grad_norm.h"
+#include "kernels/grad_norm/grad_norm.h"
 
 namespace hg::cpu {
 

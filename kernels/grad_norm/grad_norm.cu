@@ -1,6 +1,6 @@
 // CUDA global gradient norm and in-place rescale (Note [Global gradient norm]
-// in kernels/grad_norm.h): three launches per clip_grad_norm_, no host sync.
-// The CPU reference is kernels/cpu/grad_norm.cpp.
+// in kernels/grad_norm/grad_norm.h): three launches per clip_grad_norm_, no host sync.
+// The CPU reference is kernels/grad_norm/grad_norm_cpu.cpp.
 //
 // All kernels walk one chunk table: every gradient is cut into chunks of
 // kGradNormChunk elements (the last one shorter), one GradChunk entry each,
@@ -51,7 +51,7 @@
 #include "kernels/cuda/device_table.h"
 #include "kernels/cuda/launch.cuh"
 #include "runtime/cuda/runtime.h"
-#include "kernels/grad_norm.h"
+#include "kernels/grad_norm/grad_norm.h"
 
 namespace hg::cuda {
 
