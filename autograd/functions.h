@@ -102,7 +102,7 @@ Tensor sum_to(const Tensor& grad, const Shape& shape);
 Tensor softmax(const Tensor& x, int64_t dim);
 Tensor log_softmax(const Tensor& x, int64_t dim);
 // torch.nn.functional.layer_norm / rms_norm over the trailing normalized_shape
-// (kernels/norm.h); weight and bias may be undefined. rms_norm's eps defaults
+// (kernels/norm/norm.h); weight and bias may be undefined. rms_norm's eps defaults
 // to the machine epsilon of x's dtype, as torch's.
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = Tensor(),
                   const Tensor& bias = Tensor(), double eps = 1e-5);

@@ -1,6 +1,6 @@
 // Differentiable layer_norm and rms_norm.
 // Each forward is followed by its backward; closures capture only what they
-// use. Kernels: kernels/norm.h.
+// use. Kernels: kernels/norm/norm.h.
 #include <cstdint>
 #include <optional>
 
@@ -8,7 +8,7 @@
 #include "autograd/functions.h"
 #include "autograd/node.h"
 #include "core/copy.h"
-#include "kernels/norm.h"
+#include "kernels/norm/norm.h"
 #include "kernels/ops.h"
 
 namespace hg {

@@ -21,7 +21,7 @@
 #include "core/tensor.h"
 #include "kernels/gemm/gemm.h"
 #include "kernels/ops.h"
-#include "kernels/norm.h"
+#include "kernels/norm/norm.h"
 #include "kernels/reduce/reduce.h"
 #include "kernels/softmax/softmax.h"
 

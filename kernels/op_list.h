@@ -125,7 +125,7 @@ namespace hg {
   _(batch_norm,                   floating, passthrough, rule)  \
   _(batch_norm_backward,          floating, passthrough, none)
 // ---- sequence-model building blocks: norms, embedding, indexing ----
-// Row normalisation over the trailing dims (kernels/norm.h); PyTorch's CUDA
+// Row normalisation over the trailing dims (kernels/norm/norm.h); PyTorch's CUDA
 // autocast runs layer_norm and rms_norm in fp32 (AT_FORALL_FP32).
 #define HG_FORALL_NORM_OPS(_)                             \
   _(layer_norm,             floating, fp32, rule)         \

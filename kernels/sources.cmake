@@ -13,7 +13,7 @@ list(APPEND HG_SOURCES
   ${PROJECT_SOURCE_DIR}/kernels/optimizer/optimizer_ops.cpp ${PROJECT_SOURCE_DIR}/kernels/optimizer/optimizer_cpu.cpp
   ${PROJECT_SOURCE_DIR}/kernels/foreach/foreach_ops.cpp ${PROJECT_SOURCE_DIR}/kernels/foreach/foreach_cpu.cpp
   ${PROJECT_SOURCE_DIR}/kernels/grad_norm/grad_norm_ops.cpp ${PROJECT_SOURCE_DIR}/kernels/grad_norm/grad_norm_cpu.cpp
-  ${PROJECT_SOURCE_DIR}/kernels/norm_ops.cpp ${PROJECT_SOURCE_DIR}/kernels/cpu/norm.cpp
+  ${PROJECT_SOURCE_DIR}/kernels/norm/norm_ops.cpp ${PROJECT_SOURCE_DIR}/kernels/norm/norm_cpu.cpp
   ${PROJECT_SOURCE_DIR}/kernels/index_ops.cpp ${PROJECT_SOURCE_DIR}/kernels/cpu/index.cpp
   ${PROJECT_SOURCE_DIR}/kernels/flash_attention_ops.cpp ${PROJECT_SOURCE_DIR}/kernels/cpu/flash_attention.cpp
   ${PROJECT_SOURCE_DIR}/kernels/attention_ops.cpp ${PROJECT_SOURCE_DIR}/kernels/cpu/attention.cpp
@@ -31,7 +31,7 @@ list(APPEND HG_CUDA_SOURCES
   ${PROJECT_SOURCE_DIR}/kernels/optimizer/optimizer.cu
   ${PROJECT_SOURCE_DIR}/kernels/foreach/foreach.cu
   ${PROJECT_SOURCE_DIR}/kernels/grad_norm/grad_norm.cu
-  ${PROJECT_SOURCE_DIR}/kernels/cuda/norm.cu
+  ${PROJECT_SOURCE_DIR}/kernels/norm/norm.cu
   ${PROJECT_SOURCE_DIR}/kernels/cuda/index.cu
   ${PROJECT_SOURCE_DIR}/kernels/cuda/flash_attention.cu
   ${PROJECT_SOURCE_DIR}/kernels/cuda/attention.cu

@@ -221,7 +221,7 @@ class ModuleDict : public Module {
 // ---- sequence-model layers: LayerNorm, RMSNorm, Embedding ---------------------------
 
 // torch.nn.LayerNorm: normalises over the trailing normalized_shape, then
-// weight (ones) and bias (zeros) when elementwise_affine (kernels/norm.h).
+// weight (ones) and bias (zeros) when elementwise_affine (kernels/norm/norm.h).
 class LayerNorm : public Module {
  public:
   explicit LayerNorm(Shape normalized_shape, double eps = 1e-5, bool elementwise_affine = true, bool bias = true);

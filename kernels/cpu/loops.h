@@ -64,7 +64,7 @@ bool parallel_any(int64_t n, bool parallel, const Body& body) {
 // rounded back once (RNE) by the same casts: softmax on the scalar math path
 // (HG_CPU_MATH=scalar) does. The vector softmax converts in registers
 // (kernels/cpu/vec_math.h) and the norms widen row by row (Note [16-bit norm
-// rows on the CPU] in kernels/cpu/norm.cpp), with the same results. The 16-bit
+// rows on the CPU] in kernels/norm/norm_cpu.cpp), with the same results. The 16-bit
 // kernels compute exactly that (widen every read to float, compute in float,
 // round once on store), so the results are bit-identical (tests "16-bit
 // softmax rows are bit-identical to the f32 path" and "16-bit norms are

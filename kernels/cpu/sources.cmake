@@ -74,9 +74,9 @@ set_source_files_properties(${PROJECT_SOURCE_DIR}/kernels/cpu/amp_scale.cpp PROP
 # on the CPU], the contiguous f32 loops) and the column reductions vectorise
 # only at -O3: at -O2, GCC 12 compiled relu's select into a branch that
 # mispredicts on random signs (2.7 ns per element, 12x a copy's time).
-# The norms' row loops (kernels/cpu/norm.cpp: the lane sums, the normalisation) likewise.
+# The norms' row loops (kernels/norm/norm_cpu.cpp: the lane sums, the normalisation) likewise.
 set_source_files_properties(${PROJECT_SOURCE_DIR}/kernels/cpu/elementwise.cpp ${PROJECT_SOURCE_DIR}/kernels/reduce/reduce_cpu.cpp
-                            ${PROJECT_SOURCE_DIR}/kernels/cpu/norm.cpp PROPERTIES COMPILE_OPTIONS "-fno-math-errno;-O3")
+                            ${PROJECT_SOURCE_DIR}/kernels/norm/norm_cpu.cpp PROPERTIES COMPILE_OPTIONS "-fno-math-errno;-O3")
 # The same for the pooling and batch-norm loops (pool_norm.cpp): at -O2 the
 # 2x2 max-pool's selects compiled into branches that mispredict on random data.
 set_source_files_properties(${PROJECT_SOURCE_DIR}/kernels/conv/pool_norm_cpu.cpp PROPERTIES COMPILE_OPTIONS "-fno-math-errno;-O3")

@@ -6,7 +6,7 @@
 #include <cstring>
 
 #include "kernels/cpu/cpu_dispatch.h"
-#include "kernels/cpu/vec_norm.h"
+#include "kernels/norm/norm_simd.h"
 
 #if defined(HG_HAVE_SLEEF)
 namespace hg::cpu {
@@ -94,7 +94,7 @@ const VecMathTable* vec_math() {
   return nullptr;
 }
 
-// The norm rows of the ISA vec_math() chose (kernels/cpu/vec_norm.h).
+// The norm rows of the ISA vec_math() chose (kernels/norm/norm_simd.h).
 const VecNormTable* vec_norm() {
 #if defined(HG_HAVE_SLEEF)
   const VecMathTable* m = vec_math();

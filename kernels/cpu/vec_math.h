@@ -11,7 +11,7 @@
 // kernels/cpu/vec_math_impl.h with GCC vector extensions and compiled once per
 // ISA: SSE2 (the x86-64 baseline), AVX2+FMA and AVX-512F, each calling the
 // SLEEF variant of its own width. The widest one the CPU supports is chosen
-// once, at first use, from CPUID and XCR0 (cpu::best_vec_isa). The norm rows of kernels/cpu/vec_norm.h
+// once, at first use, from CPUID and XCR0 (cpu::best_vec_isa). The norm rows of kernels/norm/norm_simd.h
 // (layer_norm, rms_norm) are compiled with them and chosen by the same switches.
 //
 // Switches (read once, at first use; the setters change them at run time):

@@ -37,4 +37,4 @@ inline void vm_leave() { _mm256_zeroupper(); }  // Note [vzeroupper before the t
 #define HG_VM_NS vm_avx2
 #define HG_VM_NAME "sleef-avx2"
 #include "kernels/cpu/vec_math_impl.h"
-#include "kernels/cpu/vec_norm_impl.h"  // the norm rows (kernels/cpu/vec_norm.h) of the same ISA
+#include "kernels/norm/norm_simd_impl.h"  // the norm rows (kernels/norm/norm_simd.h) of the same ISA

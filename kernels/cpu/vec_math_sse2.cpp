@@ -50,4 +50,4 @@ inline void vm_leave() {}
 #define HG_VM_NS vm_sse2
 #define HG_VM_NAME "sleef-sse2"
 #include "kernels/cpu/vec_math_impl.h"
-#include "kernels/cpu/vec_norm_impl.h"  // the norm rows (kernels/cpu/vec_norm.h) of the same ISA
+#include "kernels/norm/norm_simd_impl.h"  // the norm rows (kernels/norm/norm_simd.h) of the same ISA

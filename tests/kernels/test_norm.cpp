@@ -1,9 +1,9 @@
-// LayerNorm and RMSNorm (kernels/norm.h, autograd/functions_norm.cpp,
+// LayerNorm and RMSNorm (kernels/norm/norm.h, autograd/functions_norm.cpp,
 // nn::LayerNorm / nn::RMSNorm): forward and backward against an f64 reference
 // on every device and dtype, deterministic parameter gradients, bad input,
 // gradcheck (f64), PyTorch's values (fixtures/make_seq_fixture.py), the
 // 16-bit kernels bit for bit against the f32 ones, and every CPU row path
-// (the scalar reference rows and the vector rows of kernels/cpu/vec_norm.h at
+// (the scalar reference rows and the vector rows of kernels/norm/norm_simd.h at
 // each ISA this CPU runs, forced). References are computed in
 // double from the already-rounded inputs; tolerances come from
 // tests/kernels/tolerance.h.
@@ -21,8 +21,8 @@
 #include "autograd/functions.h"
 #include "kernels/cpu/threads.h"
 #include "kernels/cpu/vec_math.h"
-#include "kernels/cpu/vec_norm.h"
-#include "kernels/norm.h"
+#include "kernels/norm/norm_simd.h"
+#include "kernels/norm/norm.h"
 #include "nn/layers.h"
 #include "tests/kernels/seq_support.h"
 #include "tests/kernels/test_support.h"
@@ -308,7 +308,7 @@ TEST_CASE("16-bit norms are bit-identical to the f32 kernels", "[kernels][norm][
   }
 }
 
-// The vector rows (kernels/cpu/vec_norm.h) and the scalar rows against f64 on
+// The vector rows (kernels/norm/norm_simd.h) and the scalar rows against f64 on
 // every path: row lengths around the vector widths (4, 8, 16 lanes) and the
 // 256-value sum leaves, one-value rows, rows far from zero (the two-pass
 // statistics must not cancel), with and without weight and bias, forward and

@@ -1,10 +1,10 @@
 // CPU reference kernels for layer_norm and rms_norm, forward and backward
-// (kernels/norm.h has the formulas). The numerical oracle for
-// kernels/cuda/norm.cu.
+// (kernels/norm/norm.h has the formulas). The numerical oracle for
+// kernels/norm/norm.cu.
 //
-// Two paths: the vector row kernels of kernels/cpu/vec_norm.h (f32, f16,
+// Two paths: the vector row kernels of kernels/norm/norm_simd.h (f32, f16,
 // bf16 on the vector math path; Note [vector norm rows] in
-// kernels/cpu/vec_norm_impl.h), and the scalar rows below (f64, and every
+// kernels/norm/norm_simd_impl.h), and the scalar rows below (f64, and every
 // dtype under HG_CPU_MATH=scalar or without SLEEF): the reference.
 //
 // Shapes     x, y, d_y, d_x: contiguous [rows, cols]; weight, bias: [cols]
@@ -31,8 +31,8 @@
 #include "kernels/cpu/convert_simd.h"
 #include "kernels/cpu/loops.h"
 #include "kernels/cpu/threads.h"
-#include "kernels/cpu/vec_norm.h"
-#include "kernels/norm.h"
+#include "kernels/norm/norm_simd.h"
+#include "kernels/norm/norm.h"
 
 namespace hg::cpu {
 
@@ -225,7 +225,7 @@ void backward_params(bool rms, const T* d_y, const T* x, const acc_t<T>* mean, c
   column_totals(part_w.data(), d_w, part_b.data(), d_b, chunks, cols);
 }
 
-// ---- the vector path (kernels/cpu/vec_norm.h) ----------------------------------------------
+// ---- the vector path (kernels/norm/norm_simd.h) ----------------------------------------------
 
 // Rows go to the kernels in blocks of about 16384 values: one call (one
 // dtype dispatch, one vzeroupper) for many short rows, and blocks enough to

@@ -1,5 +1,5 @@
 // CUDA layer_norm and rms_norm, forward and backward side by side, then the
-// launchers. Formulas: kernels/norm.h. CPU reference: kernels/cpu/norm.cpp.
+// launchers. Formulas: kernels/norm/norm.h. CPU reference: kernels/norm/norm_cpu.cpp.
 //
 // Rows are contiguous [rows, cols]; a row is one warp (cols <= 1024, 4 rows
 // per 128-thread block) or one block (longer rows, 256-1024 threads), picked
@@ -22,7 +22,7 @@
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/row_reduce.cuh"
 #include "runtime/cuda/runtime.h"
-#include "kernels/norm.h"
+#include "kernels/norm/norm.h"
 
 namespace hg::cuda {
 

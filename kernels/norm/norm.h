@@ -100,8 +100,8 @@ inline int64_t norm_column_chunks(int64_t rows, int64_t cols) {
 }
 }  // namespace hg::norm_math
 
-// The backend kernels (hg::cpu:: in kernels/cpu/norm.cpp, hg::cuda:: in
-// kernels/cuda/norm.cu). Preconditions, established by kernels/norm_ops.cpp:
+// The backend kernels (hg::cpu:: in kernels/norm/norm_cpu.cpp, hg::cuda:: in
+// kernels/norm/norm.cu). Preconditions, established by kernels/norm/norm_ops.cpp:
 // one device; x, y, d_y, d_x contiguous [rows, cols] of one floating dtype T
 // (rows, cols >= 1); weight/bias/d_weight/d_bias contiguous [cols] of one dtype
 // W in {T, f32} (undefined when absent or not wanted); mean (undefined for

@@ -1,8 +1,8 @@
-// Vectorised layer_norm / rms_norm rows for the CPU (kernels/cpu/norm.cpp;
+// Vectorised layer_norm / rms_norm rows for the CPU (kernels/norm/norm_cpu.cpp;
 // docs/kernels.md, "Normalisation: layer_norm and rms_norm").
 //
 // The row kernels are written once over the GCC vector type of
-// kernels/cpu/vec_math_impl.h (kernels/cpu/vec_norm_impl.h) and compiled with
+// kernels/cpu/vec_math_impl.h (kernels/norm/norm_simd_impl.h) and compiled with
 // the vector math kernels for each ISA (SSE2, AVX2+FMA+F16C, AVX-512F); the
 // same switches choose them (HG_CPU_MATH=scalar: none, the scalar reference
 // rows of norm.cpp; HG_CPU_ISA=generic / avx2: the cap). x, y, d_y and d_x are

@@ -1,5 +1,5 @@
 // Argument checks, dtype rules, output allocation and device dispatch for
-// layer_norm and rms_norm (kernels/norm.h). The backends get contiguous
+// layer_norm and rms_norm (kernels/norm/norm.h). The backends get contiguous
 // [rows, cols] tensors (see the preconditions there).
 #include <cmath>
 #include <cstdint>
@@ -8,7 +8,7 @@
 #include <string>
 
 #include "kernels/dispatch.h"
-#include "kernels/norm.h"
+#include "kernels/norm/norm.h"
 
 namespace hg::ops {
 

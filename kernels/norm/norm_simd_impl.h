@@ -1,4 +1,4 @@
-// The norm row kernels of kernels/cpu/vec_norm.h, written once over the GCC
+// The norm row kernels of kernels/norm/norm_simd.h, written once over the GCC
 // vector type of kernels/cpu/vec_math_impl.h and compiled once per ISA:
 // included by vec_math_sse2.cpp, vec_math_avx2.cpp and vec_math_avx512.cpp
 // after vec_math_impl.h, whose helpers (V, kW, splat, load, store, load_tail,
@@ -18,7 +18,7 @@
 // Sum order: leaves of kNormBlock values summed in four interleaved vector
 // accumulators (vector i of a leaf into accumulator i % 4, each lane left to
 // right), combined (0 + 1) + (2 + 3); leaves combined pairwise by halving, as
-// kernels/cpu/norm.cpp's scalar pairwise_sum; the lanes of the result added
+// kernels/norm/norm_cpu.cpp's scalar pairwise_sum; the lanes of the result added
 // left to right. The order depends only on the row length and the ISA's
 // vector width (and on vm_fma: fused where the ISA has FMA), so the
 // results are the same from run to run and between the f32 and 16-bit
@@ -30,7 +30,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "kernels/cpu/vec_norm.h"
+#include "kernels/norm/norm_simd.h"
 
 namespace hg::cpu::HG_VM_NS {
 
