@@ -114,7 +114,7 @@ Tensor glu(const Tensor& x, int64_t dim = -1);
 Tensor swiglu(const Tensor& x, int64_t dim = -1);
 // torch.nn.functional.embedding(indices, weight, padding_idx): rows of weight
 // [V, C] at the (i64/i32) indices; the row at padding_idx gets no gradient. The
-// backward is deterministic (kernels/index.h).
+// backward is deterministic (kernels/index/index.h).
 Tensor embedding(const Tensor& indices, const Tensor& weight, std::optional<int64_t> padding_idx = std::nullopt);
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);

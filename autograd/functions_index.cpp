@@ -1,7 +1,7 @@
 // Differentiable embedding, indexing and shape ops (index_select, gather,
 // scatter_add, cat, stack, split, chunk, masked_fill, tril/triu). Each forward
 // is followed by its backward; closures capture only what they use. Kernels:
-// kernels/index.h.
+// kernels/index/index.h.
 #include <algorithm>
 #include <cstdint>
 #include <memory>
@@ -15,7 +15,7 @@
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
 #include "core/copy.h"
-#include "kernels/index.h"
+#include "kernels/index/index.h"
 #include "kernels/ops.h"
 
 namespace hg {

@@ -12,7 +12,7 @@
 #include "autograd/grad_mode.h"
 #include "core/error.h"
 #include "data/prefetch.h"
-#include "kernels/index.h"
+#include "kernels/index/index.h"
 
 namespace hg::data {
 

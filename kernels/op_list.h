@@ -142,7 +142,7 @@ namespace hg {
   _(glu_backward,           floating, passthrough, none)  \
   _(swiglu_backward,        floating, passthrough, none)
 
-// Gathers, scatters and shape ops (kernels/index.h). index_add is the
+// Gathers, scatters and shape ops (kernels/index/index.h). index_add is the
 // deterministic backward of embedding and index_select; cat/stack/scatter_add
 // promote like PyTorch's type promotion (scatter_add is on its promote list).
 #define HG_FORALL_INDEX_OPS(_)                            \

@@ -14,7 +14,7 @@ list(APPEND HG_SOURCES
   ${PROJECT_SOURCE_DIR}/kernels/foreach/foreach_ops.cpp ${PROJECT_SOURCE_DIR}/kernels/foreach/foreach_cpu.cpp
   ${PROJECT_SOURCE_DIR}/kernels/grad_norm/grad_norm_ops.cpp ${PROJECT_SOURCE_DIR}/kernels/grad_norm/grad_norm_cpu.cpp
   ${PROJECT_SOURCE_DIR}/kernels/norm/norm_ops.cpp ${PROJECT_SOURCE_DIR}/kernels/norm/norm_cpu.cpp
-  ${PROJECT_SOURCE_DIR}/kernels/index_ops.cpp ${PROJECT_SOURCE_DIR}/kernels/cpu/index.cpp
+  ${PROJECT_SOURCE_DIR}/kernels/index/index_ops.cpp ${PROJECT_SOURCE_DIR}/kernels/index/index_cpu.cpp
   ${PROJECT_SOURCE_DIR}/kernels/flash_attention_ops.cpp ${PROJECT_SOURCE_DIR}/kernels/cpu/flash_attention.cpp
   ${PROJECT_SOURCE_DIR}/kernels/attention_ops.cpp ${PROJECT_SOURCE_DIR}/kernels/cpu/attention.cpp
   ${PROJECT_SOURCE_DIR}/kernels/fp8_ops.cpp ${PROJECT_SOURCE_DIR}/kernels/cpu/fp8.cpp
@@ -32,7 +32,7 @@ list(APPEND HG_CUDA_SOURCES
   ${PROJECT_SOURCE_DIR}/kernels/foreach/foreach.cu
   ${PROJECT_SOURCE_DIR}/kernels/grad_norm/grad_norm.cu
   ${PROJECT_SOURCE_DIR}/kernels/norm/norm.cu
-  ${PROJECT_SOURCE_DIR}/kernels/cuda/index.cu
+  ${PROJECT_SOURCE_DIR}/kernels/index/index.cu
   ${PROJECT_SOURCE_DIR}/kernels/cuda/flash_attention.cu
   ${PROJECT_SOURCE_DIR}/kernels/cuda/attention.cu
   ${PROJECT_SOURCE_DIR}/kernels/cuda/fp8.cu

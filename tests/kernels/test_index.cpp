@@ -1,4 +1,4 @@
-// The embedding and the indexing and shape ops (kernels/index.h,
+// The embedding and the indexing and shape ops (kernels/index/index.h,
 // autograd/functions_index.cpp, nn::Embedding): the embedding's padding_idx,
 // deterministic backward and out-of-range indices, gathers, scatters, cat,
 // stack, masks, split/chunk views, arange, gradcheck (f64), member views
@@ -16,7 +16,7 @@
 #include "autograd/functions.h"
 #include "autograd/grad_mode.h"
 #include "autograd/gradcheck.h"
-#include "kernels/index.h"
+#include "kernels/index/index.h"
 #include "nn/layers.h"
 #include "tests/kernels/seq_support.h"
 #include "tests/kernels/test_support.h"

@@ -1,7 +1,7 @@
 // Gathers, scatters and shape ops (floor 1): embedding, index_select and its
 // deterministic backward index_add, gather, scatter_add, cat, stack,
 // masked_fill, tril/triu. arange on a device is core's hg::arange, whose CUDA
-// kernel lives with these (kernels/cuda/index.cu).
+// kernel lives with these (kernels/index/index.cu).
 //
 //   Tensor e = hg::ops::embedding(weight /*[V, C]*/, tokens /*[B, T] i64*/);   // [B, T, C]
 //   Tensor d_w = hg::ops::embedding_backward(d_e, tokens, V, /*padding_idx=*/std::nullopt);
@@ -117,8 +117,8 @@ inline constexpr int64_t kNoSkipIndex = std::numeric_limits<int64_t>::min();
 
 }  // namespace hg
 
-// The backend kernels (hg::cpu:: in kernels/cpu/index.cpp, hg::cuda:: in
-// kernels/cuda/index.cu). Preconditions, established by kernels/index_ops.cpp:
+// The backend kernels (hg::cpu:: in kernels/index/index_cpu.cpp, hg::cuda:: in
+// kernels/index/index.cu). Preconditions, established by kernels/index/index_ops.cpp:
 // one device; index tensors contiguous i64; `op` names the user-facing op in
 // error messages.
 //   index_select: x contiguous [outer, n, inner], out contiguous [outer, K, inner], index [K]

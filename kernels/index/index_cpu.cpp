@@ -1,5 +1,5 @@
-// CPU reference kernels for the gather/scatter ops (kernels/index.h): the
-// numerical oracle for kernels/cuda/index.cu.
+// CPU reference kernels for the gather/scatter ops (kernels/index/index.h): the
+// numerical oracle for kernels/index/index.cu.
 //
 // index_select  rows of [outer, n, inner] copied, (outer, k) pairs in parallel
 // index_add     the same order as the CUDA kernel: positions k stably sorted
@@ -21,14 +21,14 @@
 #include "core/convert.h"
 #include "core/copy.h"
 #include "kernels/cpu/loops.h"
-#include "kernels/index.h"
+#include "kernels/index/index.h"
 
 namespace hg::cpu {
 
 namespace {
 
 // The ops layer has checked every index with the user's shapes in the message
-// (kernels/index_ops.cpp); this guards memory for direct backend callers.
+// (kernels/index/index_ops.cpp); this guards memory for direct backend callers.
 [[noreturn]] void index_out_of_range(OpId op, int64_t value, int64_t position, int64_t size) {
   HG_FAIL(op_name(op), ": index ", value, " at position ", position, " is out of range [0, ", size,
           "); indices must be in [0, ", size, ")");

@@ -1,8 +1,8 @@
-// CUDA gathers and scatters (kernels/index.h): index_select (and embedding),
+// CUDA gathers and scatters (kernels/index/index.h): index_select (and embedding),
 // the deterministic index_add (the embedding and index_select backward),
 // gather, scatter_add, tril/triu and arange, each kernel headed by its
 // formula, split, launch shape, bytes moved and precision, then the
-// launchers. CPU reference: kernels/cpu/index.cpp.
+// launchers. CPU reference: kernels/index/index_cpu.cpp.
 //
 // Note [Deterministic index_add]
 // out[o, index[k], i] += src[o, k, i] with repeated indices is a reduction
@@ -38,7 +38,7 @@
 #include "kernels/cuda/elementwise.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "runtime/cuda/runtime.h"
-#include "kernels/index.h"
+#include "kernels/index/index.h"
 
 namespace hg::cuda {
 

@@ -1,5 +1,5 @@
 // Argument checks, dtype rules, output allocation and device dispatch for the
-// gather/scatter and shape ops (kernels/index.h). cat, stack and masked_fill
+// gather/scatter and shape ops (kernels/index/index.h). cat, stack and masked_fill
 // are built from the copy and where kernels; the rest call the backends.
 #include <cstdint>
 #include <optional>
@@ -8,7 +8,7 @@
 
 #include "core/copy.h"
 #include "kernels/dispatch.h"
-#include "kernels/index.h"
+#include "kernels/index/index.h"
 #include "kernels/ops.h"
 
 namespace hg::ops {
@@ -41,7 +41,7 @@ Tensor checked_index(OpId op, const Tensor& index, const Tensor& x, const char* 
 }
 
 // Host indices are checked here, where the user's shapes are known; CUDA
-// kernels report through the device error flag instead (kernels/index.h).
+// kernels report through the device error flag instead (kernels/index/index.h).
 void check_host_indices(OpId op, const Tensor& idx, int64_t n, const Tensor& indexed, int64_t dim, const char* what) {
   if (!idx.is_cpu()) return;
   const int64_t* p = static_cast<const int64_t*>(idx.data_ptr());
