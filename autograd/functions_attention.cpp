@@ -1,6 +1,6 @@
 // Differentiable scaled_dot_product_attention (math path) and
 // repeat_interleave. The forward is followed by its backward; the fused row
-// kernel and its rules are in kernels/attention.h.
+// kernel and its rules are in kernels/attention/attention.h.
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -12,9 +12,9 @@
 #include "autograd/node.h"
 #include "core/generator.h"
 #include "core/log.h"
-#include "kernels/attention.h"
-#include "kernels/attention_cudnn.h"
-#include "kernels/flash_attention.h"
+#include "kernels/attention/attention.h"
+#include "kernels/attention/attention_cudnn.h"
+#include "kernels/attention/flash_attention.h"
 #include "kernels/gemm/gemm.h"
 
 namespace hg {
@@ -160,8 +160,8 @@ Tensor sdpa_math(const Tensor& q, const Tensor& k, const Tensor& v, const SdpaOp
   return out;
 }
 
-// The fused paths. flash: the fused kernels (kernels/flash_attention.h).
-// cudnn: cuDNN's fused forward and backward graphs (kernels/attention_cudnn.h).
+// The fused paths. flash: the fused kernels (kernels/attention/flash_attention.h).
+// cudnn: cuDNN's fused forward and backward graphs (kernels/attention/attention_cudnn.h).
 // Either backward recomputes the probabilities from the saved log-sum-exp.
 Tensor sdpa_fused(const Tensor& q, const Tensor& k, const Tensor& v, const SdpaOptions& o, bool cudnn) {
   const double scale = o.scale.value_or(1.0 / std::sqrt(static_cast<double>(q.size(-1))));

@@ -5,7 +5,7 @@
 //
 // q [..., L, E], k [..., S, E], v [..., S, Ev] -> out [..., L, Ev]; the batch
 // dims broadcast (torch.matmul rules). Formulas, the fully-masked-row rule and
-// the dropout mapping: kernels/attention.h.
+// the dropout mapping: kernels/attention/attention.h.
 #pragma once
 
 #include <cstdint>
@@ -21,10 +21,10 @@ class Generator;
 // The implementations behind scaled_dot_product_attention.
 //   math:  batched GEMM + fused scale-mask-softmax(-dropout) + batched GEMM,
 //          O(L * S) memory per head (every device, every floating dtype)
-//   flash: the fused FlashAttention-2-style kernels (kernels/flash_attention.h),
+//   flash: the fused FlashAttention-2-style kernels (kernels/attention/flash_attention.h),
 //          O(L) memory; chosen on CUDA wherever they apply
 //   cudnn: cuDNN's fused flash-attention graph for the forward
-//          (kernels/attention_cudnn.h), the flash kernels for the backward;
+//          (kernels/attention/attention_cudnn.h), the flash kernels for the backward;
 //          CUDA sm_80+, chosen only when forced (flash stays the default
 //          until a GPU comparison says otherwise: docs/kernels.md)
 enum class AttentionPath : uint8_t { math, flash, cudnn };

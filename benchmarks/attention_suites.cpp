@@ -1,7 +1,7 @@
 // The attention suite of hg-bench: the flash path of
-// scaled_dot_product_attention (kernels/flash_attention.h), forward and
+// scaled_dot_product_attention (kernels/attention/flash_attention.h), forward and
 // forward+backward, in TFLOP/s and as a fraction of the GEMM-peak ceiling of
-// the same dtype; on a GPU the cuDNN path (kernels/attention_cudnn.h: cuDNN's
+// the same dtype; on a GPU the cuDNN path (kernels/attention/attention_cudnn.h: cuDNN's
 // fused forward and backward graphs) beside each flash row, named
 // ".../cudnn", so one run compares the two (a shape cuDNN cannot run reports
 // the reason and is skipped).
@@ -31,8 +31,8 @@
 #include "autograd/grad_mode.h"
 #include "benchmarks/suites.h"
 #include "core/tensor.h"
-#include "kernels/attention_cudnn.h"
-#include "kernels/flash_attention.h"
+#include "kernels/attention/attention_cudnn.h"
+#include "kernels/attention/flash_attention.h"
 
 namespace hgb {
 namespace {

@@ -158,7 +158,7 @@ namespace hg {
   _(triu,                   any,      passthrough, rule)  \
   _(arange,                 any,      passthrough, none)
 
-// Attention (kernels/attention.h). The op runs its GEMMs in
+// Attention (kernels/attention/attention.h). The op runs its GEMMs in
 // the autocast dtype, like PyTorch's CUDA autocast (scaled_dot_product_attention
 // is on its lower_precision_fp list); the fused row kernel between them takes
 // whatever dtype the scores have.

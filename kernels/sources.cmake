@@ -15,12 +15,12 @@ list(APPEND HG_SOURCES
   ${PROJECT_SOURCE_DIR}/kernels/grad_norm/grad_norm_ops.cpp ${PROJECT_SOURCE_DIR}/kernels/grad_norm/grad_norm_cpu.cpp
   ${PROJECT_SOURCE_DIR}/kernels/norm/norm_ops.cpp ${PROJECT_SOURCE_DIR}/kernels/norm/norm_cpu.cpp
   ${PROJECT_SOURCE_DIR}/kernels/index/index_ops.cpp ${PROJECT_SOURCE_DIR}/kernels/index/index_cpu.cpp
-  ${PROJECT_SOURCE_DIR}/kernels/flash_attention_ops.cpp ${PROJECT_SOURCE_DIR}/kernels/cpu/flash_attention.cpp
-  ${PROJECT_SOURCE_DIR}/kernels/attention_ops.cpp ${PROJECT_SOURCE_DIR}/kernels/cpu/attention.cpp
+  ${PROJECT_SOURCE_DIR}/kernels/attention/flash_attention_ops.cpp ${PROJECT_SOURCE_DIR}/kernels/attention/flash_attention_cpu.cpp
+  ${PROJECT_SOURCE_DIR}/kernels/attention/attention_ops.cpp ${PROJECT_SOURCE_DIR}/kernels/attention/attention_cpu.cpp
   ${PROJECT_SOURCE_DIR}/kernels/fp8_ops.cpp ${PROJECT_SOURCE_DIR}/kernels/cpu/fp8.cpp
   ${PROJECT_SOURCE_DIR}/kernels/glu_ops.cpp ${PROJECT_SOURCE_DIR}/kernels/cpu/glu.cpp
   ${PROJECT_SOURCE_DIR}/kernels/ops.cpp
-  ${PROJECT_SOURCE_DIR}/kernels/attention_cudnn_ops.cpp
+  ${PROJECT_SOURCE_DIR}/kernels/attention/attention_cudnn_ops.cpp
 )
 list(APPEND HG_CUDA_SOURCES
   ${PROJECT_SOURCE_DIR}/kernels/reduce/reduce.cu
@@ -33,8 +33,8 @@ list(APPEND HG_CUDA_SOURCES
   ${PROJECT_SOURCE_DIR}/kernels/grad_norm/grad_norm.cu
   ${PROJECT_SOURCE_DIR}/kernels/norm/norm.cu
   ${PROJECT_SOURCE_DIR}/kernels/index/index.cu
-  ${PROJECT_SOURCE_DIR}/kernels/cuda/flash_attention.cu
-  ${PROJECT_SOURCE_DIR}/kernels/cuda/attention.cu
+  ${PROJECT_SOURCE_DIR}/kernels/attention/flash_attention.cu
+  ${PROJECT_SOURCE_DIR}/kernels/attention/attention.cu
   ${PROJECT_SOURCE_DIR}/kernels/cuda/fp8.cu
   ${PROJECT_SOURCE_DIR}/kernels/cuda/glu.cu
 )

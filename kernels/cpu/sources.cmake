@@ -33,14 +33,14 @@ if(HG_HAVE_SLEEF)
   set_source_files_properties(${PROJECT_SOURCE_DIR}/kernels/cpu/vec_math_avx512.cpp
                               PROPERTIES COMPILE_OPTIONS "-fno-math-errno;-O3;-mavx512f;-mavx2;-mfma;-mf16c")
   # The blocked flash attention tiles, one file per ISA as for the vector
-  # math (kernels/cpu/flash_attention_tiles.h); -O3 for the register blocks.
-  list(APPEND HG_SOURCES ${PROJECT_SOURCE_DIR}/kernels/cpu/flash_attention_sse2.cpp
-       ${PROJECT_SOURCE_DIR}/kernels/cpu/flash_attention_avx2.cpp ${PROJECT_SOURCE_DIR}/kernels/cpu/flash_attention_avx512.cpp)
-  set_source_files_properties(${PROJECT_SOURCE_DIR}/kernels/cpu/flash_attention_sse2.cpp
+  # math (kernels/attention/flash_attention_tiles.h); -O3 for the register blocks.
+  list(APPEND HG_SOURCES ${PROJECT_SOURCE_DIR}/kernels/attention/flash_attention_sse2.cpp
+       ${PROJECT_SOURCE_DIR}/kernels/attention/flash_attention_avx2.cpp ${PROJECT_SOURCE_DIR}/kernels/attention/flash_attention_avx512.cpp)
+  set_source_files_properties(${PROJECT_SOURCE_DIR}/kernels/attention/flash_attention_sse2.cpp
                               PROPERTIES COMPILE_OPTIONS "-fno-math-errno;-O3")
-  set_source_files_properties(${PROJECT_SOURCE_DIR}/kernels/cpu/flash_attention_avx2.cpp
+  set_source_files_properties(${PROJECT_SOURCE_DIR}/kernels/attention/flash_attention_avx2.cpp
                               PROPERTIES COMPILE_OPTIONS "-fno-math-errno;-O3;-mavx2;-mfma")
-  set_source_files_properties(${PROJECT_SOURCE_DIR}/kernels/cpu/flash_attention_avx512.cpp
+  set_source_files_properties(${PROJECT_SOURCE_DIR}/kernels/attention/flash_attention_avx512.cpp
                               PROPERTIES COMPILE_OPTIONS "-fno-math-errno;-O3;-mavx512f;-mavx2;-mfma")
 endif()
 # The oneDNN paths (GEMM and convolution, and what they share), when the build

@@ -51,7 +51,7 @@ VecIsa cpu_isa_cap();
 const char* cpu_math_name();
 // The ISA of vec_math()'s kernels now (the cap and the CPU's best, the
 // smaller); meaningful when vec_math() is not null. Kernels compiled per ISA
-// outside this table (kernels/cpu/flash_attention_tiles.h) follow it.
+// outside this table (kernels/attention/flash_attention_tiles.h) follow it.
 VecIsa vec_isa();
 
 // The storage type of a typed kernel's arrays: f32, or a 16-bit float whose

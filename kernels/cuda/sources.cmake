@@ -5,7 +5,7 @@
 list(APPEND HG_CUDA_HOST_SOURCES
   ${PROJECT_SOURCE_DIR}/kernels/cuda/device_hooks.cpp
   ${PROJECT_SOURCE_DIR}/kernels/cuda/device_table.cpp
-  ${PROJECT_SOURCE_DIR}/kernels/cuda/attention_cudnn.cpp
+  ${PROJECT_SOURCE_DIR}/kernels/attention/attention_cudnn.cpp
 )
 # .cu kernel files (nvcc in gpu, g++ -x c++ in emu):
 list(APPEND HG_CUDA_SOURCES

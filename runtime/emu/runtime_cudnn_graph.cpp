@@ -1,6 +1,6 @@
 // cuda-emu stand-in for cuDNN's graph (backend) API: the descriptor calls
 // (create, set/get attribute, finalize, destroy), engine heuristics, execution
-// plans, variant packs and execute, as kernels/cuda/attention_cudnn.cpp uses
+// plans, variant packs and execute, as kernels/attention/attention_cudnn.cpp uses
 // them for fused scaled-dot-product attention, forward and backward.
 //
 // Semantics (cuDNN 9 backend API reference):

@@ -1,9 +1,9 @@
-// cuDNN's graph (backend) API as kernels/cuda/attention_cudnn.cpp calls it,
+// cuDNN's graph (backend) API as kernels/attention/attention_cudnn.cpp calls it,
 // called directly: attributes round-trip with their counts, a type mismatch or
 // a finalized descriptor refuses a set, an operation missing a tensor does not
 // finalize, and (cuda-emu) a graph the stand-in does not know is refused by the
 // heuristics with a cuDNN status, and the stand-in accepts the attention
-// backward graph as kernels/cuda/attention_cudnn.cpp builds it but refuses it
+// backward graph as kernels/attention/attention_cudnn.cpp builds it but refuses it
 // with any node, operand, uid or stride wrong. In the emu build this checks
 // runtime/emu/runtime_cudnn_graph.cpp; the attribute checks hold for the real
 // library too. The stand-in's execute is checked through the attention path
@@ -277,7 +277,7 @@ class RawGraph {
   int64_t next_ = 100;
 };
 
-// One way to get the backward graph wrong (kNone: as kernels/cuda/attention_cudnn.cpp builds it).
+// One way to get the backward graph wrong (kNone: as kernels/attention/attention_cudnn.cpp builds it).
 enum class Wrong {
   kNone,
   kAccumulate,            // not wrong: the dQ-accumulating variant

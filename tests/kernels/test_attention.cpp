@@ -1,5 +1,5 @@
 // Batched matmul / bmm (kernels/gemm/gemm.h) and scaled_dot_product_attention's
-// math path (kernels/attention.h, autograd/functions_attention.cpp): values
+// math path (kernels/attention/attention.h, autograd/functions_attention.cpp): values
 // against f64 references computed here with plain loops on every device and
 // dtype, cuda-emu against the CPU, f64 gradcheck (broadcast, transposed views,
 // causal, masks, dropout with a fixed seed), a PyTorch fixture

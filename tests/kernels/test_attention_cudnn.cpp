@@ -1,4 +1,4 @@
-// The cuDNN attention path (kernels/attention_cudnn.h): forward and backward
+// The cuDNN attention path (kernels/attention/attention_cudnn.h): forward and backward
 // through cuDNN's fused graphs (on cuda-emu, the stand-in of
 // runtime/emu/runtime_cudnn_graph.cpp), and the path switch of
 // scaled_dot_product_attention (SdpaOptions::path, HG_ATTENTION). Compared against an f64 reference computed here from
@@ -20,8 +20,8 @@
 
 #include "autograd/functions.h"
 #include "autograd/functions_attention.h"
-#include "kernels/attention_cudnn.h"
-#include "kernels/flash_attention.h"
+#include "kernels/attention/attention_cudnn.h"
+#include "kernels/attention/flash_attention.h"
 #include "tests/kernels/test_support.h"
 
 using namespace hg;

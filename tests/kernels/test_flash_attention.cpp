@@ -1,5 +1,5 @@
-// The fused attention kernels of kernels/flash_attention.h (CPU and CUDA:
-// cuda-emu runs the WMMA kernels of kernels/cuda/flash_attention.cu) against
+// The fused attention kernels of kernels/attention/flash_attention.h (CPU and CUDA:
+// cuda-emu runs the WMMA kernels of kernels/attention/flash_attention.cu) against
 // an f64 reference computed here from the already-rounded inputs: naive
 // softmax(scale Q K^T + causal mask) V, its log-sum-exp and the analytic
 // gradients. Shapes cover L = S in {1, 17, 64, 257, 1024}, L != S both ways,
@@ -16,10 +16,10 @@
 
 #include "autograd/functions.h"
 #include "autograd/functions_attention.h"
-#include "kernels/cpu/flash_attention_tiles.h"
+#include "kernels/attention/flash_attention_tiles.h"
 #include "kernels/cpu/threads.h"
 #include "kernels/cpu/vec_math.h"
-#include "kernels/flash_attention.h"
+#include "kernels/attention/flash_attention.h"
 #include "tests/kernels/test_support.h"
 
 using namespace hg;
@@ -108,7 +108,7 @@ Tensor input(const Shape& shape, DType dtype, uint64_t seed) {
 
 // The CUDA kernels round P and dS to the 16-bit input type before the
 // tensor-core products (the FlashAttention-2 precision contract, see
-// kernels/flash_attention.h), so an output sum_j x_j y_j carries, beyond the
+// kernels/attention/flash_attention.h), so an output sum_j x_j y_j carries, beyond the
 // table's error of a 16-bit reduction, the rounding of each x_j: at most
 // u sum_j |x_j y_j| with u the unit roundoff (2^-11 f16, 2^-8 bf16). That
 // term, computed from the f64 reference, is added per element; the CPU

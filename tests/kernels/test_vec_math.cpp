@@ -22,7 +22,7 @@
 
 #include "core/half.h"
 #include "core/shape.h"
-#include "kernels/attention.h"
+#include "kernels/attention/attention.h"
 #include "kernels/conv/conv.h"
 #include "kernels/cpu/vec_math.h"
 #include "kernels/ops.h"

@@ -101,10 +101,10 @@ hg_add_test(test_norm_index LABEL kernels SOURCES ${CMAKE_CURRENT_LIST_DIR}/test
   ${CMAKE_CURRENT_LIST_DIR}/test_index.cpp)
 target_link_libraries(test_norm_index PRIVATE nlohmann_json::nlohmann_json)
 target_compile_definitions(test_norm_index PRIVATE HG_TEST_FIXTURE_DIR="${CMAKE_CURRENT_LIST_DIR}/fixtures")
-# The fused (flash) attention kernels of kernels/flash_attention.h against an
+# The fused (flash) attention kernels of kernels/attention/flash_attention.h against an
 # f64 reference, CPU vs CUDA (emu), bad input.
 hg_add_test(test_flash_attention LABEL kernels SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_flash_attention.cpp)
-# The cuDNN attention path (kernels/attention_cudnn.h; cuda-emu: the graph
+# The cuDNN attention path (kernels/attention/attention_cudnn.h; cuda-emu: the graph
 # stand-in) against an f64 reference and the math path, and the path switch.
 hg_add_test(test_attention_cudnn LABEL kernels SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_attention_cudnn.cpp)
 # Batched matmul and scaled_dot_product_attention's math path .

@@ -3,7 +3,7 @@
 // convolution API that kernels/conv/conv.cu calls (tensor, filter and
 // convolution descriptors, the _v7 heuristics, workspace-size queries and the
 // forward / backward-data / backward-filter convolutions), and the subset of
-// the graph (backend) API that kernels/cuda/attention_cudnn.cpp uses for fused
+// the graph (backend) API that kernels/attention/attention_cudnn.cpp uses for fused
 // attention (cudnnBackend* descriptors, attributes, heuristics, plans,
 // execute). The calculations run on the CPU in runtime/emu/runtime_cudnn.cpp
 // and runtime/emu/runtime_cudnn_graph.cpp. Only what halfgrad calls is
@@ -212,7 +212,7 @@ cudnnStatus_t cudnnConvolutionBackwardFilter(cudnnHandle_t handle, const void* a
                                              size_t workSpaceSizeInBytes, const void* beta,
                                              const cudnnFilterDescriptor_t dwDesc, void* dw);
 
-// ---- graph (backend) API: the subset kernels/cuda/attention_cudnn.cpp uses --------------------
+// ---- graph (backend) API: the subset kernels/attention/attention_cudnn.cpp uses --------------------
 typedef void* cudnnBackendDescriptor_t;
 
 typedef enum {

@@ -1,6 +1,6 @@
-// CPU counterpart of kernels/cuda/attention.cu: the fused scale-mask-softmax
+// CPU counterpart of kernels/attention/attention.cu: the fused scale-mask-softmax
 // (-dropout) row kernel of the attention math path, forward and backward
-// (formulas, mask and dropout rules: kernels/attention.h).
+// (formulas, mask and dropout rules: kernels/attention/attention.h).
 //
 // Split: one row of the [rows, S] score matrix per loop iteration, rows in
 // parallel (OpenMP) when large. Precision: acc_t<T> (fp32, f64 for f64) per
@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "core/half.h"
-#include "kernels/attention.h"
+#include "kernels/attention/attention.h"
 #include "kernels/cpu/loops.h"
 #include "kernels/cpu/vec_math.h"
 

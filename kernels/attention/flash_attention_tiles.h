@@ -1,8 +1,8 @@
 // The blocked CPU flash attention kernels, written once over a GCC vector type
-// in kernels/cpu/flash_attention_impl.h and compiled once per ISA
+// in kernels/attention/flash_attention_impl.h and compiled once per ISA
 // (flash_attention_sse2.cpp, flash_attention_avx2.cpp,
 // flash_attention_avx512.cpp, each with SLEEF's exp of its width).
-// kernels/cpu/flash_attention.cpp picks the table of the ISA the vector math
+// kernels/attention/flash_attention_cpu.cpp picks the table of the ISA the vector math
 // runs (cpu::vec_isa(), kernels/cpu/vec_math.h) and runs the tasks below on
 // its threads; the formulas, split and costs are at the top of that file.
 //
@@ -66,7 +66,7 @@ struct FlashTileKernels {
 // What cpu::flash_attention_forward / _backward run now for a dtype that is
 // not f64: "blocked-avx512", "blocked-avx2", "blocked-sse2" (the tiles of the
 // vector math's ISA), or "reference" (HG_CPU_MATH=scalar, or a build
-// without SLEEF: the row kernels of kernels/cpu/flash_attention.cpp, which
+// without SLEEF: the row kernels of kernels/attention/flash_attention_cpu.cpp, which
 // f64 always takes).
 const char* flash_attention_cpu_path();
 

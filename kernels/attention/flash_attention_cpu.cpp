@@ -1,11 +1,11 @@
-// CPU fused attention, forward and backward (kernels/flash_attention.h has the
+// CPU fused attention, forward and backward (kernels/attention/flash_attention.h has the
 // formulas): the counterpart and numerical oracle of
-// kernels/cuda/flash_attention.cu, with the same algorithm and contract.
+// kernels/attention/flash_attention.cu, with the same algorithm and contract.
 //
 // Shapes     q, out, d_out, dq [BH, L, D]; k, v, dk, dv [BH, S, D]; lse [BH, L]
 //
 // Blocked kernels (f32, f16, bf16 on the vector math path; the tiles are
-// kernels/cpu/flash_attention_impl.h, compiled per ISA, chosen with the
+// kernels/attention/flash_attention_impl.h, compiled per ISA, chosen with the
 // vector math's ISA): every product is a register-blocked tile GEMM on
 // blocks of B = 64 rows (kFlashBlock), f32 operands and accumulators.
 // Forward    one task per (bh, block of 64 query rows): Q^T packed once (D x
@@ -54,10 +54,10 @@
 #include <vector>
 
 #include "core/half.h"
-#include "kernels/cpu/flash_attention_tiles.h"
+#include "kernels/attention/flash_attention_tiles.h"
 #include "kernels/cpu/loops.h"
 #include "kernels/cpu/vec_math.h"
-#include "kernels/flash_attention.h"
+#include "kernels/attention/flash_attention.h"
 
 namespace hg::cpu {
 

@@ -6,7 +6,7 @@
 //     FlashForward f = ops::cudnn_attention_forward(q, k, v, 1.0 / std::sqrt(64.0), true);
 //   FlashBackward g = ops::cudnn_attention_backward(d_out, q, k, v, f.out, f.lse, scale, true);
 //
-// Same formulas, shapes and outputs as kernels/flash_attention.h: q [B, H, L, D],
+// Same formulas, shapes and outputs as kernels/attention/flash_attention.h: q [B, H, L, D],
 // k and v [B, H, S, D], out [B, H, L, D] (stored heads last, [B, L, H, D]),
 // lse [B, H, L] f32, the natural log-sum-exp of the scaled, causal-masked scores
 // (top-left aligned); dq, dk, dv in q's, k's, v's shapes (stored heads last).
@@ -24,7 +24,7 @@
 #include <string>
 
 #include "core/tensor.h"
-#include "kernels/flash_attention.h"
+#include "kernels/attention/flash_attention.h"
 
 namespace hg::ops {
 
@@ -53,7 +53,7 @@ FlashBackward cudnn_attention_backward(const Tensor& d_out, const Tensor& q, con
 
 #if defined(HG_WITH_CUDA)
 namespace hg::cuda {
-// kernels/cuda/attention_cudnn.cpp. Preconditions (checked by the ops layer):
+// kernels/attention/attention_cudnn.cpp. Preconditions (checked by the ops layer):
 // those of cudnn_attention_unsupported_reason; out [B, H, L, D] in q's dtype
 // with rows_ok strides; lse [B, H, L] f32 contiguous.
 void cudnn_attention_forward(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,

@@ -5,7 +5,7 @@
 // serves the same calls from the stand-in in runtime/emu/runtime_cudnn_graph.cpp,
 // which recognises both graphs and computes them on the CPU, so this file is
 // identical in both builds. Ops layer and support rules:
-// kernels/attention_cudnn.h.
+// kernels/attention/attention_cudnn.h.
 //
 // Formula, per (b, h), with s_ij = scale * q_i . k_j and, when causal,
 // s_ij = lowest float for j > i (top-left aligned):
@@ -87,7 +87,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
-#include "kernels/attention_cudnn.h"
+#include "kernels/attention/attention_cudnn.h"
 #include "runtime/cuda/caching_allocator.h"
 #include "runtime/cuda/cuda_check.h"
 #include "runtime/cuda/runtime.h"

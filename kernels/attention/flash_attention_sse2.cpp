@@ -1,4 +1,4 @@
-// The blocked CPU flash attention kernels (kernels/cpu/flash_attention_impl.h)
+// The blocked CPU flash attention kernels (kernels/attention/flash_attention_impl.h)
 // at the x86-64 baseline: 4 floats a vector, a 6 x 2-vector register block
 // (12 of the 16 XMM registers accumulate), SLEEF's sse2 expf, no FMA
 // (a multiply and an add, two roundings); compiled without extra ISA flags.
@@ -17,4 +17,4 @@ inline void fa_leave() {}
 
 #define HG_FA_NS fa_sse2
 #define HG_FA_NAME "blocked-sse2"
-#include "kernels/cpu/flash_attention_impl.h"
+#include "kernels/attention/flash_attention_impl.h"

@@ -1,6 +1,6 @@
 // attention_softmax (fwd/bwd): argument checks, the mask in the kernel's form,
-// and dispatch to the backend row kernel (kernels/attention.h).
-#include "kernels/attention.h"
+// and dispatch to the backend row kernel (kernels/attention/attention.h).
+#include "kernels/attention/attention.h"
 
 #include <algorithm>
 #include <cstdint>

@@ -1,8 +1,8 @@
-// The blocked CPU flash attention kernels (kernels/cpu/flash_attention_impl.h)
+// The blocked CPU flash attention kernels (kernels/attention/flash_attention_impl.h)
 // for AVX2: 8 floats a vector, a 6 x 2-vector register block (12 of the 16
 // YMM registers accumulate), SLEEF's avx2 expf; compiled with -mavx2 -mfma
 // (kernels/cpu/sources.cmake) and called only when the vector math runs at
-// this ISA (kernels/cpu/flash_attention.cpp).
+// this ISA (kernels/attention/flash_attention_cpu.cpp).
 #include <immintrin.h>
 #include <sleef.h>
 
@@ -18,4 +18,4 @@ inline void fa_leave() { _mm256_zeroupper(); }  // Note [vzeroupper before the t
 
 #define HG_FA_NS fa_avx2
 #define HG_FA_NAME "blocked-avx2"
-#include "kernels/cpu/flash_attention_impl.h"
+#include "kernels/attention/flash_attention_impl.h"

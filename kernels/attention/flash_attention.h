@@ -71,9 +71,9 @@ bool flash_attention_rows_ok(const Tensor& x);
 
 }  // namespace hg::ops
 
-// The backend kernels (hg::cpu:: in kernels/cpu/flash_attention.cpp, hg::cuda::
-// in kernels/cuda/flash_attention.cu). Preconditions, established by
-// kernels/flash_attention_ops.cpp: one dtype and device, L >= 1, S >= 1,
+// The backend kernels (hg::cpu:: in kernels/attention/flash_attention_cpu.cpp, hg::cuda::
+// in kernels/attention/flash_attention.cu). Preconditions, established by
+// kernels/attention/flash_attention_ops.cpp: one dtype and device, L >= 1, S >= 1,
 // D in {64, 128}, B * H >= 1, lse contiguous in acc_t's dtype.
 //   CPU:  q, out, d_out, dq contiguous [BH, L, D]; k, v, dk, dv contiguous
 //         [BH, S, D]; lse [BH, L].

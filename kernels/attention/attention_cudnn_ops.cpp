@@ -1,15 +1,15 @@
 // Support rules, output allocation and dispatch for the cuDNN attention path
-// (kernels/attention_cudnn.h). Forward and backward call cuDNN's fused graphs
-// (kernels/cuda/attention_cudnn.cpp).
+// (kernels/attention/attention_cudnn.h). Forward and backward call cuDNN's fused graphs
+// (kernels/attention/attention_cudnn.cpp).
 #include <algorithm>
 #include <cstdint>
 #include <string>
 
 #include "core/error.h"
 #include "core/profiler.h"
-#include "kernels/attention_cudnn.h"
+#include "kernels/attention/attention_cudnn.h"
 #include "kernels/dispatch.h"
-#include "kernels/flash_attention.h"
+#include "kernels/attention/flash_attention.h"
 
 namespace hg::ops {
 

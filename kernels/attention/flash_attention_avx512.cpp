@@ -1,8 +1,8 @@
-// The blocked CPU flash attention kernels (kernels/cpu/flash_attention_impl.h)
+// The blocked CPU flash attention kernels (kernels/attention/flash_attention_impl.h)
 // for AVX-512: 16 floats a vector, a 6 x 4-vector register block (24 of the
 // 32 ZMM registers accumulate), SLEEF's avx512f expf; compiled with
 // -mavx512f -mfma (kernels/cpu/sources.cmake) and called only when the
-// vector math runs at this ISA (kernels/cpu/flash_attention.cpp).
+// vector math runs at this ISA (kernels/attention/flash_attention_cpu.cpp).
 #include <immintrin.h>
 #include <sleef.h>
 
@@ -18,4 +18,4 @@ inline void fa_leave() { _mm256_zeroupper(); }  // Note [vzeroupper before the t
 
 #define HG_FA_NS fa_avx512
 #define HG_FA_NAME "blocked-avx512"
-#include "kernels/cpu/flash_attention_impl.h"
+#include "kernels/attention/flash_attention_impl.h"

@@ -1,8 +1,8 @@
 // CUDA fused attention (FlashAttention-2), forward and backward side by side,
-// then the launchers. Formulas and contract: kernels/flash_attention.h;
+// then the launchers. Formulas and contract: kernels/attention/flash_attention.h;
 // walk-through and static evidence (registers, shared memory, SASS):
 // docs/kernels.md "Attention: the flash kernel". CPU counterpart and oracle:
-// kernels/cpu/flash_attention.cpp.
+// kernels/attention/flash_attention_cpu.cpp.
 //
 // Every product is a warp-level mma.sync m16n8k16 (16-bit inputs, fp32
 // accumulators) through kernels/cuda/mma_sm80.cuh, whose register layouts are
@@ -79,7 +79,7 @@
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/mma_sm80.cuh"
-#include "kernels/flash_attention.h"
+#include "kernels/attention/flash_attention.h"
 #include "runtime/cuda/cuda_check.h"
 #include "runtime/cuda/runtime.h"
 

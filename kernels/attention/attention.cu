@@ -1,8 +1,8 @@
 // CUDA kernels of the attention math path: the fused scale-mask-softmax
 // (-dropout) row kernel between the two batched GEMMs, forward and backward
-// side by side, then the launchers. CPU counterpart: kernels/cpu/attention.cpp.
+// side by side, then the launchers. CPU counterpart: kernels/attention/attention_cpu.cpp.
 // Formulas, the fully-masked-row rule and the dropout mapping:
-// kernels/attention.h.
+// kernels/attention/attention.h.
 //
 // Split: the row split of the softmax kernels (kernels/cuda/row_reduce.cuh):
 // one warp per score row when S <= 1024 (4 rows per 128-thread block), else one
@@ -18,7 +18,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "kernels/attention.h"
+#include "kernels/attention/attention.h"
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/row_reduce.cuh"
@@ -38,7 +38,7 @@ __device__ __forceinline__ A attn_value(const AttnSoftmaxParams& prm, int64_t ro
 // attention_softmax_forward_kernel<T, kBlockPerRow>
 //   formula    x_c = scale * s_c + mask_c (-inf where masked), m = max_c x_c,
 //              z = sum_c exp(x_c - m), y_c = exp(x_c - m) / z (0 if m = -inf),
-//              p_c = y_c * keep_c / (1 - dropout_p)      (kernels/attention.h)
+//              p_c = y_c * keep_c / (1 - dropout_p)      (kernels/attention/attention.h)
 //   shapes     s, y, p: [rows, S] contiguous; mask [L or rows, S] bool/f32
 //   split      one warp (or block) per row, each thread strides over the row
 //   launch     launch_row_kernel: 128-thread blocks of 4 warp-rows (S <= 1024),

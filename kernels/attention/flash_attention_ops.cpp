@@ -1,5 +1,5 @@
 // Argument checks, output allocation and device dispatch for the fused
-// attention kernels (kernels/flash_attention.h). The CPU backend gets
+// attention kernels (kernels/attention/flash_attention.h). The CPU backend gets
 // contiguous [B*H, L or S, D] tensors; the CUDA backend gets [B, H, L or S, D]
 // tensors through their strides (copied only when flash_attention_rows_ok
 // fails).
@@ -11,7 +11,7 @@
 #include "core/error.h"
 #include "core/profiler.h"
 #include "kernels/dispatch.h"
-#include "kernels/flash_attention.h"
+#include "kernels/attention/flash_attention.h"
 
 namespace hg::ops {
 

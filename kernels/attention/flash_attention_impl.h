@@ -1,4 +1,4 @@
-// The blocked CPU flash attention kernels of kernels/cpu/flash_attention_tiles.h,
+// The blocked CPU flash attention kernels of kernels/attention/flash_attention_tiles.h,
 // written once over a GCC vector type and compiled once per ISA. Included
 // only by flash_attention_sse2.cpp, flash_attention_avx2.cpp and
 // flash_attention_avx512.cpp, each of which first defines
@@ -12,7 +12,7 @@
 //   fa_leave()            what to run before returning to baseline code
 //
 // The formulas, the task split and the costs are at the top of
-// kernels/cpu/flash_attention.cpp. Every product is one routine, tile_gemm:
+// kernels/attention/flash_attention_cpu.cpp. Every product is one routine, tile_gemm:
 // C[M x N] = scale * A B or C = diag(alpha) C + A B, with A read through two
 // strides (so A, or A transposed, is a row-major tile already in memory) and
 // B a row-major panel whose N is a multiple of the register block's kCB * kW
@@ -27,7 +27,7 @@
 #include <limits>
 #include <utility>
 
-#include "kernels/cpu/flash_attention_tiles.h"
+#include "kernels/attention/flash_attention_tiles.h"
 
 namespace hg::cpu::HG_FA_NS {
 
