@@ -20,7 +20,7 @@
 //     slot's current scale and records the tensor's amax in row 0 of the
 //     slot's amax history; update() (once per step, after the optimizer
 //     step) derives the next scales from the history (Note [fp8 delayed
-//     scaling] in kernels/fp8.h: scale = fp8_max / amax / 2^margin over the
+//     scaling] in kernels/fp8/fp8.h: scale = fp8_max / amax / 2^margin over the
 //     history's max or its newest entry) and rolls it. One launch for all
 //     slots, no host read; with the GradScaler's found_inf set, nothing
 //     changes (the step is skipped like the optimizer's).
@@ -64,7 +64,7 @@
 
 #include "amp/grad_scaler.h"
 #include "core/tensor.h"
-#include "kernels/fp8.h"
+#include "kernels/fp8/fp8.h"
 #include "nn/layers.h"
 #include "nn/module.h"
 

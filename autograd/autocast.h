@@ -111,7 +111,7 @@ CastCacheStats cast_cache_stats();
 // Hardware support of 16-bit math. cpu: f16/bf16 always run (widened to f32
 // where the CPU has no native 16-bit arithmetic); cuda: f16 needs compute
 // capability >= 5.3 (tensor cores from 7.0), bf16 needs >= 8.0, the fp8
-// dtypes (kF8E4M3, kF8E5M2: the fp8 GEMM of kernels/fp8.h) need >= 8.9; on
+// dtypes (kF8E4M3, kF8E5M2: the fp8 GEMM of kernels/fp8/fp8.h) need >= 8.9; on
 // the CPU the fp8 GEMM is emulated (widened exactly, fp32 accumulation).
 bool supported(Device device, DType dtype);
 // One line: device name, compute capability and tensor-core f16/bf16 on a

@@ -43,7 +43,7 @@ namespace hg {
 namespace detail {
 
 // The two formats, named once (the conversions below and the CPU's
-// branch-free cast in kernels/cpu/fp8.cpp read them): exponent and mantissa
+// branch-free cast in kernels/fp8/fp8_cpu.cpp read them): exponent and mantissa
 // bits, the largest finite pattern (sign clear), what an overflow gives
 // without saturation, and whether the format has infinities.
 struct E4M3Format {

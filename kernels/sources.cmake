@@ -17,7 +17,7 @@ list(APPEND HG_SOURCES
   ${PROJECT_SOURCE_DIR}/kernels/index/index_ops.cpp ${PROJECT_SOURCE_DIR}/kernels/index/index_cpu.cpp
   ${PROJECT_SOURCE_DIR}/kernels/attention/flash_attention_ops.cpp ${PROJECT_SOURCE_DIR}/kernels/attention/flash_attention_cpu.cpp
   ${PROJECT_SOURCE_DIR}/kernels/attention/attention_ops.cpp ${PROJECT_SOURCE_DIR}/kernels/attention/attention_cpu.cpp
-  ${PROJECT_SOURCE_DIR}/kernels/fp8_ops.cpp ${PROJECT_SOURCE_DIR}/kernels/cpu/fp8.cpp
+  ${PROJECT_SOURCE_DIR}/kernels/fp8/fp8_ops.cpp ${PROJECT_SOURCE_DIR}/kernels/fp8/fp8_cpu.cpp
   ${PROJECT_SOURCE_DIR}/kernels/glu_ops.cpp ${PROJECT_SOURCE_DIR}/kernels/cpu/glu.cpp
   ${PROJECT_SOURCE_DIR}/kernels/ops.cpp
   ${PROJECT_SOURCE_DIR}/kernels/attention/attention_cudnn_ops.cpp
@@ -35,7 +35,7 @@ list(APPEND HG_CUDA_SOURCES
   ${PROJECT_SOURCE_DIR}/kernels/index/index.cu
   ${PROJECT_SOURCE_DIR}/kernels/attention/flash_attention.cu
   ${PROJECT_SOURCE_DIR}/kernels/attention/attention.cu
-  ${PROJECT_SOURCE_DIR}/kernels/cuda/fp8.cu
+  ${PROJECT_SOURCE_DIR}/kernels/fp8/fp8.cu
   ${PROJECT_SOURCE_DIR}/kernels/cuda/glu.cu
 )
 include(${CMAKE_CURRENT_LIST_DIR}/cpu/sources.cmake)

@@ -108,7 +108,7 @@ void gemm(const GemmArgs& g) {
 // (on Ada and Hopper) takes only the "TN" problem: cuBLASLt's A transposed
 // and B not, i.e. our trans_b = true and trans_a = false (row-major C = A
 // B^T: a Linear forward y = x W^T as stored), with 16-byte aligned pointers
-// and leading dimensions; kernels/fp8.h checks this before calling.
+// and leading dimensions; kernels/fp8/fp8.h checks this before calling.
 // CUBLASLT_MATMUL_DESC_FAST_ACCUM stays at its default 0 (partial sums
 // promoted to fp32).
 //

@@ -96,7 +96,7 @@ struct GemmArgs {
   const float* scale_a = nullptr;
   const float* scale_b = nullptr;
   const float* scale_d = nullptr;
-  // fp8 GEMMs (cuda::gemm_lt only; Note [fp8 GEMM] in kernels/fp8.h): A's and
+  // fp8 GEMMs (cuda::gemm_lt only; Note [fp8 GEMM] in kernels/fp8/fp8.h): A's and
   // B's dtypes (kF8E4M3 / kF8E5M2) when they differ from `dtype`, which is then
   // C's (bf16, f16 or f32); the bias is then bf16 (f16 for an f16 C). Unset:
   // A and B are `dtype`.

@@ -16,7 +16,7 @@
 
 #include "core/float8.h"
 #include "core/tensor.h"
-#include "kernels/fp8.h"
+#include "kernels/fp8/fp8.h"
 #include "kernels/gemm/gemm.h"
 #include "kernels/ops.h"
 #include "kernels/reduce/reduce.h"
@@ -236,10 +236,10 @@ TEST_CASE("fp8_cast: q = sat(x * scale) and amax = max |x| in one pass", "[kerne
 TEST_CASE("fp8_cast on large inputs: every f16 value and random f32 patterns, bit for bit with the element rule",
           "[kernels][fp8]") {
   // The CPU cast runs a branch-free form of fp8_quantize / fp8_clips in
-  // parallel chunks (kernels/cpu/fp8.cpp); these inputs are past the parallel
+  // parallel chunks (kernels/fp8/fp8_cpu.cpp); these inputs are past the parallel
   // grain and hold every class: zeros, fp8 subnormals and f32 subnormals,
   // ties, saturation, inf and NaN. The reference is the scalar element rule of
-  // kernels/fp8.h (itself checked against an integer-only reference in
+  // kernels/fp8/fp8.h (itself checked against an integer-only reference in
   // tests/core/test_float8.cpp), one element at a time.
   std::vector<uint16_t> f16_bits(65536);
   for (size_t i = 0; i < f16_bits.size(); ++i) f16_bits[i] = static_cast<uint16_t>(i);

@@ -1,12 +1,12 @@
 // The fp8 ops: check every argument, allocate outputs, one backend call
-// (Note [fp8 scaled casts], Note [fp8 GEMM] in kernels/fp8.h).
+// (Note [fp8 scaled casts], Note [fp8 GEMM] in kernels/fp8/fp8.h).
 #include <cmath>
 #include <cstdint>
 #include <string>
 #include <utility>
 
 #include "kernels/dispatch.h"
-#include "kernels/fp8.h"
+#include "kernels/fp8/fp8.h"
 
 namespace hg {
 

@@ -1,5 +1,5 @@
 // CUDA fp8 kernels (Note [fp8 scaled casts], Note [fp8 GEMM] in
-// kernels/fp8.h). The CPU oracle is kernels/cpu/fp8.cpp; the element rules
+// kernels/fp8/fp8.h). The CPU oracle is kernels/fp8/fp8_cpu.cpp; the element rules
 // (saturating RNE conversion, the block scale, |x| bits) are the shared
 // HG_HOST_DEVICE helpers, so both backends give the same bits.
 //
@@ -36,7 +36,7 @@
 //
 // fp8_update_scales_kernel
 //   formula    fp8_update_slot per slot (Note [fp8 delayed scaling] in
-//              kernels/fp8.h); the whole launch returns when found_inf != 0
+//              kernels/fp8/fp8.h); the whole launch returns when found_inf != 0
 //   split      one thread per slot, 256 threads a block
 //   bytes      per slot ~2 L * 4 bytes of history read and L * 4 written,
 //              16 bytes of scale/scale_inv/max; no host read
@@ -52,7 +52,7 @@
 #include "core/convert.h"
 #include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/launch.cuh"
-#include "kernels/fp8.h"
+#include "kernels/fp8/fp8.h"
 #include "kernels/gemm/gemm.h"
 #include "runtime/cuda/cuda_check.h"
 #include "runtime/cuda/runtime.h"

@@ -1,6 +1,6 @@
 // CPU fp8 kernels: the oracle of the CUDA ones (Note [fp8 scaled casts] and
-// Note [fp8 GEMM] in kernels/fp8.h). The element rules are the shared
-// HG_HOST_DEVICE helpers of kernels/fp8.h and core/float8.h; the per-tensor
+// Note [fp8 GEMM] in kernels/fp8/fp8.h). The element rules are the shared
+// HG_HOST_DEVICE helpers of kernels/fp8/fp8.h and core/float8.h; the per-tensor
 // cast, the hot one of fp8 training, runs them in a branch-free form
 // (Fp8Lanes below, the same bits: test_fp8 checks them on every f16 value and
 // on random f32 patterns), in chunks over the thread pool.
@@ -13,7 +13,7 @@
 
 #include "core/convert.h"
 #include "kernels/cpu/loops.h"
-#include "kernels/fp8.h"
+#include "kernels/fp8/fp8.h"
 
 namespace hg::cpu {
 
