@@ -12,7 +12,7 @@
 #include "autograd/autocast.h"
 #include "autograd/node.h"
 #include "kernels/gemm/gemm.h"
-#include "kernels/glu.h"
+#include "kernels/glu/glu.h"
 #include "kernels/ops.h"
 #include "kernels/reduce/reduce.h"
 #include "kernels/softmax/softmax.h"

@@ -108,7 +108,7 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
                   const Tensor& bias = Tensor(), double eps = 1e-5);
 Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = Tensor(),
                 std::optional<double> eps = std::nullopt);
-// Gated linear units over x halved along dim into a | b (kernels/glu.h):
+// Gated linear units over x halved along dim into a | b (kernels/glu/glu.h):
 // glu = a * sigmoid(b) (torch.nn.functional.glu), swiglu = silu(a) * b.
 Tensor glu(const Tensor& x, int64_t dim = -1);
 Tensor swiglu(const Tensor& x, int64_t dim = -1);

@@ -133,7 +133,7 @@ namespace hg {
   _(layer_norm_backward,    floating, fp32, none)         \
   _(rms_norm_backward,      floating, fp32, none)
 
-// Gated linear units (kernels/glu.h): the input halved along a dim, one half
+// Gated linear units (kernels/glu/glu.h): the input halved along a dim, one half
 // gating the other. Not on PyTorch's CUDA autocast lists: they run in the
 // input's dtype, computing in f32 inside the kernel.
 #define HG_FORALL_GLU_OPS(_)                              \

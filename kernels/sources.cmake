@@ -18,7 +18,7 @@ list(APPEND HG_SOURCES
   ${PROJECT_SOURCE_DIR}/kernels/attention/flash_attention_ops.cpp ${PROJECT_SOURCE_DIR}/kernels/attention/flash_attention_cpu.cpp
   ${PROJECT_SOURCE_DIR}/kernels/attention/attention_ops.cpp ${PROJECT_SOURCE_DIR}/kernels/attention/attention_cpu.cpp
   ${PROJECT_SOURCE_DIR}/kernels/fp8/fp8_ops.cpp ${PROJECT_SOURCE_DIR}/kernels/fp8/fp8_cpu.cpp
-  ${PROJECT_SOURCE_DIR}/kernels/glu_ops.cpp ${PROJECT_SOURCE_DIR}/kernels/cpu/glu.cpp
+  ${PROJECT_SOURCE_DIR}/kernels/glu/glu_ops.cpp ${PROJECT_SOURCE_DIR}/kernels/glu/glu_cpu.cpp
   ${PROJECT_SOURCE_DIR}/kernels/ops.cpp
   ${PROJECT_SOURCE_DIR}/kernels/attention/attention_cudnn_ops.cpp
 )
@@ -36,7 +36,7 @@ list(APPEND HG_CUDA_SOURCES
   ${PROJECT_SOURCE_DIR}/kernels/attention/flash_attention.cu
   ${PROJECT_SOURCE_DIR}/kernels/attention/attention.cu
   ${PROJECT_SOURCE_DIR}/kernels/fp8/fp8.cu
-  ${PROJECT_SOURCE_DIR}/kernels/cuda/glu.cu
+  ${PROJECT_SOURCE_DIR}/kernels/glu/glu.cu
 )
 include(${CMAKE_CURRENT_LIST_DIR}/cpu/sources.cmake)
 include(${CMAKE_CURRENT_LIST_DIR}/cuda/sources.cmake)

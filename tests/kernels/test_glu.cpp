@@ -1,4 +1,4 @@
-// Tests for the gated linear units glu and swiglu (kernels/glu.h), forward and
+// Tests for the gated linear units glu and swiglu (kernels/glu/glu.h), forward and
 // backward, on every device (cpu, and cuda when built) in f32, f16, bf16 and
 // f64. The reference splits the already-rounded input in halves along the dim
 // by index arithmetic of its own and computes in double with the textbook
@@ -16,7 +16,7 @@
 
 #include "autograd/functions.h"
 #include "autograd/gradcheck.h"
-#include "kernels/glu.h"
+#include "kernels/glu/glu.h"
 #include "tests/kernels/test_support.h"
 
 using namespace hg;

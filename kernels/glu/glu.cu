@@ -1,5 +1,5 @@
-// CUDA gated linear units (kernels/glu.h); the CPU reference is
-// kernels/cpu/glu.cpp, and both call hg::glu_math for the element math.
+// CUDA gated linear units (kernels/glu/glu.h); the CPU reference is
+// kernels/glu/glu_cpu.cpp, and both call hg::glu_math for the element math.
 //
 // glu_kernel<T>
 //   formula    y[r, j] = glu_math::forward(a = x[r, j], b = x[r, half + j])
@@ -26,7 +26,7 @@
 #include "core/convert.h"
 #include "kernels/cuda/elementwise.cuh"
 #include "kernels/cuda/launch.cuh"
-#include "kernels/glu.h"
+#include "kernels/glu/glu.h"
 #include "runtime/cuda/runtime.h"
 
 namespace hg::cuda {

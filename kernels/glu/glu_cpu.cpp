@@ -1,4 +1,4 @@
-// CPU reference for the gated linear units (kernels/glu.h): one pass over the
+// CPU reference for the gated linear units (kernels/glu/glu.h): one pass over the
 // output elements, each widened to acc_t, computed by hg::glu_math (the same
 // function the CUDA kernels call) and rounded once. Outer rows run in
 // parallel above kParallelGrain output elements; every element is
@@ -7,7 +7,7 @@
 
 #include "core/convert.h"
 #include "kernels/cpu/loops.h"
-#include "kernels/glu.h"
+#include "kernels/glu/glu.h"
 
 namespace hg::cpu {
 

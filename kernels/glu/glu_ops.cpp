@@ -1,10 +1,10 @@
 // Argument checks, output allocation and device dispatch for the gated linear
-// units (kernels/glu.h). The backends get contiguous tensors viewed as
+// units (kernels/glu/glu.h). The backends get contiguous tensors viewed as
 // [outer, 2 * half] (x, d_x) and [outer, half] (y, d_y).
 #include <cstdint>
 
 #include "kernels/dispatch.h"
-#include "kernels/glu.h"
+#include "kernels/glu/glu.h"
 #include "kernels/ops.h"
 
 namespace hg::ops {

@@ -65,8 +65,8 @@ HG_HOST_DEVICE inline void backward(bool swiglu, A d_y, A a, A b, A* d_a, A* d_b
 }
 }  // namespace hg::glu_math
 
-// The backend kernels (hg::cpu:: in kernels/cpu/glu.cpp, hg::cuda:: in
-// kernels/cuda/glu.cu). Preconditions, established by kernels/glu_ops.cpp: one
+// The backend kernels (hg::cpu:: in kernels/glu/glu_cpu.cpp, hg::cuda:: in
+// kernels/glu/glu.cu). Preconditions, established by kernels/glu/glu_ops.cpp: one
 // device; x and d_x contiguous [outer, 2 * half], y and d_y contiguous
 // [outer, half], all of one floating dtype; op is glu or swiglu.
 // clang-format off
