@@ -14,7 +14,7 @@
 //
 // Note [GradScaler]
 // The scale S, the growth tracker, the counters and the found-inf flags live
-// in device tensors (Note [GradScaler kernels] in kernels/amp_scale.h);
+// in device tensors (Note [GradScaler kernels] in kernels/amp_scale/amp_scale.h);
 // scale/unscale_/step/update only queue kernels: no device-to-host copy and
 // no synchronisation (tests/amp checks this with the runtime's counter).
 //   scale(loss)  loss * S on the device, in the promoted dtype (f32 for a
@@ -57,7 +57,7 @@
 #include <vector>
 
 #include "core/tensor.h"
-#include "kernels/amp_scale.h"
+#include "kernels/amp_scale/amp_scale.h"
 #include "optim/optimizer.h"
 
 namespace hg::amp {

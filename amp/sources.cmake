@@ -5,9 +5,9 @@ list(APPEND HG_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/fp8.cpp
   ${CMAKE_CURRENT_LIST_DIR}/../autograd/autocast.cpp
   ${CMAKE_CURRENT_LIST_DIR}/../kernels/amp_policy.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/../kernels/amp_scale_ops.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/../kernels/cpu/amp_scale.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/../kernels/amp_scale/amp_scale_ops.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/../kernels/amp_scale/amp_scale_cpu.cpp
 )
 list(APPEND HG_CUDA_SOURCES
-  ${CMAKE_CURRENT_LIST_DIR}/../kernels/cuda/amp_scale.cu
+  ${CMAKE_CURRENT_LIST_DIR}/../kernels/amp_scale/amp_scale.cu
 )

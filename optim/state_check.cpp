@@ -14,7 +14,7 @@
 
 #include "core/counters.h"
 #include "core/error.h"
-#include "kernels/amp_scale.h"
+#include "kernels/amp_scale/amp_scale.h"
 
 namespace hg::optim {
 namespace {

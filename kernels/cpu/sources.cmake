@@ -69,7 +69,7 @@ endif()
 set_source_files_properties(${PROJECT_SOURCE_DIR}/kernels/foreach/foreach_cpu.cpp PROPERTIES COMPILE_OPTIONS "-fno-math-errno;-O3")
 # The GradScaler's check and unscale loops (amp_scale.cpp: an integer OR over
 # the lanes) vectorise only at -O3 for the same reason.
-set_source_files_properties(${PROJECT_SOURCE_DIR}/kernels/cpu/amp_scale.cpp PROPERTIES COMPILE_OPTIONS "-O3")
+set_source_files_properties(${PROJECT_SOURCE_DIR}/kernels/amp_scale/amp_scale_cpu.cpp PROPERTIES COMPILE_OPTIONS "-O3")
 # The element-wise loops (the float loop of Note [16-bit element-wise blocks
 # on the CPU], the contiguous f32 loops) and the column reductions vectorise
 # only at -O3: at -O2, GCC 12 compiled relu's select into a branch that

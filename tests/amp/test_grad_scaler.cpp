@@ -593,7 +593,7 @@ TEST_CASE("GradScaler: LR schedules count applied steps by default under a scale
   }
 }
 
-// The CPU check and unscale loops (kernels/cpu/amp_scale.cpp: bit tests on
+// The CPU check and unscale loops (kernels/amp_scale/amp_scale_cpu.cpp: bit tests on
 // the exponent field, OR-ed over the lanes; 16-bit gradients through an f32
 // block, rounded once; all gradients' blocks in one parallel region) against
 // the element rule written out here: for each gradient, "non-finite" is any

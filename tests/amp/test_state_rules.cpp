@@ -19,7 +19,7 @@
 #include "amp/grad_scaler.h"
 #include "autograd/functions.h"
 #include "core/counters.h"
-#include "kernels/amp_scale.h"
+#include "kernels/amp_scale/amp_scale.h"
 #include "kernels/optimizer/optimizer.h"
 #include "nn/layers.h"
 #include "nn/serialize.h"

@@ -31,7 +31,7 @@
 #include "autograd/functions.h"
 #include "core/counters.h"
 #include "core/error.h"
-#include "kernels/amp_scale.h"
+#include "kernels/amp_scale/amp_scale.h"
 #include "nn/layers.h"
 #include "nn/serialize.h"
 #include "optim/checkpoint.h"

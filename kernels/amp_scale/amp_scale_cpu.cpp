@@ -1,4 +1,4 @@
-// CPU GradScaler kernels (Note [GradScaler kernels] in kernels/amp_scale.h):
+// CPU GradScaler kernels (Note [GradScaler kernels] in kernels/amp_scale/amp_scale.h):
 // the CUDA unscale kernel's element rule over every gradient, and the shared
 // one-thread update.
 //
@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "core/convert.h"
-#include "kernels/amp_scale.h"
+#include "kernels/amp_scale/amp_scale.h"
 #include "kernels/cpu/convert_simd.h"
 #include "kernels/cpu/loops.h"
 

@@ -1,6 +1,6 @@
-// CUDA GradScaler kernels (Note [GradScaler kernels] in kernels/amp_scale.h):
+// CUDA GradScaler kernels (Note [GradScaler kernels] in kernels/amp_scale/amp_scale.h):
 // one launch per unscale_ / check and one per update, no host sync. The CPU
-// reference is kernels/cpu/amp_scale.cpp.
+// reference is kernels/amp_scale/amp_scale_cpu.cpp.
 //
 // amp_unscale_kernel
 //   formula    per element g of every gradient: bad |= !finite(g); unless
@@ -20,7 +20,7 @@
 //              the check reads the stored value before the multiply
 //
 // amp_update_scale_kernel
-//   formula    amp_update_state (kernels/amp_scale.h): back off / grow the
+//   formula    amp_update_state (kernels/amp_scale/amp_scale.h): back off / grow the
 //              scale, move the tracker and counters, inv_scale = 1/(double)S
 //              rounded to f32, found_any = 0
 //   launch     1 block of 1 thread
@@ -33,7 +33,7 @@
 #include <vector>
 
 #include "core/convert.h"
-#include "kernels/amp_scale.h"
+#include "kernels/amp_scale/amp_scale.h"
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/device_table.h"
 #include "kernels/cuda/launch.cuh"

@@ -1,10 +1,10 @@
 // amp_unscale_ / amp_update_scale_: check every argument once, then one
-// backend call (Note [GradScaler kernels] in kernels/amp_scale.h).
+// backend call (Note [GradScaler kernels] in kernels/amp_scale/amp_scale.h).
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "kernels/amp_scale.h"
+#include "kernels/amp_scale/amp_scale.h"
 #include "kernels/dispatch.h"
 
 namespace hg::ops {
