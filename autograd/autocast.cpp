@@ -16,7 +16,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "kernels/cpu/cpu_dispatch.h"
-#include "kernels/cpu/f16_native.h"
+#include "kernels/elementwise/f16_native.h"
 #include "kernels/cpu/vec_math.h"
 #include "kernels/gemm/gemm.h"
 

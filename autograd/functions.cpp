@@ -28,7 +28,7 @@ using autograd::SavedTensor;
 namespace {
 
 // out = op(x) for a unary op; backward = d_out * op'(saved), the derivative in
-// the op's functor (kernels/elementwise_functors.h), which also says whether
+// the op's functor (kernels/elementwise/elementwise_functors.h), which also says whether
 // it reads x, y or neither; only that one is saved.
 Tensor unary_op(OpId op, const Tensor& x, const ScalarArgs& args = {}) {
   HG_AUTOCAST(op, [&](const Tensor& in) { return unary_op(op, in, args); }, x);  // Note [Autocast]

@@ -1,5 +1,5 @@
 // The kernel interface each backend implements: hg::cpu:: (kernels/cpu/) and
-// hg::cuda:: (kernels/cuda/). kernels/ops.cpp checks arguments and calls these.
+// hg::cuda:: (kernels/cuda/). kernels/elementwise/elementwise_ops.cpp checks arguments and calls these.
 //
 // Preconditions (established by ops.cpp, checked only with HG_DCHECK here):
 // every tensor is on the same device; inputs are already expanded to the

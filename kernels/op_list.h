@@ -6,10 +6,10 @@
 //   _(name, dtypes, amp_class, grad)
 // and the list a line sits in is the op's family (OpFamily). From these lines
 // come the OpFamily and OpId enums, op_name, op_family, default_amp_class, needs_floating,
-// has_backward and the is_* tests below; kernels/elementwise_engine.h
+// has_backward and the is_* tests below; kernels/elementwise/elementwise_engine.h
 // generates the CPU and CUDA dispatch of the element-wise families from the
 // same lists. Nothing else switches on op ids by hand. Adding an element-wise
-// op = one line here + its functor in kernels/elementwise_functors.h + its
+// op = one line here + its functor in kernels/elementwise/elementwise_functors.h + its
 // autograd rule + one test entry (docs/kernels.md, "Adding an op").
 //
 // dtypes (what values the op takes):
@@ -44,7 +44,7 @@ namespace hg {
   _(cast,      any,      passthrough, rule)     \
   _(fill,      any,      passthrough, none)
 
-// out = f(x); functor ew::Unary<OpId::name, A> in kernels/elementwise_functors.h
+// out = f(x); functor ew::Unary<OpId::name, A> in kernels/elementwise/elementwise_functors.h
 #define HG_FORALL_UNARY_OPS(_)                  \
   _(neg,       any,      passthrough, functor)  \
   _(exp,       floating, fp32,        functor)  \
@@ -208,7 +208,7 @@ enum class OpDTypes : uint8_t { any, floating };
 enum class AmpClass : uint8_t { lower, fp32, promote, passthrough, banned };
 enum class OpGrad : uint8_t { functor, rule, none };
 // What a unary op's derivative reads besides d_out: its input x, its output y,
-// or nothing (each functor says, kernels/elementwise_functors.h).
+// or nothing (each functor says, kernels/elementwise/elementwise_functors.h).
 enum class GradFrom : uint8_t { input, output, nothing };
 
 // The scalar arguments of a parameterised op, in the op's own terms (each

@@ -28,7 +28,7 @@ DType promote_types(DType a, DType b);
 
 // ---- unary ------------------------------------------------------------------------
 // op: any op of HG_FORALL_UNARY_OPS (kernels/op_list.h); args: its scalar
-// arguments, as its functor in kernels/elementwise_functors.h names them
+// arguments, as its functor in kernels/elementwise/elementwise_functors.h names them
 // (clamp: {lo, hi}, a missing bound passed as -inf/+inf; softplus: {beta,
 // threshold}). Floating-only ops compute integer inputs in f32; an integer
 // input with a fractional argument also computes in f32 (infinite arguments,

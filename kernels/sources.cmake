@@ -19,7 +19,7 @@ list(APPEND HG_SOURCES
   ${PROJECT_SOURCE_DIR}/kernels/attention/attention_ops.cpp ${PROJECT_SOURCE_DIR}/kernels/attention/attention_cpu.cpp
   ${PROJECT_SOURCE_DIR}/kernels/fp8/fp8_ops.cpp ${PROJECT_SOURCE_DIR}/kernels/fp8/fp8_cpu.cpp
   ${PROJECT_SOURCE_DIR}/kernels/glu/glu_ops.cpp ${PROJECT_SOURCE_DIR}/kernels/glu/glu_cpu.cpp
-  ${PROJECT_SOURCE_DIR}/kernels/ops.cpp
+  ${PROJECT_SOURCE_DIR}/kernels/elementwise/elementwise_ops.cpp
   ${PROJECT_SOURCE_DIR}/kernels/attention/attention_cudnn_ops.cpp
 )
 list(APPEND HG_CUDA_SOURCES

@@ -1,7 +1,7 @@
 // The CPU's ISA-dependent decisions as pure functions of (CPU features,
 // switches), so that tests can ask what a CPU they do not run on would get
 // (docs/kernels.md, "CPU math: SLEEF and ISA dispatch"): the vector math ISA
-// (kernels/cpu/vec_math.h), native f16 element-wise (kernels/cpu/f16_native.h),
+// (kernels/cpu/vec_math.h), native f16 element-wise (kernels/elementwise/f16_native.h),
 // the GEMM paths (kernels/gemm/gemm_onednn.h) and the oneDNN convolution
 // (kernels/conv/conv_onednn.h). The dispatchers call them with
 // cpu_features() and the environment; nothing here depends on oneDNN.

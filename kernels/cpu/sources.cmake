@@ -1,24 +1,24 @@
 # kernels/cpu — the CPU kernels (every configuration).
 list(APPEND HG_SOURCES
-  ${PROJECT_SOURCE_DIR}/kernels/cpu/elementwise.cpp
+  ${PROJECT_SOURCE_DIR}/kernels/elementwise/elementwise_cpu.cpp
   ${PROJECT_SOURCE_DIR}/kernels/conv/pool_norm_cpu.cpp
   ${PROJECT_SOURCE_DIR}/kernels/softmax/cross_entropy_cpu.cpp
   ${PROJECT_SOURCE_DIR}/kernels/cpu/threads.cpp
   ${PROJECT_SOURCE_DIR}/kernels/cpu/convert_simd.cpp
   ${PROJECT_SOURCE_DIR}/kernels/cpu/vec_math.cpp
   ${PROJECT_SOURCE_DIR}/kernels/cpu/cpu_dispatch.cpp
-  ${PROJECT_SOURCE_DIR}/kernels/cpu/f16_native.cpp
+  ${PROJECT_SOURCE_DIR}/kernels/elementwise/f16_native.cpp
 )
-# The native f16 element-wise kernels (kernels/cpu/f16_native.h) for
+# The native f16 element-wise kernels (kernels/elementwise/f16_native.h) for
 # AVX512-FP16, where the compiler has it (GCC 12, clang 14 on); f16_native.cpp
 # calls them only after checking CPUID and XCR0.
 include(CheckCXXCompilerFlag)
 check_cxx_compiler_flag(-mavx512fp16 HG_CXX_HAS_AVX512FP16)
 if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64)$" AND HG_CXX_HAS_AVX512FP16)
-  list(APPEND HG_SOURCES ${PROJECT_SOURCE_DIR}/kernels/cpu/f16_native_avx512fp16.cpp)
-  set_source_files_properties(${PROJECT_SOURCE_DIR}/kernels/cpu/f16_native_avx512fp16.cpp
+  list(APPEND HG_SOURCES ${PROJECT_SOURCE_DIR}/kernels/elementwise/f16_native_avx512fp16.cpp)
+  set_source_files_properties(${PROJECT_SOURCE_DIR}/kernels/elementwise/f16_native_avx512fp16.cpp
                               PROPERTIES COMPILE_OPTIONS "-O3;-fno-math-errno;-mavx512fp16;-mavx512vl;-mavx512bw")
-  set_source_files_properties(${PROJECT_SOURCE_DIR}/kernels/cpu/f16_native.cpp PROPERTIES COMPILE_DEFINITIONS
+  set_source_files_properties(${PROJECT_SOURCE_DIR}/kernels/elementwise/f16_native.cpp PROPERTIES COMPILE_DEFINITIONS
                                                                               HG_HAVE_F16_NATIVE=1)
 endif()
 # The vector math kernels, one file per x86 ISA (kernels/cpu/vec_math.h); only
@@ -75,7 +75,7 @@ set_source_files_properties(${PROJECT_SOURCE_DIR}/kernels/amp_scale/amp_scale_cp
 # only at -O3: at -O2, GCC 12 compiled relu's select into a branch that
 # mispredicts on random signs (2.7 ns per element, 12x a copy's time).
 # The norms' row loops (kernels/norm/norm_cpu.cpp: the lane sums, the normalisation) likewise.
-set_source_files_properties(${PROJECT_SOURCE_DIR}/kernels/cpu/elementwise.cpp ${PROJECT_SOURCE_DIR}/kernels/reduce/reduce_cpu.cpp
+set_source_files_properties(${PROJECT_SOURCE_DIR}/kernels/elementwise/elementwise_cpu.cpp ${PROJECT_SOURCE_DIR}/kernels/reduce/reduce_cpu.cpp
                             ${PROJECT_SOURCE_DIR}/kernels/norm/norm_cpu.cpp PROPERTIES COMPILE_OPTIONS "-fno-math-errno;-O3")
 # The same for the pooling and batch-norm loops (pool_norm.cpp): at -O2 the
 # 2x2 max-pool's selects compiled into branches that mispredict on random data.

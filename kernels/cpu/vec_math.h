@@ -16,13 +16,13 @@
 //
 // Switches (read once, at first use; the setters change them at run time):
 //   HG_CPU_MATH=scalar   the scalar reference path: the functors of
-//                        kernels/elementwise_functors.h with glibc's libm, one
+//                        kernels/elementwise/elementwise_functors.h with glibc's libm, one
 //                        value at a time (cpu::set_cpu_math(CpuMath::scalar))
 //   HG_CPU_ISA=generic   the SSE2 baseline kernels (also the generic 16-bit
 //                        converters and no oneDNN, kernels/cpu/convert_simd.h);
 //   HG_CPU_ISA=avx2      at most AVX2 (cpu::set_cpu_isa_cap(VecIsa::...));
 //   HG_CPU_ISA=avx512    at most AVX-512F: the native f16 element-wise
-//                        kernels (kernels/cpu/f16_native.h) stay off
+//                        kernels (kernels/elementwise/f16_native.h) stay off
 // (kernels/cpu/cpu_dispatch.h parses the values and makes the decisions).
 // A build without SLEEF (-DHG_WITH_SLEEF=OFF) or a CPU other than x86-64 has
 // only the scalar path.

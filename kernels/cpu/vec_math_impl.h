@@ -15,7 +15,7 @@
 //   vm_leave()          what to run before returning to baseline code
 //                       (_mm256_zeroupper(), Note [vzeroupper before the tail])
 //
-// The formulas are the functors' of kernels/elementwise_functors.h, in the
+// The formulas are the functors' of kernels/elementwise/elementwise_functors.h, in the
 // same association order; only the transcendental function differs (SLEEF's
 // 1.0-ulp result against glibc's), so results agree with the scalar path to
 // a few float ulps, not bit for bit. Every kernel is a template over the
@@ -35,7 +35,7 @@
 
 #include "core/half.h"
 #include "kernels/cpu/vec_math.h"
-#include "kernels/elementwise_functors.h"
+#include "kernels/elementwise/elementwise_functors.h"
 
 namespace hg::cpu::HG_VM_NS {
 

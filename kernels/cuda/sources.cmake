@@ -9,9 +9,9 @@ list(APPEND HG_CUDA_HOST_SOURCES
 )
 # .cu kernel files (nvcc in gpu, g++ -x c++ in emu):
 list(APPEND HG_CUDA_SOURCES
-  ${PROJECT_SOURCE_DIR}/kernels/cuda/elementwise.cu
-  ${PROJECT_SOURCE_DIR}/kernels/cuda/elementwise_unary.cu
-  ${PROJECT_SOURCE_DIR}/kernels/cuda/elementwise_binary.cu
+  ${PROJECT_SOURCE_DIR}/kernels/elementwise/elementwise.cu
+  ${PROJECT_SOURCE_DIR}/kernels/elementwise/elementwise_unary.cu
+  ${PROJECT_SOURCE_DIR}/kernels/elementwise/elementwise_binary.cu
   ${PROJECT_SOURCE_DIR}/kernels/softmax/cross_entropy.cu
   ${PROJECT_SOURCE_DIR}/kernels/cuda/device_error.cu
   ${PROJECT_SOURCE_DIR}/kernels/conv/pool_norm.cu

@@ -24,7 +24,7 @@
 #include <cstdint>
 
 #include "core/convert.h"
-#include "kernels/cuda/elementwise.cuh"
+#include "kernels/elementwise/elementwise.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/glu/glu.h"
 #include "runtime/cuda/runtime.h"

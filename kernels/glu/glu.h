@@ -21,7 +21,7 @@
 //
 // Precision contract: x, y, d_y and d_x share x's dtype (f32, f16, bf16, f64);
 // each element is widened to acc_t (f32; f64 for f64), computed there with
-// the overflow-safe sigmoid of kernels/elementwise_functors.h, and rounded
+// the overflow-safe sigmoid of kernels/elementwise/elementwise_functors.h, and rounded
 // once. Bytes: the forward reads 2 and writes 1 element per output element,
 // the backward reads 3 and writes 2; no statistics are kept.
 #pragma once
@@ -30,7 +30,7 @@
 
 #include "core/macros.h"
 #include "core/tensor.h"
-#include "kernels/elementwise_functors.h"
+#include "kernels/elementwise/elementwise_functors.h"
 #include "kernels/op_list.h"
 
 namespace hg::ops {

@@ -35,7 +35,7 @@
 #include "kernels/cuda/device_error.h"
 #include "runtime/cuda/device_limits.h"
 #include "kernels/cuda/device_math.cuh"
-#include "kernels/cuda/elementwise.cuh"
+#include "kernels/elementwise/elementwise.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "runtime/cuda/runtime.h"
 #include "kernels/index/index.h"

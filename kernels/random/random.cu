@@ -12,7 +12,7 @@
 #include <cstdint>
 
 #include "core/convert.h"
-#include "kernels/cuda/elementwise.cuh"
+#include "kernels/elementwise/elementwise.cuh"
 #include "kernels/random/random.h"
 
 namespace hg::cuda {

@@ -1,5 +1,5 @@
-# The AVX512-FP16 build of the native f16 kernels (kernels/cpu/f16_native_impl.h
-# compiled by kernels/cpu/f16_native_avx512fp16.cpp) must compute with the
+# The AVX512-FP16 build of the native f16 kernels (kernels/elementwise/f16_native_impl.h
+# compiled by kernels/elementwise/f16_native_avx512fp16.cpp) must compute with the
 # AVX512-FP16 instructions: its functions in the library (namespace
 # hg::cpu::f16_avx512fp16, found with nm) must contain vaddph, vsubph, vmulph,
 # vdivph, vsqrtph and vcmp*ph, and no call to libgcc's software _Float16

@@ -1,4 +1,4 @@
-// The native f16 element-wise kernels (kernels/cpu/f16_native_impl.h)
+// The native f16 element-wise kernels (kernels/elementwise/f16_native_impl.h)
 // compiled without AVX512-FP16: the same source, each _Float16 operation
 // lowered by GCC to f32 arithmetic plus one rounding to _Float16, so that
 // tests/kernels/test_cpu_dispatch.cpp can run it on any x86-64 CPU. Compilers
@@ -6,7 +6,7 @@
 // (f16_native_soft_table() returns nullptr and the test says skipped).
 #include <cstddef>
 
-#include "kernels/cpu/f16_native.h"
+#include "kernels/elementwise/f16_native.h"
 
 #if defined(__FLT16_MANT_DIG__)
 // Vectors passed by value between the inlined helpers: GCC notes the AVX-512
@@ -14,7 +14,7 @@
 #pragma GCC diagnostic ignored "-Wpsabi"
 #define HG_F16_NS f16_soft
 #define HG_F16_LEAVE() (void)0
-#include "kernels/cpu/f16_native_impl.h"
+#include "kernels/elementwise/f16_native_impl.h"
 #endif
 
 namespace hg::cpu {

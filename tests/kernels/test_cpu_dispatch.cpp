@@ -1,5 +1,5 @@
 // The CPU's ISA dispatch (kernels/cpu/cpu_dispatch.h) and the native f16
-// element-wise kernels (kernels/cpu/f16_native.h).
+// element-wise kernels (kernels/elementwise/f16_native.h).
 //
 // Decisions: forced feature sets (a Sapphire Rapids-class Xeon with
 // AVX512-FP16 and AMX, a Zen 4 with AVX512_BF16 only, an AVX2-only CPU, the
@@ -29,9 +29,9 @@
 
 #include "core/half.h"
 #include "kernels/cpu/cpu_dispatch.h"
-#include "kernels/cpu/f16_native.h"
+#include "kernels/elementwise/f16_native.h"
 #include "kernels/cpu/vec_math.h"
-#include "kernels/elementwise_functors.h"
+#include "kernels/elementwise/elementwise_functors.h"
 #include "kernels/gemm/gemm.h"
 #include "kernels/ops.h"
 #include "tests/kernels/test_support.h"
@@ -349,7 +349,7 @@ TEST_CASE("native f16 element-wise kernels are bit-identical to the widening pat
 }
 
 // The element-wise loop's use of the native kernels (Note [Native f16
-// element-wise] in kernels/cpu/elementwise.cpp), through the ops, with the
+// element-wise] in kernels/elementwise/elementwise_cpu.cpp), through the ops, with the
 // same-source kernels standing in for the AVX512-FP16 ones: every op gives
 // the widening path's bits on contiguous f16 tensors (sizes with a partial
 // vector, below and above the parallel grain; special values), a scalar f16 cannot

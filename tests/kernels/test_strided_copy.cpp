@@ -1,11 +1,11 @@
-// The CUDA elementwise engine's strided paths (kernels/cuda/elementwise.cuh)
+// The CUDA elementwise engine's strided paths (kernels/elementwise/elementwise.cuh)
 // against the CPU copy: transposes (the tiled shared-memory kernel),
 // broadcasts (stride 0, inner and outer), slices, permutations of odd sizes,
 // strided destinations, casts through a transposed view, every dtype, empty
 // tensors, the 64-bit fallback (forced) and the index-width decision for a
 // broadcast view of 3 * 10^9 virtual elements (not allocated). Every copy
 // must be bit-exact: a copy or cast rounds the same way on both backends.
-// Also the fast divisor (kernels/cuda/int_divider.h) against `/`.
+// Also the fast divisor (kernels/elementwise/int_divider.h) against `/`.
 #include <catch2/catch.hpp>
 
 #include <cstdint>
@@ -18,8 +18,8 @@
 #include "tests/kernels/test_support.h"
 
 #if defined(HG_WITH_CUDA)
-#include "kernels/cuda/int_divider.h"
-#include "kernels/cuda/map_stats.h"
+#include "kernels/elementwise/int_divider.h"
+#include "kernels/elementwise/map_stats.h"
 #endif
 
 using namespace hg;

@@ -19,7 +19,7 @@ hg_add_test(test_kernels LABEL kernels ARGS "~[cuda]~[gemm-native]~[gemm-onednn-
   ${CMAKE_CURRENT_LIST_DIR}/test_cpu_dispatch.cpp
   ${CMAKE_CURRENT_LIST_DIR}/f16_native_soft.cpp
 )
-# The native f16 element-wise kernels (kernels/cpu/f16_native.h): the object
+# The native f16 element-wise kernels (kernels/elementwise/f16_native.h): the object
 # compiled with -mavx512fp16 must hold the AVX512-FP16 instructions and no
 # software _Float16 calls (nm + objdump; binutils comes with the compiler).
 # f16_native_soft.cpp is the same source without the flags, run by

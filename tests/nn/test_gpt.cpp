@@ -25,7 +25,7 @@
 
 #if defined(HG_WITH_CUDA)
 #include "kernels/amp_policy.h"
-#include "kernels/cuda/map_stats.h"
+#include "kernels/elementwise/map_stats.h"
 #endif
 
 using namespace hg;
@@ -265,7 +265,7 @@ TEST_CASE("GPT-2 124M configuration: parameter count and one training step on th
 // The elementwise engine's launches in one amp-bf16 training step of a small
 // GPT (GPT-2's structure: 2 layers, 4 heads, width 64, 64 tokens x 4, vocab
 // 250 padded to 256: a few padding columns, as GPT-2's 50257 -> 50304), per
-// path (kernels/cuda/map_stats.h). Two configurations: the padded
+// path (kernels/elementwise/map_stats.h). Two configurations: the padded
 // vocabulary with the fused cross-entropy on the 16-bit logits (the default),
 // and the unpadded one with the loss forced to fp32 (the fp32 copy of the
 // logits and of their gradient, as the autocast fp32 class gives). Every

@@ -12,7 +12,7 @@
 //
 // Host side, the operands' dims are collapsed first (size-1 dims dropped, a dim
 // merged into the next-inner one where every operand is contiguous across
-// both), then the first path that applies runs (MapPath, kernels/cuda/map_stats.h):
+// both), then the first path that applies runs (MapPath, kernels/elementwise/map_stats.h):
 //
 // map_contiguous_kernel   every operand contiguous and 16-byte aligned
 //   split   grid-stride over 128-bit chunks (kVec = 16 / widest element:
@@ -25,7 +25,7 @@
 //           multiple of kVec, the bases 16-byte aligned (the bias
 //           broadcast [M, N] <- [N], a slice of rows, a merged head layout)
 //   split   kVec-element chunks; a chunk's offsets from 32-bit fast-divisor
-//           index math (IntDivider, kernels/cuda/int_divider.h), then one
+//           index math (IntDivider, kernels/elementwise/int_divider.h), then one
 //           128-bit load per stride-1 input (a splat for stride 0), one store;
 //           kElemsPerThread chunks per thread per step
 //   launch  256 threads/block, blocks = min(ceil(chunks / (256 * 4)), 32 SMs)
@@ -63,9 +63,9 @@
 #include <utility>
 
 #include "core/tensor.h"
-#include "kernels/cuda/int_divider.h"
+#include "kernels/elementwise/int_divider.h"
 #include "kernels/cuda/launch.cuh"
-#include "kernels/cuda/map_stats.h"
+#include "kernels/elementwise/map_stats.h"
 #include "runtime/cuda/runtime.h"
 
 namespace hg::cuda {
@@ -179,7 +179,7 @@ MapPath plan_map(const Collapsed<N>& c, const std::array<const Tensor*, N>& ops,
   return MapPath::kStrided32;
 }
 
-// Host side: records a launch in the counters (kernels/cuda/map_stats.h).
+// Host side: records a launch in the counters (kernels/elementwise/map_stats.h).
 void count_map_launch(MapPath path, int64_t elements, int64_t bytes);
 
 // ---- device-side offsets -----------------------------------------------------------------
@@ -549,7 +549,7 @@ void launch_map(const char* name, const Op& op, const Tensor& out, const Tensors
   }
 }
 
-// The element-wise engine's loop on CUDA (kernels/elementwise_engine.h):
+// The element-wise engine's loop on CUDA (kernels/elementwise/elementwise_engine.h):
 // every functor of the op list runs through launch_map.
 struct CudaLoop {
   template <typename Out, typename... In, typename Fn, typename... Tensors>

@@ -4,12 +4,12 @@
 //                          device copy, and the launch-path counters
 //   elementwise_unary.cu   unary and unary backward
 //   elementwise_binary.cu  binary (+ scalar) and where
-// Every family is a functor run by map_kernel (kernels/cuda/elementwise.cuh:
+// Every family is a functor run by map_kernel (kernels/elementwise/elementwise.cuh:
 // split, launch shape and bytes moved are described there).
 //
-// The math of every op is its functor in kernels/elementwise_functors.h and
-// the dispatch is kernels/elementwise_engine.h, shared with the CPU reference
-// (kernels/cpu/elementwise.cpp); this file plugs in launch_map.
+// The math of every op is its functor in kernels/elementwise/elementwise_functors.h and
+// the dispatch is kernels/elementwise/elementwise_engine.h, shared with the CPU reference
+// (kernels/elementwise/elementwise_cpu.cpp); this file plugs in launch_map.
 //
 // Precision contract: 16-bit inputs are widened to float, the math runs in
 // acc_t (float; double for f64), one rounding on store. NaN propagates through
@@ -25,8 +25,8 @@
 #include "core/convert.h"
 #include "core/copy.h"
 #include "kernels/backend.h"
-#include "kernels/cuda/elementwise.cuh"
-#include "kernels/cuda/map_stats.h"
+#include "kernels/elementwise/elementwise.cuh"
+#include "kernels/elementwise/map_stats.h"
 
 namespace hg::cuda {
 
@@ -62,7 +62,7 @@ void fill(const Tensor& dst, double value) {
   });
 }
 
-// ---- launch counters (kernels/cuda/map_stats.h) ----
+// ---- launch counters (kernels/elementwise/map_stats.h) ----
 
 namespace {
 

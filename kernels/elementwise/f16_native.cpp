@@ -1,5 +1,5 @@
-// The native f16 element-wise dispatch (kernels/cpu/f16_native.h).
-#include "kernels/cpu/f16_native.h"
+// The native f16 element-wise dispatch (kernels/elementwise/f16_native.h).
+#include "kernels/elementwise/f16_native.h"
 
 #include <atomic>
 #include <cstdlib>

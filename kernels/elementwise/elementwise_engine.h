@@ -10,8 +10,8 @@
 //     static void map(const char* name, const Fn& fn, const Tensor& out, const Tensors&... ins);
 //   };
 //
-// kernels/cpu/elementwise.cpp plugs in cpu::map_typed (OpenMP loops) and
-// kernels/cuda/elementwise.cu plugs in launch_map (map_kernel, with its
+// kernels/elementwise/elementwise_cpu.cpp plugs in cpu::map_typed (OpenMP loops) and
+// kernels/elementwise/elementwise.cu plugs in launch_map (map_kernel, with its
 // 128-bit vector path). Preconditions are those of kernels/backend.h.
 #pragma once
 
@@ -20,7 +20,7 @@
 
 #include "core/dtype.h"
 #include "core/tensor.h"
-#include "kernels/elementwise_functors.h"
+#include "kernels/elementwise/elementwise_functors.h"
 
 namespace hg::ew {
 

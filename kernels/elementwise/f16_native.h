@@ -11,9 +11,9 @@
 // subnormals: it ignores MXCSR's DAZ/FTZ). A NaN result's sign and payload
 // may differ, as between any two compilations of the float path.
 //
-// The kernels are written once (kernels/cpu/f16_native_impl.h) and compiled
-// for AVX512-FP16 (kernels/cpu/f16_native_avx512fp16.cpp); the element-wise
-// loop (kernels/cpu/elementwise.cpp) calls them where
+// The kernels are written once (kernels/elementwise/f16_native_impl.h) and compiled
+// for AVX512-FP16 (kernels/elementwise/f16_native_avx512fp16.cpp); the element-wise
+// loop (kernels/elementwise/elementwise_cpu.cpp) calls them where
 // cpu::f16_elementwise_decision() (kernels/cpu/cpu_dispatch.h) says native.
 #pragma once
 

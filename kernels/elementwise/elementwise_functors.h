@@ -1,8 +1,8 @@
 // The math of every element-wise op, written once: one functor per op holding
 // its forward formula and (unary ops) its derivative. The CPU engine
-// (kernels/cpu/elementwise.cpp) and the CUDA engine (kernels/cuda/elementwise.cu,
+// (kernels/elementwise/elementwise_cpu.cpp) and the CUDA engine (kernels/elementwise/elementwise.cu,
 // also built by g++ as cuda-emu) both instantiate these through
-// kernels/elementwise_engine.h, which picks the functor from the op list.
+// kernels/elementwise/elementwise_engine.h, which picks the functor from the op list.
 //
 // Functor contract. A is the math type, acc_t<T> (kernels/scalar_math.h):
 // float for f32/f16/bf16, double for f64, the integer type itself for

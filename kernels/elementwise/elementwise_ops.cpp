@@ -6,7 +6,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/dispatch.h"
-#include "kernels/elementwise_engine.h"
+#include "kernels/elementwise/elementwise_engine.h"
 
 namespace hg::ops {
 

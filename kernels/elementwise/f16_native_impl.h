@@ -1,6 +1,6 @@
-// The native f16 element-wise kernels (kernels/cpu/f16_native.h), written
+// The native f16 element-wise kernels (kernels/elementwise/f16_native.h), written
 // once with GCC vector extensions over _Float16 and compiled twice:
-//   kernels/cpu/f16_native_avx512fp16.cpp  with -mavx512fp16 -mavx512vl
+//   kernels/elementwise/f16_native_avx512fp16.cpp  with -mavx512fp16 -mavx512vl
 //     -mavx512bw: each operation is one AVX512-FP16 instruction on 32 lanes
 //     (vaddph, vsubph, vmulph, vdivph, vsqrtph; vcmpph and a masked blend
 //     for the selects);
@@ -15,17 +15,17 @@
 // Each kernel applies exactly one IEEE operation per element and stores it:
 // no expression chains, so no value can skip a rounding through excess
 // precision. sqrt is written as the f32 square root rounded to _Float16
-// (the same value, see kernels/cpu/f16_native.h), which GCC compiles to
+// (the same value, see kernels/elementwise/f16_native.h), which GCC compiles to
 // vsqrtph under AVX512-FP16. The last n % 32 values go through a zero-padded
 // vector, so the same code handles them.
 #if !defined(HG_F16_NS) || !defined(HG_F16_LEAVE)
-#error "define HG_F16_NS and HG_F16_LEAVE before including kernels/cpu/f16_native_impl.h"
+#error "define HG_F16_NS and HG_F16_LEAVE before including kernels/elementwise/f16_native_impl.h"
 #endif
 
 #include <cstdint>
 #include <cstring>
 
-#include "kernels/cpu/f16_native.h"
+#include "kernels/elementwise/f16_native.h"
 
 namespace hg::cpu::HG_F16_NS {
 
@@ -71,7 +71,7 @@ inline __attribute__((always_inline)) hv binary_op(const hv& a, const hv& b) {
   if constexpr (kOp == F16Op::minimum) return select_nan(a < b, a, b);
 }
 
-// The functors' rules (kernels/elementwise_functors.h): abs(-0) = -0 (x < 0
+// The functors' rules (kernels/elementwise/elementwise_functors.h): abs(-0) = -0 (x < 0
 // is false), relu keeps NaN.
 template <F16Op kOp>
 inline __attribute__((always_inline)) hv unary_op(const hv& x) {

@@ -1,8 +1,8 @@
 // CPU reference kernels for elementwise ops: unary, unary backward, binary,
 // scalar, where, copy and fill. The numerical oracle for the CUDA kernels.
 //
-// The math of every op is its functor in kernels/elementwise_functors.h and
-// the dispatch is kernels/elementwise_engine.h, both shared with the CUDA
+// The math of every op is its functor in kernels/elementwise/elementwise_functors.h and
+// the dispatch is kernels/elementwise/elementwise_engine.h, both shared with the CUDA
 // engine; this file plugs in the CPU loop (cpu::map_typed: OpenMP over
 // contiguous operands, an odometer over strided ones).
 //
@@ -21,10 +21,10 @@
 #include "core/copy.h"
 #include "kernels/backend.h"
 #include "kernels/cpu/convert_simd.h"
-#include "kernels/cpu/f16_native.h"
+#include "kernels/elementwise/f16_native.h"
 #include "kernels/cpu/loops.h"
 #include "kernels/cpu/vec_math.h"
-#include "kernels/elementwise_engine.h"
+#include "kernels/elementwise/elementwise_engine.h"
 
 namespace hg::cpu {
 
@@ -39,7 +39,7 @@ const bool g_16bit_blocks = [] {
 
 // Note [16-bit element-wise blocks on the CPU]
 // A 16-bit element-wise op widens each value to float, computes and rounds
-// once (the adapters of kernels/elementwise_engine.h). Done one value at a
+// once (the adapters of kernels/elementwise/elementwise_engine.h). Done one value at a
 // time, the conversions dominate: the bf16 ReLU ran at 4 ns per element. For
 // contiguous 16-bit operands of one dtype the CPU loop instead widens blocks
 // of kBlock values with the vectorised converters (kernels/cpu/convert_simd.h),
@@ -179,10 +179,10 @@ bool try_vec_unary(const Fn& fn, const Tensor& out, const Tensors&... ins) {
 // Note [Native f16 element-wise]
 // On a CPU with AVX512-FP16, contiguous f16 add, sub, mul, div, maximum,
 // minimum, neg, abs, relu and sqrt run as the native kernels of
-// kernels/cpu/f16_native.h (32 f16 lanes an instruction, no widening), in
+// kernels/elementwise/f16_native.h (32 f16 lanes an instruction, no widening), in
 // blocks of 4096 values as the SLEEF blocks do. Each is one IEEE operation,
 // so the result is bit-identical to the widening blocks above (the argument
-// is in kernels/cpu/f16_native.h). With a scalar, only where the scalar is an
+// is in kernels/elementwise/f16_native.h). With a scalar, only where the scalar is an
 // f16 value: the functor keeps the scalar in f32 (f16 * 0.1 multiplies by
 // 0.1f), which no f16 operation reproduces.
 template <typename Fn>

@@ -1,4 +1,4 @@
-// Host-side counters of the CUDA elementwise engine (kernels/cuda/elementwise.cuh):
+// Host-side counters of the CUDA elementwise engine (kernels/elementwise/elementwise.cuh):
 // per launch path, how many launches and how many elements and bytes they
 // moved. A measuring tool for the per-step tables (docs/benchmarks.md) and the
 // tests that check which path a layout takes; counting is a few relaxed
