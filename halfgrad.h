@@ -28,7 +28,7 @@
 #include "autograd/gradcheck.h"
 #include "autograd/node.h"
 
-#include "kernels/cpu/threads.h"
+#include "runtime/cpu/threads.h"
 
 #include "nn/functional.h"
 #include "nn/init.h"

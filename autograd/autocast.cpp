@@ -15,7 +15,7 @@
 #include "autograd/grad_mode.h"
 #include "core/error.h"
 #include "core/log.h"
-#include "kernels/cpu/cpu_dispatch.h"
+#include "runtime/cpu/cpu_dispatch.h"
 #include "kernels/elementwise/f16_native.h"
 #include "kernels/cpu/vec_math.h"
 #include "kernels/gemm/gemm.h"
@@ -269,7 +269,7 @@ bool supported(Device device, DType dtype) {
 
 std::string capability_report(Device device) {
   if (device.is_cpu()) {
-    // CPUID / XCR0 as the dispatchers read them (kernels/cpu/cpu_dispatch.h).
+    // CPUID / XCR0 as the dispatchers read them (runtime/cpu/cpu_dispatch.h).
     const cpu::CpuFeatures& f = cpu::cpu_features();
     auto yn = [](bool b) { return b ? "yes" : "no"; };
     std::string out = "cpu: F16C ";

@@ -35,7 +35,7 @@
 #include "core/convert.h"
 #include "kernels/amp_scale/amp_scale.h"
 #include "kernels/cuda/device_math.cuh"
-#include "kernels/cuda/device_table.h"
+#include "runtime/cuda/device_table.h"
 #include "kernels/cuda/launch.cuh"
 #include "runtime/cuda/runtime.h"
 

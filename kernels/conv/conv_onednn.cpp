@@ -26,7 +26,7 @@
 // reorders are counted (conv_onednn_reorders()).
 //
 // Primitives and their reorders are cached per key (sizes, strides, params,
-// dtype, thread count) in an LRU of 128 entries (kernels/cpu/onednn.h); a key
+// dtype, thread count) in an LRU of 128 entries (runtime/cpu/onednn.h); a key
 // oneDNN can only run on its reference kernels, or cannot run at all, is
 // remembered as unsupported, and the caller takes im2col.
 #include "kernels/conv/conv_onednn.h"
@@ -46,8 +46,8 @@
 
 #include "core/error.h"
 #include "core/log.h"
-#include "kernels/cpu/cpu_dispatch.h"
-#include "kernels/cpu/onednn.h"
+#include "runtime/cpu/cpu_dispatch.h"
+#include "runtime/cpu/onednn.h"
 
 namespace hg::cpu {
 
@@ -93,7 +93,7 @@ dt to_dnnl(DType d) {
   }
 }
 
-// The decision of kernels/cpu/cpu_dispatch.h; oneDNN is asked only when
+// The decision of runtime/cpu/cpu_dispatch.h; oneDNN is asked only when
 // the switches leave it a chance.
 const char* off_reason(DType dtype) {
   const bool generic = env_is("HG_CPU_ISA", "generic");

@@ -3,10 +3,10 @@ list(APPEND HG_SOURCES
   ${PROJECT_SOURCE_DIR}/kernels/elementwise/elementwise_cpu.cpp
   ${PROJECT_SOURCE_DIR}/kernels/conv/pool_norm_cpu.cpp
   ${PROJECT_SOURCE_DIR}/kernels/softmax/cross_entropy_cpu.cpp
-  ${PROJECT_SOURCE_DIR}/kernels/cpu/threads.cpp
+  ${PROJECT_SOURCE_DIR}/runtime/cpu/threads.cpp
   ${PROJECT_SOURCE_DIR}/kernels/cpu/convert_simd.cpp
   ${PROJECT_SOURCE_DIR}/kernels/cpu/vec_math.cpp
-  ${PROJECT_SOURCE_DIR}/kernels/cpu/cpu_dispatch.cpp
+  ${PROJECT_SOURCE_DIR}/runtime/cpu/cpu_dispatch.cpp
   ${PROJECT_SOURCE_DIR}/kernels/elementwise/f16_native.cpp
 )
 # The native f16 element-wise kernels (kernels/elementwise/f16_native.h) for
@@ -46,7 +46,7 @@ endif()
 # The oneDNN paths (GEMM and convolution, and what they share), when the build
 # has oneDNN (CMakeLists.txt, HG_WITH_ONEDNN).
 if(HG_WITH_ONEDNN)
-  list(APPEND HG_SOURCES ${PROJECT_SOURCE_DIR}/kernels/cpu/onednn.cpp ${PROJECT_SOURCE_DIR}/kernels/gemm/gemm_onednn.cpp
+  list(APPEND HG_SOURCES ${PROJECT_SOURCE_DIR}/runtime/cpu/onednn.cpp ${PROJECT_SOURCE_DIR}/kernels/gemm/gemm_onednn.cpp
        ${PROJECT_SOURCE_DIR}/kernels/conv/conv_onednn.cpp)
 endif()
 # The f32 Adam loop in optimizer.cpp vectorises only when sqrt need not set

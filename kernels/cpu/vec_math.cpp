@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "kernels/cpu/cpu_dispatch.h"
+#include "runtime/cpu/cpu_dispatch.h"
 #include "kernels/norm/norm_simd.h"
 
 #if defined(HG_HAVE_SLEEF)
@@ -34,7 +34,7 @@ bool env_is(const char* name, const char* value) {
   return env != nullptr && std::strcmp(env, value) == 0;
 }
 
-// The widest ISA this CPU runs and the HG_CPU_ISA cap (kernels/cpu/cpu_dispatch.h).
+// The widest ISA this CPU runs and the HG_CPU_ISA cap (runtime/cpu/cpu_dispatch.h).
 VecIsa best_isa() {
 #if defined(HG_HAVE_SLEEF)
   return best_vec_isa(cpu_features());

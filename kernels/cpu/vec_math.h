@@ -23,7 +23,7 @@
 //   HG_CPU_ISA=avx2      at most AVX2 (cpu::set_cpu_isa_cap(VecIsa::...));
 //   HG_CPU_ISA=avx512    at most AVX-512F: the native f16 element-wise
 //                        kernels (kernels/elementwise/f16_native.h) stay off
-// (kernels/cpu/cpu_dispatch.h parses the values and makes the decisions).
+// (runtime/cpu/cpu_dispatch.h parses the values and makes the decisions).
 // A build without SLEEF (-DHG_WITH_SLEEF=OFF) or a CPU other than x86-64 has
 // only the scalar path.
 #pragma once
@@ -32,13 +32,13 @@
 #include <type_traits>
 
 #include "core/half.h"
-#include "kernels/cpu/cpu_dispatch.h"
+#include "runtime/cpu/cpu_dispatch.h"
 #include "kernels/op_list.h"
 
 namespace hg::cpu {
 
 enum class CpuMath { scalar, sleef };
-// VecIsa (sse2, avx2, avx512) is kernels/cpu/cpu_dispatch.h's.
+// VecIsa (sse2, avx2, avx512) is runtime/cpu/cpu_dispatch.h's.
 
 // The process-wide math path; sleef falls back to scalar where the build or
 // CPU has no SLEEF kernels.

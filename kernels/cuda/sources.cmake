@@ -4,7 +4,7 @@
 # the device-side error flag), and the cuDNN fused-attention graph.
 list(APPEND HG_CUDA_HOST_SOURCES
   ${PROJECT_SOURCE_DIR}/kernels/cuda/device_hooks.cpp
-  ${PROJECT_SOURCE_DIR}/kernels/cuda/device_table.cpp
+  ${PROJECT_SOURCE_DIR}/runtime/cuda/device_table.cpp
   ${PROJECT_SOURCE_DIR}/kernels/attention/attention_cudnn.cpp
 )
 # .cu kernel files (nvcc in gpu, g++ -x c++ in emu):

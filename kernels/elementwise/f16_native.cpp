@@ -7,7 +7,7 @@
 #include <optional>
 
 #include "core/log.h"
-#include "kernels/cpu/cpu_dispatch.h"
+#include "runtime/cpu/cpu_dispatch.h"
 #include "kernels/cpu/vec_math.h"
 
 namespace hg::cpu {

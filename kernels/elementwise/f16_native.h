@@ -14,7 +14,7 @@
 // The kernels are written once (kernels/elementwise/f16_native_impl.h) and compiled
 // for AVX512-FP16 (kernels/elementwise/f16_native_avx512fp16.cpp); the element-wise
 // loop (kernels/elementwise/elementwise_cpu.cpp) calls them where
-// cpu::f16_elementwise_decision() (kernels/cpu/cpu_dispatch.h) says native.
+// cpu::f16_elementwise_decision() (runtime/cpu/cpu_dispatch.h) says native.
 #pragma once
 
 #include <cstdint>

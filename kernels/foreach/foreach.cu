@@ -27,7 +27,7 @@
 #include <vector>
 
 #include "core/convert.h"
-#include "kernels/cuda/device_table.h"
+#include "runtime/cuda/device_table.h"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/foreach/foreach.h"
 #include "runtime/cuda/device_limits.h"

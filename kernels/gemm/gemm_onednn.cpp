@@ -14,7 +14,7 @@
 // objects; a shape oneDNN can only run on its reference (scalar) kernels, or
 // cannot run at all, is remembered as unsupported and the caller widens.
 //
-// Engine, streams, the primitive cache and the thread-count rule: kernels/cpu/onednn.h.
+// Engine, streams, the primitive cache and the thread-count rule: runtime/cpu/onednn.h.
 #include "kernels/gemm/gemm_onednn.h"
 
 #include <omp.h>
@@ -29,7 +29,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
-#include "kernels/cpu/onednn.h"
+#include "runtime/cpu/onednn.h"
 
 namespace hg::cpu {
 

@@ -3,7 +3,7 @@
 // (HG_HAVE_ONEDNN); kernels/gemm/gemm_cpu.cpp dispatches to it.
 #pragma once
 
-#include "kernels/cpu/cpu_dispatch.h"
+#include "runtime/cpu/cpu_dispatch.h"
 #include "kernels/gemm/gemm.h"
 
 namespace hg::cpu {

@@ -48,7 +48,7 @@
 #include "kernels/cuda/block_reduce.cuh"
 #include "runtime/cuda/device_limits.h"
 #include "kernels/cuda/device_math.cuh"
-#include "kernels/cuda/device_table.h"
+#include "runtime/cuda/device_table.h"
 #include "kernels/cuda/launch.cuh"
 #include "runtime/cuda/runtime.h"
 #include "kernels/grad_norm/grad_norm.h"

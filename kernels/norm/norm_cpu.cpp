@@ -30,7 +30,7 @@
 #include "core/copy.h"
 #include "kernels/cpu/convert_simd.h"
 #include "kernels/cpu/loops.h"
-#include "kernels/cpu/threads.h"
+#include "runtime/cpu/threads.h"
 #include "kernels/norm/norm_simd.h"
 #include "kernels/norm/norm.h"
 

@@ -29,7 +29,7 @@
 #include "core/convert.h"
 #include "core/counters.h"
 #include "runtime/cuda/device_limits.h"
-#include "kernels/cuda/device_table.h"
+#include "runtime/cuda/device_table.h"
 #include "kernels/cuda/launch.cuh"
 #include "runtime/cuda/runtime.h"
 #include "kernels/optimizer/optimizer.h"

@@ -39,7 +39,7 @@
 
 #include "kernels/cpu/convert_simd.h"
 #include "kernels/cpu/loops.h"
-#include "kernels/cpu/threads.h"
+#include "runtime/cpu/threads.h"
 #include "kernels/reduce/reduce.h"
 
 namespace hg::cpu {

@@ -23,7 +23,7 @@
 #include "autograd/grad_mode.h"
 #include "core/float8.h"
 #include "core/generator.h"
-#include "kernels/cpu/threads.h"
+#include "runtime/cpu/threads.h"
 #include "kernels/ops.h"
 #include "nn/layers.h"
 #include "nn/models/gpt.h"

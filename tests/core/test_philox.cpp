@@ -15,7 +15,7 @@
 #include "core/half.h"
 #include "core/philox.h"
 #include "core/tensor.h"
-#include "kernels/cpu/threads.h"
+#include "runtime/cpu/threads.h"
 
 namespace {
 

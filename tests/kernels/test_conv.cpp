@@ -16,7 +16,7 @@
 #include "autograd/functions.h"
 #include "autograd/gradcheck.h"
 #include "kernels/conv/conv.h"
-#include "kernels/cpu/threads.h"
+#include "runtime/cpu/threads.h"
 #include "kernels/gemm/gemm.h"
 #include "nn/conv.h"
 #include "tests/kernels/test_support.h"

@@ -1,4 +1,4 @@
-// The CPU's ISA dispatch (kernels/cpu/cpu_dispatch.h) and the native f16
+// The CPU's ISA dispatch (runtime/cpu/cpu_dispatch.h) and the native f16
 // element-wise kernels (kernels/elementwise/f16_native.h).
 //
 // Decisions: forced feature sets (a Sapphire Rapids-class Xeon with
@@ -28,7 +28,7 @@
 #include <vector>
 
 #include "core/half.h"
-#include "kernels/cpu/cpu_dispatch.h"
+#include "runtime/cpu/cpu_dispatch.h"
 #include "kernels/elementwise/f16_native.h"
 #include "kernels/cpu/vec_math.h"
 #include "kernels/elementwise/elementwise_functors.h"

@@ -17,7 +17,7 @@
 #include "autograd/functions.h"
 #include "autograd/functions_attention.h"
 #include "kernels/attention/flash_attention_tiles.h"
-#include "kernels/cpu/threads.h"
+#include "runtime/cpu/threads.h"
 #include "kernels/cpu/vec_math.h"
 #include "kernels/attention/flash_attention.h"
 #include "tests/kernels/test_support.h"

@@ -14,7 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "kernels/cpu/threads.h"
+#include "runtime/cpu/threads.h"
 #include "kernels/gemm/gemm.h"
 #include "kernels/ops.h"
 #include "tests/kernels/test_support.h"

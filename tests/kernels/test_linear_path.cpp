@@ -20,7 +20,7 @@
 #if defined(HG_WITH_CUDA)
 #include "amp/grad_scaler.h"
 #include "autograd/autocast.h"
-#include "kernels/cuda/device_table.h"
+#include "runtime/cuda/device_table.h"
 #include "nn/models/gpt.h"
 #include "optim/optimizer.h"
 #include "runtime/cuda/runtime.h"

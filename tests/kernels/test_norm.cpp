@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "autograd/functions.h"
-#include "kernels/cpu/threads.h"
+#include "runtime/cpu/threads.h"
 #include "kernels/cpu/vec_math.h"
 #include "kernels/norm/norm_simd.h"
 #include "kernels/norm/norm.h"

@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "kernels/cpu/convert_simd.h"
-#include "kernels/cpu/threads.h"
+#include "runtime/cpu/threads.h"
 #include "kernels/cpu/vec_math.h"
 #include "kernels/ops.h"
 #include "kernels/reduce/reduce.h"

@@ -26,7 +26,7 @@
 #include "autograd/grad_mode.h"
 #include "core/generator.h"
 #include "data/dataset.h"
-#include "kernels/cpu/threads.h"
+#include "runtime/cpu/threads.h"
 #include "nn/functional.h"
 #include "nn/layers.h"
 #include "nn/serialize.h"

@@ -7,7 +7,7 @@
 //
 // Threads: Debian's libdnnl is built with OpenMP, the same libgomp as our
 // kernels and OpenBLAS, so its parallel regions come from the one pool that
-// hg::set_num_threads sizes (kernels/cpu/threads.h). A primitive fixes its
+// hg::set_num_threads sizes (runtime/cpu/threads.h). A primitive fixes its
 // work split for the thread count at creation, so every cache key holds the
 // count (omp_get_max_threads()): after set_num_threads(n) the next call builds
 // a primitive for n.
@@ -23,7 +23,7 @@
 #include <utility>
 
 #include "core/hash.h"
-#include "kernels/cpu/cpu_dispatch.h"
+#include "runtime/cpu/cpu_dispatch.h"
 
 namespace hg::cpu::onednn {
 
@@ -41,7 +41,7 @@ bool is_reference(const char* impl_info);
 // What this oneDNN offers on this CPU (asked once): its effective ISA
 // (get_effective_cpu_isa(), capped by DNNL_MAX_CPU_ISA) and whether it has a
 // non-reference f16 matmul and f16 convolution (a small one of each is
-// created). The decisions of kernels/cpu/cpu_dispatch.h take it.
+// created). The decisions of runtime/cpu/cpu_dispatch.h take it.
 const OnednnCaps& caps();
 
 // Whether `name` is set to `value` in the environment.

@@ -1,5 +1,5 @@
-// The process's CPU thread policy and denormal mode (kernels/cpu/threads.h).
-#include "kernels/cpu/threads.h"
+// The process's CPU thread policy and denormal mode (runtime/cpu/threads.h).
+#include "runtime/cpu/threads.h"
 
 #include <cblas.h>
 #include <omp.h>

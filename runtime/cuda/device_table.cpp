@@ -1,6 +1,6 @@
 // The pinned staging pool behind upload_table (Note [Device tables through
-// pinned staging], kernels/cuda/device_table.h).
-#include "kernels/cuda/device_table.h"
+// pinned staging], runtime/cuda/device_table.h).
+#include "runtime/cuda/device_table.h"
 
 #include <cuda_runtime.h>
 

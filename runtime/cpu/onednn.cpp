@@ -1,5 +1,5 @@
-// What the CPU's oneDNN paths share (kernels/cpu/onednn.h).
-#include "kernels/cpu/onednn.h"
+// What the CPU's oneDNN paths share (runtime/cpu/onednn.h).
+#include "runtime/cpu/onednn.h"
 
 #include <cstdlib>
 #include <cstring>

@@ -5,7 +5,7 @@
 // OpenBLAS's OpenMP build and oneDNN's (Debian's libdnnl, bf16 GEMM), which
 // size their parallel regions from the same OpenMP setting: one pool, never
 // more threads than asked for (oneDNN's primitives are cached per thread
-// count, kernels/cpu/onednn.h). The count is
+// count, runtime/cpu/onednn.h). The count is
 // HG_NUM_THREADS when set (read once, when the library loads), else OpenMP's
 // default (OMP_NUM_THREADS, else the number of cores), and can be changed at
 // run time, like torch.set_num_threads:

@@ -1,5 +1,5 @@
-// The CPU's ISA-dependent decisions (kernels/cpu/cpu_dispatch.h).
-#include "kernels/cpu/cpu_dispatch.h"
+// The CPU's ISA-dependent decisions (runtime/cpu/cpu_dispatch.h).
+#include "runtime/cpu/cpu_dispatch.h"
 
 #include <cstdint>
 #include <cstdlib>
