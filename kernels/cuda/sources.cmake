@@ -1,18 +1,9 @@
-# kernels/cuda — the CUDA backend's kernels (emu and gpu configurations); the
-# runtime layer under them is runtime/cuda.
+# kernels/cuda — machinery the CUDA kernels of every family share (launch
+# helpers, block and row reductions, device math, the mma.sync tiles) and the
+# device-side error flag; the runtime layer under them is runtime/cuda.
 # Host C++: the hooks that plug the CUDA backend into core/ (allocation, copies,
-# the device-side error flag), and the cuDNN fused-attention graph.
-list(APPEND HG_CUDA_HOST_SOURCES
-  ${PROJECT_SOURCE_DIR}/kernels/cuda/device_hooks.cpp
-  ${PROJECT_SOURCE_DIR}/runtime/cuda/device_table.cpp
-  ${PROJECT_SOURCE_DIR}/kernels/attention/attention_cudnn.cpp
-)
-# .cu kernel files (nvcc in gpu, g++ -x c++ in emu):
-list(APPEND HG_CUDA_SOURCES
-  ${PROJECT_SOURCE_DIR}/kernels/elementwise/elementwise.cu
-  ${PROJECT_SOURCE_DIR}/kernels/elementwise/elementwise_unary.cu
-  ${PROJECT_SOURCE_DIR}/kernels/elementwise/elementwise_binary.cu
-  ${PROJECT_SOURCE_DIR}/kernels/softmax/cross_entropy.cu
-  ${PROJECT_SOURCE_DIR}/kernels/cuda/device_error.cu
-  ${PROJECT_SOURCE_DIR}/kernels/conv/pool_norm.cu
-)
+# the device-side error flag, whose records name kernels/op_list.h's ops, which
+# is why they live on this floor and not in runtime/cuda).
+list(APPEND HG_CUDA_HOST_SOURCES ${CMAKE_CURRENT_LIST_DIR}/device_hooks.cpp)
+# .cu files (nvcc in gpu, g++ -x c++ in emu):
+list(APPEND HG_CUDA_SOURCES ${CMAKE_CURRENT_LIST_DIR}/device_error.cu)
