@@ -7,11 +7,19 @@
 namespace hg {
 
 namespace {
-// Strip the build machine's absolute prefix so messages read "core/tensor.cpp:12".
+// The path of a source file from the repository root, so that messages read
+// "core/tensor.cpp:12" and never name the build machine's folders. The library's
+// own files start with HG_SOURCE_DIR (the checkout, set for this file by
+// core/sources.cmake); a file compiled elsewhere (a test, an installed header
+// used by a program) is cut at its first library folder instead.
 const char* short_path(const char* file) {
-  static constexpr const char* kRoots[] = {"/core/",    "/kernels/", "/autograd/", "/nn/",
-                                           "/optim/",   "/amp/",     "/data/",     "/tests/",
-                                           "/examples/", "/benchmarks/"};
+#ifdef HG_SOURCE_DIR
+  static constexpr const char kSourceDir[] = HG_SOURCE_DIR;
+  if (std::strncmp(file, kSourceDir, sizeof(kSourceDir) - 1) == 0) return file + sizeof(kSourceDir) - 1;
+#endif
+  static constexpr const char* kRoots[] = {"/core/",  "/runtime/",  "/kernels/",   "/autograd/",    "/nn/",
+                                           "/optim/", "/amp/",      "/data/",      "/distributed/", "/train/",
+                                           "/tests/", "/examples/", "/benchmarks/"};
   const char* best = file;
   for (const char* root : kRoots) {
     const char* hit = std::strstr(file, root);

@@ -21,3 +21,7 @@ list(APPEND HG_SOURCES
 # core/version.h: generated from project(halfgrad VERSION ...) into
 # <build>/generated (CMakeLists.txt puts that folder on the include path).
 configure_file(${CMAKE_CURRENT_LIST_DIR}/version.h.in ${PROJECT_BINARY_DIR}/generated/core/version.h @ONLY)
+# Error messages name source files from the repository root (core/error.cpp,
+# short_path): the checkout's path, with its trailing slash.
+set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/error.cpp PROPERTIES COMPILE_DEFINITIONS
+                            "HG_SOURCE_DIR=\"${PROJECT_SOURCE_DIR}/\"")
