@@ -1,7 +1,7 @@
 // The blocked CPU flash attention kernels (kernels/attention/flash_attention_impl.h)
 // for AVX2: 8 floats a vector, a 6 x 2-vector register block (12 of the 16
 // YMM registers accumulate), SLEEF's avx2 expf; compiled with -mavx2 -mfma
-// (kernels/cpu/sources.cmake) and called only when the vector math runs at
+// (kernels/attention/sources.cmake) and called only when the vector math runs at
 // this ISA (kernels/attention/flash_attention_cpu.cpp).
 #include <immintrin.h>
 #include <sleef.h>

@@ -1,7 +1,7 @@
 // The blocked CPU flash attention kernels (kernels/attention/flash_attention_impl.h)
 // for AVX-512: 16 floats a vector, a 6 x 4-vector register block (24 of the
 // 32 ZMM registers accumulate), SLEEF's avx512f expf; compiled with
-// -mavx512f -mfma (kernels/cpu/sources.cmake) and called only when the
+// -mavx512f -mfma (kernels/attention/sources.cmake) and called only when the
 // vector math runs at this ISA (kernels/attention/flash_attention_cpu.cpp).
 #include <immintrin.h>
 #include <sleef.h>

@@ -12,7 +12,7 @@
 
 namespace hg::cpu {
 
-#if !defined(HG_HAVE_F16_NATIVE)  // kernels/cpu/sources.cmake: the compiler has no -mavx512fp16
+#if !defined(HG_HAVE_F16_NATIVE)  // kernels/elementwise/sources.cmake: the compiler has no -mavx512fp16
 const F16NativeTable* f16_native_avx512fp16() { return nullptr; }
 #endif
 

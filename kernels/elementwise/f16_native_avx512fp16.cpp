@@ -1,6 +1,6 @@
 // The native f16 element-wise kernels (kernels/elementwise/f16_native_impl.h) for
 // AVX512-FP16: compiled with -mavx512fp16 -mavx512vl -mavx512bw
-// (kernels/cpu/sources.cmake) and called only where CPUID says AVX512-FP16
+// (kernels/elementwise/sources.cmake) and called only where CPUID says AVX512-FP16
 // and XCR0 the ZMM state (runtime/cpu/cpu_dispatch.h). The test
 // check_f16_native_asm checks that the object holds the AVX512-FP16
 // instructions and no software _Float16 calls.

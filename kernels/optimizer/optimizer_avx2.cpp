@@ -1,6 +1,6 @@
 // The Adam/AdamW kernels (kernels/optimizer/optimizer_simd_impl.h) for AVX2, 8
 // floats a vector; compiled with -mavx2 -mf16c -ffp-contract=off
-// (kernels/cpu/sources.cmake) and called only when the CPU has AVX2 and F16C
+// (kernels/optimizer/sources.cmake) and called only when the CPU has AVX2 and F16C
 // (kernels/optimizer/optimizer_cpu.cpp).
 #include <immintrin.h>
 

@@ -1,6 +1,6 @@
 // The Adam/AdamW kernels (kernels/optimizer/optimizer_simd_impl.h) for AVX-512, 16
 // floats a vector; compiled with -mavx512f -mavx2 -mf16c -ffp-contract=off
-// (kernels/cpu/sources.cmake) and called only when the CPU has AVX-512F
+// (kernels/optimizer/sources.cmake) and called only when the CPU has AVX-512F
 // (kernels/optimizer/optimizer_cpu.cpp).
 // GCC 12's AVX-512 intrinsics pass _mm512_undefined_*() as the unused source
 // of their masked builtins, which -Wmaybe-uninitialized reports wherever they
