@@ -46,18 +46,29 @@ std::string location_of(const std::function<void()>& raise) {
 TEST_CASE("an error names its source file from the repository root, in every floor", "[error]") {
   const std::string root = std::filesystem::current_path().root_path().string();
   const std::vector<std::pair<std::string, std::function<void()>>> raisers = {
-      {"core/", [] { (void)zeros({2, 3}).view({7}); }},
+      {"core/",
+       [] {
+         (void)zeros({2, 3}).view({7});
+       }},
       {"runtime/", [] { (void)to_dlpack(zeros({2}), {.stream = 5}); }},
-      {"kernels/", [] { (void)ops::matmul(zeros({2, 3}), zeros({4, 5})); }},
+      {"kernels/",
+       [] {
+         (void)ops::matmul(zeros({2, 3}), zeros({4, 5}));
+       }},
       {"autograd/", [] { autograd::backward(Tensor()); }},
       {"nn/", [] { nn::Linear(0, 3); }},
       {"optim/", [] { optim::AdamW({zeros({2}).requires_grad_()}, {.lr = -1.0}); }},
       {"data/", [] { data::TensorDataset({}); }},
       {"amp/", [] { amp::GradScaler(amp::GradScalerOptions{.growth_factor = 0.5}); }},
       {"distributed/", [] { distributed::DistributedDataParallel(nullptr); }},
-      {"train/", [] {
+      {"train/",
+       [] {
          const auto file = std::filesystem::temp_directory_path() / "hg_error_locations_not_a_folder";
-         { std::FILE* f = std::fopen(file.c_str(), "w"); REQUIRE(f != nullptr); std::fclose(f); }
+         {
+           std::FILE* f = std::fopen(file.c_str(), "w");
+           REQUIRE(f != nullptr);
+           std::fclose(f);
+         }
          try {
            train::RunFolder(file.string(), train::StartMode::kFresh);
          } catch (...) {
@@ -70,7 +81,7 @@ TEST_CASE("an error names its source file from the repository root, in every flo
     INFO("floor " << floor);
     const std::string where = location_of(raise);
     CHECK(where.rfind(floor, 0) == 0);  // starts with the floor's folder
-    CHECK(where.find(root) != 0);        // relative: not from the file system's root
+    CHECK(where.find(root) != 0);       // relative: not from the file system's root
   }
 }
 
