@@ -3,11 +3,13 @@
 // raised in each floor of docs/architecture.md (core/error.cpp, short_path).
 #include <catch2/catch.hpp>
 
+#include <cstdio>
 #include <filesystem>
 #include <functional>
 #include <memory>
 #include <regex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "amp/grad_scaler.h"
