@@ -60,6 +60,9 @@ Tensor relu(const Tensor& x) { return unary_op(OpId::relu, x); }
 Tensor silu(const Tensor& x) { return unary_op(OpId::silu, x); }
 Tensor gelu(const Tensor& x, bool tanh_approx) { return unary_op(tanh_approx ? OpId::gelu_tanh : OpId::gelu, x); }
 Tensor erf(const Tensor& x) { return unary_op(OpId::erf, x); }
+Tensor round(const Tensor& x) { return unary_op(OpId::round, x); }
+Tensor floor(const Tensor& x) { return unary_op(OpId::floor, x); }
+Tensor trunc(const Tensor& x) { return unary_op(OpId::trunc, x); }
 
 Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max) {
   HG_CHECK(min.has_value() || max.has_value(),

@@ -29,6 +29,12 @@ Tensor relu(const Tensor& x);
 Tensor gelu(const Tensor& x, bool tanh_approx = false);
 Tensor silu(const Tensor& x);
 Tensor erf(const Tensor& x);
+// To an integer value, in x's dtype: round (half to even, like torch.round),
+// floor, trunc (toward zero). The gradient is zero (torch's rule); integer
+// tensors come back unchanged.
+Tensor round(const Tensor& x);
+Tensor floor(const Tensor& x);
+Tensor trunc(const Tensor& x);
 // min(max(x, min), max); either bound may be left out (not both), like
 // torch.clamp. The gradient flows where min <= x <= max.
 Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max = std::nullopt);

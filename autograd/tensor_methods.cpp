@@ -40,6 +40,9 @@ Tensor Tensor::abs() const { return hg::abs(*this); }
 Tensor Tensor::neg() const { return hg::neg(*this); }
 Tensor Tensor::tanh() const { return hg::tanh(*this); }
 Tensor Tensor::sigmoid() const { return hg::sigmoid(*this); }
+Tensor Tensor::round() const { return hg::round(*this); }
+Tensor Tensor::floor() const { return hg::floor(*this); }
+Tensor Tensor::trunc() const { return hg::trunc(*this); }
 Tensor Tensor::pow(double exponent) const { return hg::pow(*this, exponent); }
 Tensor Tensor::softmax() const { return hg::softmax(*this); }
 Tensor Tensor::log_softmax() const { return hg::log_softmax(*this); }

@@ -191,6 +191,9 @@ class Tensor {
   Tensor neg() const;
   Tensor tanh() const;
   Tensor sigmoid() const;
+  Tensor round() const;  // half to even, like torch.round; zero gradient
+  Tensor floor() const;
+  Tensor trunc() const;
   Tensor pow(double exponent) const;
   Tensor softmax() const;      // over the last dim
   Tensor log_softmax() const;  // over the last dim

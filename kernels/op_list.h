@@ -60,7 +60,10 @@ namespace hg {
   _(silu,      floating, passthrough, functor)  \
   _(erf,       floating, passthrough, functor)  \
   _(clamp,     any,      passthrough, functor)  \
-  _(softplus,  floating, fp32,        functor)
+  _(softplus,  floating, fp32,        functor)  \
+  _(round,     any,      passthrough, functor)  \
+  _(floor,     any,      passthrough, functor)  \
+  _(trunc,     any,      passthrough, functor)
 
 // out = f(a, b), broadcasting; functor ew::Binary<OpId::name, A>
 #define HG_FORALL_BINARY_OPS(_)                 \

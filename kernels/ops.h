@@ -54,6 +54,9 @@ inline Tensor gelu(const Tensor& x, bool tanh_approx = false) {
   return unary(tanh_approx ? OpId::gelu_tanh : OpId::gelu, x);
 }
 inline Tensor silu(const Tensor& x) { return unary(OpId::silu, x); }
+inline Tensor round(const Tensor& x) { return unary(OpId::round, x); }
+inline Tensor floor(const Tensor& x) { return unary(OpId::floor, x); }
+inline Tensor trunc(const Tensor& x) { return unary(OpId::trunc, x); }
 
 // ---- binary (NumPy broadcasting) ------------------------------------------------------
 // op: add sub mul div maximum minimum pow eq ne lt le gt ge

@@ -52,6 +52,14 @@ HG_HOST_DEVICE inline float erf(float x) { return ::erff(x); }
 HG_HOST_DEVICE inline double erf(double x) { return ::erf(x); }
 HG_HOST_DEVICE inline float erfc(float x) { return ::erfcf(x); }
 HG_HOST_DEVICE inline double erfc(double x) { return ::erfc(x); }
+// Rounding to an integer value: rint rounds half to even (the current
+// rounding mode, round-to-nearest-even by default: torch.round's rule).
+HG_HOST_DEVICE inline float rint(float x) { return ::rintf(x); }
+HG_HOST_DEVICE inline double rint(double x) { return ::rint(x); }
+HG_HOST_DEVICE inline float floor(float x) { return ::floorf(x); }
+HG_HOST_DEVICE inline double floor(double x) { return ::floor(x); }
+HG_HOST_DEVICE inline float trunc(float x) { return ::truncf(x); }
+HG_HOST_DEVICE inline double trunc(double x) { return ::trunc(x); }
 HG_HOST_DEVICE inline float pow(float x, float y) { return ::powf(x, y); }
 HG_HOST_DEVICE inline double pow(double x, double y) { return ::pow(x, y); }
 // clang-format on

@@ -220,6 +220,45 @@ struct Unary<OpId::softplus, A> : SavesInput {
   }
 };
 
+// Rounding to an integer value: round (half to even, like torch.round and
+// numpy), floor, trunc (toward zero). Integer tensors are returned as they are
+// (torch's rule for integer inputs). f' = 0 wherever it exists; the backward is
+// 0 everywhere (torch's zeros_like(grad): not d * 0, which is NaN for an
+// infinite d).
+template <typename A>
+struct Unary<OpId::round, A> : SavesNothing {
+  HG_HOST_DEVICE A forward(A x) const {
+    if constexpr (std::is_integral_v<A>) {
+      return x;
+    } else {
+      return smath::rint(x);
+    }
+  }
+  HG_HOST_DEVICE A backward(A, A) const { return A(0); }
+};
+template <typename A>
+struct Unary<OpId::floor, A> : SavesNothing {
+  HG_HOST_DEVICE A forward(A x) const {
+    if constexpr (std::is_integral_v<A>) {
+      return x;
+    } else {
+      return smath::floor(x);
+    }
+  }
+  HG_HOST_DEVICE A backward(A, A) const { return A(0); }
+};
+template <typename A>
+struct Unary<OpId::trunc, A> : SavesNothing {
+  HG_HOST_DEVICE A forward(A x) const {
+    if constexpr (std::is_integral_v<A>) {
+      return x;
+    } else {
+      return smath::trunc(x);
+    }
+  }
+  HG_HOST_DEVICE A backward(A, A) const { return A(0); }
+};
+
 // ---- binary: out = f(a, b); derivatives are autograd rules (autograd/functions.cpp) -------
 // clang-format off
 template <typename A> struct Binary<OpId::add, A> { HG_HOST_DEVICE A forward(A a, A b) const { return static_cast<A>(a + b); } };

@@ -134,6 +134,9 @@ const std::map<std::string, Grad>& classification() {
       {"neg", Grad::kFlows},
       {"tanh", Grad::kFlows},
       {"sigmoid", Grad::kFlows},
+      {"round", Grad::kFlows},
+      {"floor", Grad::kFlows},
+      {"trunc", Grad::kFlows},
       {"pow", Grad::kFlows},
       {"softmax", Grad::kFlows},
       {"log_softmax", Grad::kFlows},
@@ -152,11 +155,12 @@ const std::map<std::string, Grad>& classification() {
 // machines that run this test have no PyTorch. In PyTorch fill_, zero_ and
 // copy_ record on a non-leaf; halfgrad refuses them instead (kRefuses).
 const std::set<std::string> kTorchDifferentiable = {
-    "view",   "reshape", "flatten",   "transpose",  "t",          "permute", "slice",   "narrow",      "select",
-    "expand", "squeeze", "unsqueeze", "as_strided", "contiguous", "clone",   "to",      "cpu",         "copy_",
-    "fill_",  "zero_",   "sum",       "mean",       "max",        "min",     "relu",    "exp",         "log",
-    "sqrt",   "abs",     "neg",       "tanh",       "sigmoid",    "pow",     "softmax", "log_softmax", "matmul",
-    "add",    "sub",     "mul",       "div",        "operator[]"};  // torch.Tensor.__getitem__
+    "view",      "reshape", "flatten",   "transpose",  "t",          "permute", "slice",   "narrow",      "select",
+    "expand",    "squeeze", "unsqueeze", "as_strided", "contiguous", "clone",   "to",      "cpu",         "copy_",
+    "fill_",     "zero_",   "sum",       "mean",       "max",        "min",     "relu",    "exp",         "log",
+    "sqrt",      "abs",     "neg",       "tanh",       "sigmoid",    "pow",     "softmax", "log_softmax", "matmul",
+    "add",       "sub",     "mul",       "div",        "round",      "floor",   "trunc",  // zeros_like(grad)
+    "operator[]"};                                                                        // torch.Tensor.__getitem__
 
 using V = const std::vector<Tensor>&;
 using Fn = std::function<Tensor(V)>;
@@ -217,6 +221,10 @@ std::vector<MemberCase> member_cases() {
   c.push_back({"neg", "neg and unary -", {{3, 4}}, [](V x) { return x[0].neg() * -x[0]; }});
   c.push_back({"tanh", "tanh", {{3, 4}}, [](V x) { return x[0].tanh(); }});
   c.push_back({"sigmoid", "sigmoid", {{3, 4}}, [](V x) { return x[0].sigmoid(); }});
+  // d/dx (x * floor(x)) = floor(x): the rounding ops' zero gradient under a product.
+  c.push_back({"round", "x * round(x)", {{3, 4}}, [](V x) { return x[0] * x[0].round(); }});
+  c.push_back({"floor", "x * floor(x)", {{3, 4}}, [](V x) { return x[0] * x[0].floor(); }});
+  c.push_back({"trunc", "x * trunc(x)", {{3, 4}}, [](V x) { return x[0] * x[0].trunc(); }});
   c.push_back({"pow", "pow 2.5", {{3, 4}}, [](V x) { return x[0].pow(2.5); }, Domain::kPositive});
   c.push_back({"softmax", "softmax (last dim)", {{3, 5}}, [](V x) { return x[0].softmax(); }});
   c.push_back({"softmax", "softmax(0)", {{3, 5}}, [](V x) { return x[0].softmax(0); }});

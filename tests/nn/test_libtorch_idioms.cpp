@@ -189,6 +189,38 @@ TEST_CASE("x[i] selects along dim 0 and the gradient reaches only that row", "[n
   CHECK_THROWS_WITH(x[3], Contains("3"));
 }
 
+// torch.round / floor / trunc: ties to even, the sign kept (-0.0 stays
+// negative), integers unchanged, and a zero gradient. Values written out here,
+// as torch prints them.
+TEST_CASE("round, floor and trunc as torch: half to even, integers unchanged, zero gradient", "[nn][libtorch]") {
+  const std::vector<double> in{-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, -1.7, 1.7, 3.0};
+  for (DType dtype : {kF32, kF16, kBF16, kF64}) {
+    INFO(dtype_name(dtype));
+    const Tensor x = from_vector(in, {9}, {.dtype = dtype});
+    CHECK(x.round().dtype() == dtype);
+    CHECK(values_of(x.round()) == std::vector<double>{-2, -2, -0.0, 0, 2, 2, -2, 2, 3});
+    CHECK(values_of(x.floor()) == std::vector<double>{-3, -2, -1, 0, 1, 2, -2, 1, 3});
+    CHECK(values_of(x.trunc()) == std::vector<double>{-2, -1, -0.0, 0, 1, 2, -1, 1, 3});
+    CHECK(std::signbit(values_of(x.round())[2]));  // round(-0.5) is -0.0, as in torch
+  }
+  const Tensor i = from_vector(std::vector<double>{-3, 0, 7}, {3}, {.dtype = kI64});
+  CHECK(i.floor().dtype() == kI64);
+  CHECK(values_of(i.round()) == std::vector<double>{-3, 0, 7});
+  const Tensor special = from_vector(std::vector<double>{INFINITY, -INFINITY, NAN}, {3}, {.dtype = kF32});
+  const std::vector<double> r = values_of(special.floor());
+  CHECK(r[0] == INFINITY);
+  CHECK(r[1] == -INFINITY);
+  CHECK(std::isnan(r[2]));
+
+  const Tensor w = tensor({0.3, 1.6, -2.4}, kF64).requires_grad_();
+  (w.round() + w.floor() * 2.0 + w.trunc() * 3.0).sum().backward();
+  CHECK(values_of(w.grad()) == std::vector<double>{0, 0, 0});
+  // An infinite upstream gradient still gives 0, as torch's zeros_like(grad).
+  const Tensor v = tensor({0.3}, kF64).requires_grad_();
+  (v.floor() * INFINITY).sum().backward();
+  CHECK(values_of(v.grad()) == std::vector<double>{0});
+}
+
 TEST_CASE("softmax(dim) and log_softmax(dim) as methods", "[nn][libtorch]") {
   const Tensor x = randn({3, 4}, {.dtype = kF64});
   CHECK(values_of(x.softmax(0)) == values_of(softmax(x, 0)));
