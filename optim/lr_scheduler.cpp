@@ -22,14 +22,14 @@ void LRScheduler::start(const LrSchedule& schedule) {
   schedule_ = schedule;
   if (clock_ == ScheduleClock::kAuto && opt_.stepped_by_scaler()) clock_ = ScheduleClock::kAppliedSteps;
   if (host_clock()) {
-    for (auto& group : opt_.param_groups()) group.hyper.schedule = LrSchedule{};  // no device schedule too
+    for (auto& group : opt_.param_groups()) group.hyper_.schedule = LrSchedule{};  // no device schedule too
     apply_lr();
     return;
   }
   // The optimizer's lr stays the base lr; the fused step applies the factor.
   for (size_t g = 0; g < base_lrs_.size(); ++g) {
     opt_.set_lr(g, base_lrs_[g]);
-    opt_.param_groups()[g].hyper.schedule = schedule;
+    opt_.param_groups()[g].hyper_.schedule = schedule;
   }
 }
 

@@ -88,7 +88,7 @@ void Optimizer::add_hyper_group(std::vector<Tensor> params, OptimizerHyper hyper
     HG_CHECK(p.device() == params[0].device(), "optimizer: a parameter group spans ", params[0].device(), " and ",
              p.device(), "; move the model to one device first");
   }
-  groups_.push_back({std::move(params), hyper, custom_defaults_});
+  groups_.push_back(ParamGroup(std::move(params), hyper, custom_defaults_));
   state_.emplace_back();
   steps_.emplace_back();
 }
@@ -108,18 +108,18 @@ void Optimizer::zero_grad(bool set_to_none) {
 
 void Optimizer::set_lr(double lr) {
   HG_CHECK(lr >= 0.0, "optimizer: learning rate must be >= 0, got ", lr);
-  for (ParamGroup& g : groups_) g.hyper.lr = static_cast<float>(lr);
+  for (ParamGroup& g : groups_) g.hyper_.lr = static_cast<float>(lr);
 }
 
 double Optimizer::lr(size_t group) const {
   HG_CHECK(group < groups_.size(), "optimizer: no parameter group ", group, " (it has ", groups_.size(), ")");
-  return groups_[group].hyper.lr;
+  return groups_[group].hyper_.lr;
 }
 
 void Optimizer::set_lr(size_t group, double lr) {
   HG_CHECK(group < groups_.size(), "optimizer: no parameter group ", group, " (it has ", groups_.size(), ")");
   HG_CHECK(lr >= 0.0, "optimizer: learning rate must be >= 0, got ", lr);
-  groups_[group].hyper.lr = static_cast<float>(lr);
+  groups_[group].hyper_.lr = static_cast<float>(lr);
 }
 
 void Optimizer::ensure_state(size_t g) {
@@ -127,7 +127,7 @@ void Optimizer::ensure_state(size_t g) {
   const Device device = group.params[0].device();
   if (!steps_[g].defined()) steps_[g] = zeros({1}, {.dtype = kI64, .device = device});
   if (!state_[g].empty()) return;
-  const bool adam = group.hyper.kind != OptimizerKind::kSgd;
+  const bool adam = group.hyper_.kind != OptimizerKind::kSgd;
   std::vector<ParamState> made;
   for (const Tensor& p : group.params) {
     ParamState s;
@@ -147,7 +147,7 @@ void Optimizer::ensure_state(size_t g) {
             n, full(spec.shape ? *spec.shape : p.sizes(), spec.fill, {.dtype = spec.dtype, .device = device}));
       }
     } else {
-      if (adam || group.hyper.momentum != 0.0f) s.state1 = zeros(p.sizes(), {.device = device});
+      if (adam || group.hyper_.momentum != 0.0f) s.state1 = zeros(p.sizes(), {.device = device});
       if (adam) s.state2 = zeros(p.sizes(), {.device = device});
     }
     made.push_back(std::move(s));
@@ -173,7 +173,7 @@ void Optimizer::step(const Tensor& inv_scale, const Tensor& found_inf) {
       slots.push_back({p.detach(), p.grad().contiguous(), s.master, s.state1, s.state2});
     }
     if (slots.empty()) continue;
-    ops::fused_optimizer_step(slots, groups_[g].hyper, steps_[g], inv_scale, found_inf);
+    ops::fused_optimizer_step(slots, groups_[g].hyper_, steps_[g], inv_scale, found_inf);
   }
 }
 
@@ -222,7 +222,7 @@ void Optimizer::custom_step(size_t g, const Tensor& inv_scale, const Tensor& fou
   }
   // The counter first (one launch; not on a skipped step), so that update()
   // sees the number of the step it applies, as the fused step does.
-  ops::fused_optimizer_step({}, group.hyper, steps_[g], Tensor(), found_inf);
+  ops::fused_optimizer_step({}, group.hyper_, steps_[g], Tensor(), found_inf);
 
   // SkipMode::kCommit: snapshot what update() may write, restore it on the
   // device if found_inf is set.
@@ -284,8 +284,8 @@ std::vector<Tensor> OptimizerStep::state(const std::string& name) const {
 
 void OptimizerStep::apply(const Foreach& program, const std::vector<std::vector<Tensor>>& lists, bool masked) const {
   ForeachArgs args;
-  args.lr = group_->hyper.lr;
-  args.schedule = group_->hyper.schedule;
+  args.lr = group_->hyper_.lr;
+  args.schedule = group_->hyper_.schedule;
   args.step = step_;
   args.found_inf = found_inf_;
   args.masked = masked;

@@ -99,14 +99,33 @@ class OptimizerStep;
 // device), and state_dict/load_state_dict with entries "step.<g>",
 // "master.<g>.<i>" and "<state name>.<g>.<i>". docs/optim.md has the worked
 // example (Lion).
+class LRScheduler;
+namespace detail {
+struct ParamGroupAccess;
+}  // namespace detail
+
 class Optimizer {
  public:
-  struct ParamGroup {
+  // A group's parameters and options. A built-in optimizer's options are the
+  // typed ones it was given (add_param_group(params, AdamWOptions{...})),
+  // kept in the kernel's form, which is not part of the API; every optimizer
+  // has lr() (set with Optimizer::set_lr(g, lr)).
+  class ParamGroup {
+   public:
     std::vector<Tensor> params;
-    OptimizerHyper hyper;      // per-group options (lr, decay, betas, ...); hyper.lr for every optimizer
     OptimizerOptions options;  // a user-written optimizer's named per-group options
     // options.at(name) with an hg::Error naming the option when it is missing.
     double option(const std::string& name) const;
+    double lr() const { return hyper_.lr; }
+
+   private:
+    friend class Optimizer;
+    friend class OptimizerStep;
+    friend class LRScheduler;
+    friend struct detail::ParamGroupAccess;
+    ParamGroup(std::vector<Tensor> p, const OptimizerHyper& hyper, OptimizerOptions o)
+        : params(std::move(p)), options(std::move(o)), hyper_(hyper) {}
+    OptimizerHyper hyper_;  // the kernel's per-group hyperparameters (lr, decay, betas, schedule)
   };
 
   // How a user-written optimizer's step is skipped when found_inf is set.
@@ -149,7 +168,7 @@ class Optimizer {
   // gradients; found_inf != 0 skips the step on the device (both f32 [1]).
   void step(const Tensor& inv_scale = Tensor(), const Tensor& found_inf = Tensor());
 
-  double lr() const { return groups_.empty() ? defaults_.lr : groups_[0].hyper.lr; }
+  double lr() const { return groups_.empty() ? defaults_.lr : groups_[0].hyper_.lr; }
   double lr(size_t group) const;
   void set_lr(double lr);                // every group
   void set_lr(size_t group, double lr);  // one group (LR schedulers)
@@ -291,5 +310,13 @@ struct WeightDecayGroups {
   std::vector<Tensor> decay, no_decay;
 };
 WeightDecayGroups param_groups_for_weight_decay(const std::vector<Tensor>& params);
+
+namespace detail {
+// The kernel-level hyperparameters of a group (kernels/optimizer/optimizer.h),
+// for the library's tests; not part of the API.
+struct ParamGroupAccess {
+  static OptimizerHyper& hyper(Optimizer::ParamGroup& group) { return group.hyper_; }
+};
+}  // namespace detail
 
 }  // namespace hg::optim

@@ -87,7 +87,7 @@ class MomentumOps : public optim::Optimizer {
     return {{.name = "m"}, {.name = "count", .dtype = kI64, .shape = Shape{}}};
   }
   void update(optim::OptimizerStep& step) override {
-    const double beta = step.option("beta"), lr = step.group().hyper.lr;
+    const double beta = step.option("beta"), lr = step.group().lr();
     for (size_t k = 0; k < step.size(); ++k) {
       Tensor m = step.state(k, "m"), p = step.params()[k], count = step.state(k, "count");
       m.copy_(add(mul(m, beta), step.grads()[k]));

@@ -95,7 +95,7 @@ TEST_CASE("optimizers follow the PyTorch update rules", "[optim]") {
         const Tensor g = make_input({7, 5}, kF32, Domain::kAny, 10 + step).to(dev);
         w.set_grad(g);
         opt->step();
-        ref_step(ref, values_of(g), opt->param_groups()[0].hyper);
+        ref_step(ref, values_of(g), optim::detail::ParamGroupAccess::hyper(opt->param_groups()[0]));
       }
       INFO(c.name << " on " << dev);
       CHECK(opt->steps_applied() == 4);
@@ -222,7 +222,8 @@ TEST_CASE("the step counter is exact past 2^24 (bias correction and device sched
     // 2^24 + 2 at lr 0.5.
     Tensor w = zeros({2}, {.device = dev}).requires_grad_(true);
     optim::SGD sgd({w}, {.lr = 1.0});
-    sgd.param_groups()[0].hyper.schedule = {.kind = LrScheduleKind::kStep, .step_size = kStart + 1, .gamma = 0.5};
+    optim::detail::ParamGroupAccess::hyper(sgd.param_groups()[0]).schedule = {
+        .kind = LrScheduleKind::kStep, .step_size = kStart + 1, .gamma = 0.5};
     sgd.load_state_dict({{"step.0", full({1}, static_cast<double>(kStart), {.dtype = kI64})}});
     CHECK(sgd.steps_applied() == kStart);
     for (int i = 0; i < 2; ++i) {
@@ -247,7 +248,7 @@ TEST_CASE("the step counter is exact past 2^24 (bias correction and device sched
     CHECK(adam.steps_applied() == kStart + 6);
     RefState ref{std::vector<double>(3, 1.0), std::vector<double>(3, 0.0), std::vector<double>(3, 0.0),
                  static_cast<int>(kStart + 5)};
-    ref_step(ref, values_of(g), adam.param_groups()[0].hyper);
+    ref_step(ref, values_of(g), optim::detail::ParamGroupAccess::hyper(adam.param_groups()[0]));
     CHECK(compare_values(values_of(a), ref.p, tolerance_for(kF32, OpKind::kElementwise)) == "");
   }
 }

@@ -91,7 +91,7 @@ TEST_CASE("builder-made options reach the optimizer and the scaler", "[options]"
   CHECK(w.requires_grad());
   optim::AdamW opt({w}, optim::AdamWOptions(0.02).set_weight_decay(0.25).set_betas(0.5, 0.75));
   REQUIRE(opt.param_groups().size() == 1);
-  const OptimizerHyper& h = opt.param_groups()[0].hyper;
+  const OptimizerHyper& h = optim::detail::ParamGroupAccess::hyper(opt.param_groups()[0]);
   CHECK(opt.lr() == Approx(0.02));
   CHECK(h.weight_decay == 0.25f);
   CHECK(h.beta1 == 0.5f);

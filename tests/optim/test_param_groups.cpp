@@ -173,7 +173,7 @@ TEST_CASE("param_groups_for_weight_decay: matrices decay, biases and norm gains 
     auto [decay, no_decay] = hg::optim::param_groups_for_weight_decay(params);
     hg::optim::AdamW opt(decay, {.lr = 3e-4, .weight_decay = 0.1});
     opt.add_param_group(no_decay, opt.defaults().set_weight_decay(0.0));
-    CHECK(opt.param_groups()[1].hyper.weight_decay == 0.0f);
+    CHECK(optim::detail::ParamGroupAccess::hyper(opt.param_groups()[1]).weight_decay == 0.0f);
     CHECK(opt.lr(1) == Approx(3e-4));
   }
   const auto [decay, no_decay] = optim::param_groups_for_weight_decay(params);
