@@ -12,6 +12,7 @@
 
 #include "core/profiler.h"
 #include "core/tensor.h"
+#include "runtime/cpu/threads.h"
 
 namespace hg::detail {
 // Bytes of the tensor arguments (numel x element size each, vectors of
@@ -34,6 +35,7 @@ double operand_bytes(const Args&... args) {
 template <typename F, typename... Args>
 decltype(auto) profiled_backend_call(bool cpu, const char* name, F&& call, Args&&... args) {
   const ::hg::profiler::BackendCallScope scope(cpu, name, [&] { return operand_bytes(args...); });
+  if (cpu) sync_cpu_threads();  // the team size the thread governor allows (runtime/cpu/threads.h)
   return call(std::forward<Args>(args)...);
 }
 }  // namespace hg::detail

@@ -8,18 +8,26 @@
 //          AMX, not switched off by HG_CPU_GEMM=widen / HG_CPU_ISA=generic)
 //   cpu-f32-onednn  the f32 CPU GEMM through oneDNN (an AVX-512 CPU, not
 //          switched off by HG_CPU_GEMM=widen|openblas / HG_CPU_ISA=generic)
+//   cpu-contention  two cores or more, and the per-thread run-queue delay the
+//          thread governor reads (/proc/self/task/<tid>/schedstat)
 // When one is missing it prints why and exits with kSkipReturnCode, which CTest
 // reports as skipped (SKIP_RETURN_CODE), not as passed.
 #define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
+#include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include "kernels/gemm/gemm.h"
+#include "runtime/cpu/threads.h"
 
 #if defined(HG_WITH_CUDA)
 #include "runtime/cuda/runtime.h"
@@ -39,6 +47,14 @@ std::string missing(const std::string& requirement) {
     const std::string reason = hg::cpu::gemm_f32_openblas_reason();
     return reason.empty() ? "" : "f32 CPU GEMMs take OpenBLAS here: " + reason;
   }
+  if (requirement == "cpu-contention") {
+    if (std::thread::hardware_concurrency() < 2) return "one core: no team to shrink";
+    std::ifstream schedstat("/proc/self/task/" + std::to_string(gettid()) + "/schedstat");
+    unsigned long long on_cpu = 0, waited = 0;
+    if (!(schedstat >> on_cpu >> waited))
+      return "no /proc/self/task/<tid>/schedstat (a kernel without CONFIG_SCHED_INFO)";
+    return "";
+  }
 #if defined(HG_WITH_CUDA)
   if (requirement == "cuda" || requirement == "cudnn") {
     if (!hg::cuda::is_available()) return "no CUDA device available";
@@ -53,12 +69,20 @@ std::string missing(const std::string& requirement) {
 #else
   if (requirement == "cuda" || requirement == "cudnn") return "built without the CUDA backend";
 #endif
-  return "unknown requirement '" + requirement + "' in HG_TEST_REQUIRES (cuda, cudnn, cpu-bf16, cpu-f32-onednn)";
+  return "unknown requirement '" + requirement +
+         "' in HG_TEST_REQUIRES (cuda, cudnn, cpu-bf16, cpu-f32-onednn, cpu-contention)";
 }
 
 }  // namespace
 
 int main(int argc, char* argv[]) {
+  // Tests compare runs bit for bit, and OpenBLAS's and oneDNN's results may
+  // depend on the team size the thread governor picks under load (ctest runs
+  // tests side by side): the governor is off unless HG_THREAD_GOVERNOR=1. Its
+  // own tests (tests/kernels/test_threads.cpp) turn it on.
+  if (const char* g = std::getenv("HG_THREAD_GOVERNOR"); g == nullptr || std::strcmp(g, "1") != 0) {
+    hg::set_thread_governor(false);
+  }
   if (const char* requires_list = std::getenv("HG_TEST_REQUIRES"); requires_list != nullptr) {
     std::istringstream list(requires_list);
     for (std::string requirement; std::getline(list, requirement, ',');) {

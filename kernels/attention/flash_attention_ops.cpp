@@ -12,6 +12,7 @@
 #include "core/profiler.h"
 #include "kernels/dispatch.h"
 #include "kernels/attention/flash_attention.h"
+#include "runtime/cpu/threads.h"
 
 namespace hg::ops {
 
@@ -117,6 +118,7 @@ FlashForward flash_attention_forward(const Tensor& q, const Tensor& k, const Ten
     return f;
   }
 #endif
+  ::hg::detail::sync_cpu_threads();
   cpu::flash_attention_forward(f.out.view({bh, l, d}), f.lse.view({bh, l}), q.contiguous().view({bh, l, d}),
                                k.contiguous().view({bh, s, d}), v.contiguous().view({bh, s, d}), scale, causal);
   return f;
@@ -156,6 +158,7 @@ FlashBackward flash_attention_backward(const Tensor& d_out, const Tensor& q, con
     return g;
   }
 #endif
+  ::hg::detail::sync_cpu_threads();
   cpu::flash_attention_backward(g.dq.view({bh, l, d}), g.dk.view({bh, s, d}), g.dv.view({bh, s, d}),
                                 d_out.to(q.dtype()).contiguous().view({bh, l, d}), q.contiguous().view({bh, l, d}),
                                 k.contiguous().view({bh, s, d}), v.contiguous().view({bh, s, d}),

@@ -24,6 +24,7 @@
 
 #include "core/copy.h"
 #include "kernels/gemm/gemm.h"
+#include "runtime/cpu/threads.h"
 
 namespace hg::ops {
 
@@ -197,6 +198,7 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b, cons
     return matmul(rows, b, false, trans_b, bias).view(out_shape);
   }
   Tensor out = empty(out_shape, {.dtype = a.dtype(), .device = a.device()});
+  if (a.is_cpu()) ::hg::detail::sync_cpu_threads();  // the BLAS team the thread governor allows
   if (bias.defined()) {
     HG_CHECK(bias.device() == a.device(), "matmul: bias is on ", bias.device(), " but operands are on ",
              a.device());

@@ -1,7 +1,7 @@
 # The [cuda] cases (tests/kernels/test_conv_cuda.cpp: conv2d through cuDNN,
 # CUDA pooling and batch norm against the CPU) are their own CTest test,
 # skipped where there is no CUDA device or no usable cuDNN.
-hg_add_test(test_kernels LABEL kernels ARGS "~[cuda]~[gemm-native]~[gemm-onednn-f32]" SOURCES
+hg_add_test(test_kernels LABEL kernels ARGS "~[cuda]~[gemm-native]~[gemm-onednn-f32]~[threads-contention]" SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/test_elementwise.cpp
   ${CMAKE_CURRENT_LIST_DIR}/test_reduce.cpp
   ${CMAKE_CURRENT_LIST_DIR}/test_softmax.cpp
@@ -17,6 +17,7 @@ hg_add_test(test_kernels LABEL kernels ARGS "~[cuda]~[gemm-native]~[gemm-onednn-
   ${CMAKE_CURRENT_LIST_DIR}/test_glu.cpp
   ${CMAKE_CURRENT_LIST_DIR}/test_vec_math.cpp
   ${CMAKE_CURRENT_LIST_DIR}/test_cpu_dispatch.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/test_threads.cpp
   ${CMAKE_CURRENT_LIST_DIR}/f16_native_soft.cpp
 )
 # The native f16 element-wise kernels (kernels/elementwise/f16_native.h): the object
@@ -43,6 +44,14 @@ endif()
 add_test(NAME test_gemm_native_bf16 COMMAND test_kernels "[gemm-native]")
 set_tests_properties(test_gemm_native_bf16 PROPERTIES LABELS kernels)
 hg_test_requires(test_gemm_native_bf16 cpu-bf16)
+# The thread governor under real contention (busy child processes on every
+# core; runtime/cpu/threads.cpp): the cpu build only, skipped with one core or
+# no per-thread schedstat.
+if(HG_CUDA_MODE STREQUAL "off")
+  add_test(NAME test_thread_governor COMMAND test_kernels "[threads-contention]")
+  set_tests_properties(test_thread_governor PROPERTIES LABELS kernels)
+  hg_test_requires(test_thread_governor cpu-contention)
+endif()
 add_test(NAME test_gemm_onednn_f32 COMMAND test_kernels "[gemm-onednn-f32]")
 set_tests_properties(test_gemm_onednn_f32 PROPERTIES LABELS kernels)
 hg_test_requires(test_gemm_onednn_f32 cpu-f32-onednn)
