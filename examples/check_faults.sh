@@ -8,7 +8,8 @@ set -uo pipefail
 H=$1 DEV=$2 W=$3
 rm -rf "$W" && mkdir -p "$W" || exit 1
 # 600 samples / batch 100: 6 steps an epoch, 18 in all, a checkpoint every 2.
-A=(--limit 600 --test-limit 200 --epochs 3 --batch-size 100 --warmup-steps 2 --checkpoint-every 2 --device "$DEV")
+A=(--limit 600 --test-limit 200 --epochs 3 --batch-size 100 --warmup-steps 2 --checkpoint-every 2 --device "$DEV"
+   --precision amp-fp16)  # the seed recipe: the scaler's state travels too
 fail() { echo "check_faults: FAIL: $*" >&2; exit 1; }
 metrics() { sed -E 's/,"(seconds|samples_per_second)":[^,}]*//g' "$1/metrics.jsonl" 2>/dev/null; }
 hash_of() { sha256sum <"$1/checkpoint.safetensors" 2>/dev/null; }

@@ -13,7 +13,8 @@
 set -uo pipefail
 H=$1 W=$2
 rm -rf "$W" && mkdir -p "$W" || exit 1
-A=(--limit 256 --test-limit 100 --epochs 1 --batch-size 128 --warmup-steps 1 --device cpu)  # amp-fp16: with a scaler
+B=(--limit 256 --test-limit 100 --epochs 1 --batch-size 128 --warmup-steps 1 --device cpu)
+A=("${B[@]}" --precision amp-fp16)  # the seed recipe: its checkpoint has a scaler
 fail() { echo "check_launch: FAIL: $*" >&2; exit 1; }
 # expect <rc> <regex> <args...>: rc "cli" is any command-line error (1..127).
 expect() {
@@ -73,7 +74,7 @@ expect 1 "no checkpoint at .*--overwrite" "${A[@]}" --out "$W/empty" --resume
 ! grep -q "hg-train: hg-train:" <<<"$LAST" || fail "doubled prefix: $LAST"
 
 # A diverged 1-epoch run says epoch 1 (the loader already points past it).
-expect 1 "by step [0-9]+ \(epoch 1\): the run diverged" "${A[@]}" --precision fp32 --lr 3e38 --out "$W/diverged"
+expect 1 "by step [0-9]+ \(epoch 1\): the run diverged" "${B[@]}" --precision fp32 --lr 3e38 --out "$W/diverged"
 
 # Corrupt checkpoints: the file and key are named, and divergence is not blamed.
 expect 0 "done in" "${A[@]}" --out "$W/ok"

@@ -9,7 +9,7 @@
 set -uo pipefail
 H=$1 W=$2
 rm -rf "$W" && mkdir -p "$W" || exit 1
-# fp32: the DDP equivalence itself (under the default amp-fp16 the two runs'
+# fp32: the DDP equivalence itself (under amp-fp16 the two runs'
 # overflow checks see differently rounded gradients and may skip other steps).
 A=(--limit 1024 --test-limit 500 --epochs 2 --batch-size 64 --warmup-steps 4 --device cpu --precision fp32)
 fail() { echo "check_nproc: FAIL: $*" >&2; exit 1; }

@@ -8,8 +8,9 @@ cmake_minimum_required(VERSION 3.25)
 file(REMOVE_RECURSE "${WORK}")
 file(MAKE_DIRECTORY "${WORK}")
 # 1200 samples / batch 100 = 12 steps an epoch; clipping and warmup exercised.
+# amp-fp16 (the seed recipe), so the loss scaler's state travels too.
 set(common --limit 1200 --test-limit 300 --epochs 2 --batch-size 100 --warmup-steps 5 --clip-grad 1.0
-           --device ${DEVICE})
+           --device ${DEVICE} --precision amp-fp16)
 if(DEFINED MODEL)
   list(APPEND common --model ${MODEL})
 endif()

@@ -6,6 +6,7 @@ set -uo pipefail
 H=$1 DEV=$2 W=$3
 rm -rf "$W" && mkdir -p "$W" || exit 1
 A=(--limit 400 --test-limit 100 --epochs 2 --batch-size 100 --warmup-steps 2 --device "$DEV")
+P=(--precision amp-fp16)  # the seed recipe: a loss scaler, shown in the progress lines
 fail() { echo "check_run_folder: FAIL: $*" >&2; exit 1; }
 # expect <rc> <regex for stderr+stdout> <hg-train args...>; rc "cli": any
 # command-line error (CLI11's codes), never a signal.
@@ -31,6 +32,11 @@ hash_of() { sha256sum <"$1/checkpoint.safetensors"; }
 
 # A finished run's folder is not overwritten by a run without --resume.
 expect 0 "done in" "${A[@]}" --out "$W/a"
+# The default precision is auto; the first line names what it picked and the
+# seed recipe's flag.
+grep -qE -- "^hg-train: precision (fp32|amp-bf16|amp-fp16) \(--precision auto: .*--precision amp-fp16" \
+  <<<"$(tr '\n' ' ' <<<"$LAST" | tr -s ' ')" ||
+  fail "the first lines do not name the auto precision and the seed recipe: $LAST"
 before=$(hash_of "$W/a")
 expect 1 "already holds files .*--resume.*--overwrite" "${A[@]}" --out "$W/a" --lr 0.01
 [ "$(hash_of "$W/a")" = "$before" ] || fail "the refused run changed the checkpoint"
@@ -77,30 +83,30 @@ expect cli "--lr: must be at most 3.4e38 .*got 'inf'" "${A[@]}" --out "$W/b" --l
 # --help shows the defaults; --version the CMake project version.
 expect 0 "--epochs INT=8" --help
 LAST=$(tr '\n' ' ' <<<"$LAST")
-grep -qE -- "--precision .*=amp-fp16 .*--epochs INT=8 .*--batch-size INT=128" <<<"$LAST" || fail "--help shows no defaults: $LAST"
+grep -qE -- "--precision .*=auto .*--epochs INT=8 .*--batch-size INT=128" <<<"$LAST" || fail "--help shows no defaults: $LAST"
 if [ -n "${HG_EXPECTED_VERSION:-}" ]; then
   expect 0 "^hg-train \(halfgrad\) ${HG_EXPECTED_VERSION//./\\.}$" --version
 fi
 
-# The default precision is amp-fp16, whose checkpoint carries the loss scaler.
-LC_ALL=C grep -aq '"scaler.state"' "$W/a/checkpoint.safetensors" || fail "the amp-fp16 checkpoint has no scaler state"
 expect 0 "hg-train: cpu: F16C" "${A[@]}" --out "$W/f32" --precision fp32  # the capability report, in every mode
 
 # Terminal output. Not a tty: plain lines that fit $COLUMNS, else 80 columns
 # (issue: a ~93-column line wrapped in an 80-column terminal).
 widest() { awk '{ if (length($0) > n) n = length($0) } END { print n + 0 }'; }
-out=$(env -u COLUMNS "$H" "${A[@]}" --out "$W/t" 2>&1) || fail "the 80-column run failed: $out"
+out=$(env -u COLUMNS "$H" "${A[@]}" "${P[@]}" --out "$W/t" 2>&1) || fail "the 80-column run failed: $out"
+# amp-fp16's checkpoint carries the loss scaler.
+LC_ALL=C grep -aq '"scaler.state"' "$W/t/checkpoint.safetensors" || fail "the amp-fp16 checkpoint has no scaler state"
 grep -qE "^  epoch 1/2  1/4  loss [0-9.]+  scale 2\^16  skip 0  [0-9:]+ eta [0-9:-]+" <<<"$out" ||
   fail "no progress line with the loss scale, skipped steps, elapsed time and ETA: $out"
 [ "$(widest <<<"$out")" -le 80 ] || fail "a line is wider than 80 columns: $out"
-out=$(COLUMNS=50 "$H" "${A[@]}" --out "$W/t" --overwrite 2>&1) || fail "the 50-column run failed: $out"
+out=$(COLUMNS=50 "$H" "${A[@]}" "${P[@]}" --out "$W/t" --overwrite 2>&1) || fail "the 50-column run failed: $out"
 [ "$(widest <<<"$out")" -le 50 ] || fail "a line is wider than COLUMNS=50: $out"
 # A terminal (a pty from util-linux's script, 80 columns): the line is redrawn
 # in place (\r) every 10 steps, with a bar, and the evaluation shows progress;
 # every redraw fits (TIOCGWINSZ).
 if script -qec true /dev/null </dev/null >/dev/null 2>&1; then
   out=$(script -qec "stty cols 80 && exec $H --limit 1200 --test-limit 100 --batch-size 100 --warmup-steps 2 \
-        --epochs 1 --device $DEV --out $W/tty" /dev/null </dev/null | tr '\r' '\n' | sed 's/\x1b\[K//g')
+        --epochs 1 --device $DEV --precision amp-fp16 --out $W/tty" /dev/null </dev/null | tr '\r' '\n' | sed 's/\x1b\[K//g')
   grep -qE "^epoch 1/1 \[#+\.*\] 10/12  loss [0-9.]+  scale 2\^16  skip 0  [0-9:]+ eta [0-9:]+$" <<<"$out" ||
     fail "no in-place progress line on a tty: $out"
   grep -qE "^epoch 1/1  evaluating \[#+\] 1/1" <<<"$out" || fail "no evaluation progress on a tty: $out"

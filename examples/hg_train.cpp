@@ -3,15 +3,18 @@
 // metrics.jsonl, curves.svg and a training checkpoint into --out, and
 // continues bit-exactly from that checkpoint with --resume.
 //
-//   hg-train                                   # defaults: 784-256-128-10 MLP, amp-fp16, AdamW + warmup/cosine, 8 epochs
+//   hg-train                                   # defaults: 784-256-128-10 MLP, precision auto, AdamW + warmup/cosine, 8 epochs
+//   hg-train --precision amp-fp16              # the seed recipe: f16 autocast + GradScaler
 //   hg-train --precision fp32 --device cuda --epochs 5
 //   hg-train --limit 2000 --epochs 1           # a smoke run
 //   hg-train --max-steps 500 && hg-train --resume   # stop early, continue later
 //
 // Precision modes (docs/amp.md, docs/training.md):
-//   amp-fp16 (default), amp-bf16: fp32 weights, the forward under
-//     hg::amp::Autocast (matmuls in 16 bits, softmax/loss in fp32) and a
-//     GradScaler;
+//   auto (default): amp-bf16 where bf16 matmuls are native, else fp32 on a
+//     CPU and amp-fp16 on a GPU (train/precision.h);
+//   amp-fp16: fp32 weights, the forward under hg::amp::Autocast (matmuls in
+//     f16, softmax/loss in fp32) and a GradScaler; amp-bf16: the same in bf16
+//     without a scaler (PyTorch's bf16 recipe);
 //   fp16-master, bf16-master: the model itself in 16 bits, fp32 master
 //     weights in the optimizer, the forward under Autocast too (so the
 //     fp32-class ops run in fp32) and a GradScaler;
@@ -70,7 +73,7 @@ using hg::train::pick_device;
 struct Options {
   std::string model = "mlp";
   std::string device = "auto";
-  std::string precision = "amp-fp16";
+  std::string precision = "auto";  // resolve_precision once the device is known
   int epochs = 8;
   int64_t batch_size = 128;
   double lr = 2e-3;
@@ -264,18 +267,19 @@ int main(int argc, char** argv) {
   app.option_defaults()->always_capture_default();
   app.set_version_flag("--version", std::string("hg-train (halfgrad) ") + hg::version(),
                        "print the halfgrad version and exit");
-  app.add_option("--model", o.model,
-                 "model: mlp | cnn (Fashion-MNIST, docs/training.md) | gpt (a character-level GPT on text, "
-                 "docs/gpt.md; its own defaults: --precision auto (amp-bf16 where bf16 matmuls are native: a GPU "
-                 "with bf16, a CPU with AVX512_BF16; else fp32 on a CPU, amp-fp16 on a GPU), "
-                 "--batch-size 12, --lr 1e-3, --warmup-steps 100, --clip-grad 1, --data " +
-                     std::string(hg::data::CharCorpus::kFortunesRoot) + ", --out runs/hg-train-gpt)")
+  app.add_option(
+         "--model", o.model,
+         "model: mlp | cnn (Fashion-MNIST, docs/training.md) | gpt (a character-level GPT on text, "
+         "docs/gpt.md; its own defaults: --batch-size 12, --lr 1e-3, --warmup-steps 100, --clip-grad 1, --data " +
+             std::string(hg::data::CharCorpus::kFortunesRoot) + ", --out runs/hg-train-gpt)")
       ->check(CLI::IsMember({"mlp", "cnn", "gpt"}));
   app.add_option("--device", o.device, "auto | cpu | cuda | cuda:N");
   app.add_option("--precision", o.precision,
-                 "amp-fp16 | amp-bf16 (fp32 weights, autocast, loss scaler) | fp16-master | bf16-master "
+                 "auto (amp-bf16 where bf16 matmuls are native: a GPU with bf16, a CPU with AVX512_BF16; else "
+                 "fp32 on a CPU, amp-fp16 on a GPU) | amp-fp16 (fp32 weights, f16 autocast, loss scaler: the "
+                 "seed recipe) | amp-bf16 (fp32 weights, bf16 autocast, no scaler) | fp16-master | bf16-master "
                  "(16-bit weights with fp32 masters, autocast, loss scaler) | amp-fp8 (amp-bf16 with the "
-                 "Linear layers whose dims are multiples of 16 in fp8, docs/amp.md) | fp32")
+                 "Linear layers whose dims are multiples of 16 in fp8 and a scaler, docs/amp.md) | fp32")
       ->check(CLI::IsMember({"fp32", "fp16-master", "bf16-master", "amp-fp16", "amp-bf16", "amp-fp8", "auto"}));
   app.add_option("--fp8-keep", o.fp8_keep,
                  "amp-fp8: Linear layers kept in bf16, comma-separated dotted names or prefixes "
@@ -417,7 +421,7 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
-  if (o.precision == "auto") o.precision = "amp-fp16";  // the Fashion-MNIST job's default
+  const bool precision_given = app.count("--precision") != 0;
   const hg::distributed::LaunchEnv launch = hg::distributed::launch_env();
   // Every check of the options runs before a worker starts: one refusal, here.
   if (o.nproc > 1 && o.batch_size % o.nproc != 0) {
@@ -491,6 +495,15 @@ int main(int argc, char** argv) {
   hg::train::Terminal term;
   try {
     hg::Device device = pick_device(o.device);
+    o.precision = hg::train::resolve_precision(o.precision, device);
+    if (!precision_given) {
+      term.paragraph("hg-train: precision " + o.precision + " (--precision auto: " +
+                     (o.precision == "amp-bf16"
+                          ? std::string("bf16 matmuls are native on this ") + (device.is_cpu() ? "CPU" : "GPU")
+                      : device.is_cpu() ? std::string("16-bit matmuls widen to f32 on this CPU")
+                                        : "this GPU has no bf16") +
+                     "); the seed recipe, f16 autocast with a loss scaler, is --precision amp-fp16");
+    }
     hg::distributed::ProcessGroupPtr group;
     if (distributed) {
       // One GPU per rank: cuda:LOCAL_RANK when the device is CUDA.

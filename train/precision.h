@@ -7,10 +7,12 @@
 //                the model itself in 16 bits, fp32 master weights in the
 //                optimizer, the forward under Autocast (so the fp32-class ops
 //                run in fp32) and a GradScaler;
-//   amp-fp16, amp-bf16
-//                fp32 weights, the forward under Autocast (matmuls in 16
-//                bits, softmax and losses in fp32) and a GradScaler;
-//   amp-fp8      amp-bf16, plus the eligible nn::Linear layers (both dims
+//   amp-fp16     fp32 weights, the forward under Autocast (matmuls in 16
+//                bits, softmax and losses in fp32) and a GradScaler (the
+//                seed recipe, torch.amp's fp16 one);
+//   amp-bf16     the same in bf16, without a GradScaler (PyTorch's bf16
+//                recipe: bf16 has f32's range);
+//   amp-fp8      amp-bf16 with a GradScaler, plus the eligible nn::Linear layers (both dims
 //                multiples of 16, not kept by TrainerOptions::fp8_keep) in
 //                fp8 through amp::Fp8Training (delayed scaling, E4M3 forward,
 //                E5M2 gradients; docs/amp.md); a GPU needs fp8 GEMMs (sm_89+),
