@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/allocator.h"
+#include "tests/skip.h"
 
 using namespace hg;
 
@@ -138,12 +139,11 @@ bool has_flag(const std::string& flags, const char* flag) {
 }
 }  // namespace
 
-TEST_CASE("cpu_allocator: blocks of 2 MiB or more are advised to use huge pages", "[core][allocator]") {
+TEST_CASE("cpu_allocator: blocks of 2 MiB or more are advised to use huge pages", "[core][allocator][needs-thp]") {
   std::ifstream thp("/sys/kernel/mm/transparent_hugepage/enabled");
   std::string mode;
   if (!thp || !std::getline(thp, mode) || mode.find("[never]") != std::string::npos) {
-    WARN("skipped: no transparent huge pages in this kernel");
-    return;
+    HG_SKIP("no transparent huge pages in this kernel");
   }
   const char* env = std::getenv("HG_CPU_HUGE_PAGES");
   const bool on = !(env != nullptr && std::strcmp(env, "0") == 0);

@@ -1,4 +1,4 @@
-hg_add_test(test_core LABEL core SOURCES
+hg_add_test(test_core LABEL core ARGS "~[needs-thp]" SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/test_dtype.cpp
   ${CMAKE_CURRENT_LIST_DIR}/test_tensor.cpp
   ${CMAKE_CURRENT_LIST_DIR}/test_shape.cpp
@@ -10,13 +10,19 @@ hg_add_test(test_core LABEL core SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/test_allocator.cpp
 )
 # The same tests through glibc (the CPU block cache off: Note [CPU block cache]).
-add_test(NAME test_core_no_block_cache COMMAND test_core)
+add_test(NAME test_core_no_block_cache COMMAND test_core "~[needs-thp]")
 set_tests_properties(test_core_no_block_cache PROPERTIES ENVIRONMENT HG_CPU_BLOCK_CACHE=0 LABELS core)
 # The allocator's tests with a 1 MiB budget for large cached blocks (the
 # eviction path of Note [CPU block cache]).
-add_test(NAME test_core_small_block_cache COMMAND test_core "[allocator]")
+add_test(NAME test_core_small_block_cache COMMAND test_core "[allocator]~[needs-thp]")
 set_tests_properties(test_core_small_block_cache PROPERTIES ENVIRONMENT HG_CPU_CACHE_MB=1 LABELS core)
 # The allocator's tests without the huge-page advice (Note [Huge pages for
 # large host blocks] in core/allocator.cpp).
-add_test(NAME test_core_no_huge_pages COMMAND test_core "[allocator]")
+add_test(NAME test_core_no_huge_pages COMMAND test_core "[allocator]~[needs-thp]")
 set_tests_properties(test_core_no_huge_pages PROPERTIES ENVIRONMENT HG_CPU_HUGE_PAGES=0 LABELS core)
+# The huge-page case itself (skipped without transparent huge pages), with the
+# advice on and off.
+hg_add_skippable_test(test_core needs-thp core)
+add_test(NAME test_core_no_huge_pages_thp COMMAND test_core "[needs-thp]")
+set_tests_properties(test_core_no_huge_pages_thp PROPERTIES ENVIRONMENT "HG_CPU_HUGE_PAGES=0;HG_TEST_SKIP_OK=1"
+                                                            SKIP_RETURN_CODE ${HG_TEST_SKIP_RETURN_CODE} LABELS core)

@@ -14,6 +14,7 @@
 #include "data/idx.h"
 
 #include "tests/data/data_test_util.h"
+#include "tests/skip.h"
 
 using namespace hg;
 using namespace hg::data;
@@ -164,11 +165,9 @@ TEST_CASE("FashionMnist loads a folder and validates the pair of files", "[data]
   }
 }
 
-TEST_CASE("the real Fashion-MNIST, if installed", "[data][mnist][real]") {
+TEST_CASE("the real Fashion-MNIST, if installed", "[data][mnist][real][needs-fashion-mnist]") {
   if (!fs::is_directory(FashionMnist::kDefaultRoot)) {
-    WARN("skipped: " << FashionMnist::kDefaultRoot
-                     << " not found (apt-get install dataset-fashion-mnist)");
-    return;
+    HG_SKIP(FashionMnist::kDefaultRoot << " not found (apt-get install dataset-fashion-mnist)");
   }
   for (bool train : {true, false}) {
     FashionMnist ds(FashionMnist::kDefaultRoot, train);

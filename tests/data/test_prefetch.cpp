@@ -26,6 +26,7 @@
 #if defined(HG_WITH_CUDA)
 #include "runtime/cuda/caching_allocator.h"
 #include "runtime/cuda/runtime.h"
+#include "tests/skip.h"
 #endif
 
 using namespace hg;
@@ -110,11 +111,8 @@ struct FaultGuard {
 
 }  // namespace
 
-TEST_CASE("prefetched CUDA batches equal the synchronous CPU batches", "[data][prefetch][cuda]") {
-  if (!have_cuda()) {
-    SUCCEED("no CUDA device");
-    return;
-  }
+TEST_CASE("prefetched CUDA batches equal the synchronous CPU batches", "[data][prefetch][cuda][needs-cuda]") {
+  if (!have_cuda()) HG_SKIP("no CUDA device");
   const Data d = make_data(103);
   for (bool shuffle : {false, true}) {
     for (bool drop_last : {false, true}) {
@@ -153,12 +151,8 @@ TEST_CASE("prefetched CUDA batches equal the synchronous CPU batches", "[data][p
   }
 }
 
-TEST_CASE("prefetch copies on a side stream, ordered before the current stream",
-          "[data][prefetch][cuda]") {
-  if (!have_cuda()) {
-    SUCCEED("no CUDA device");
-    return;
-  }
+TEST_CASE("prefetch copies on a side stream, ordered before the current stream", "[data][prefetch][cuda][needs-cuda]") {
+  if (!have_cuda()) HG_SKIP("no CUDA device");
   const Data d = make_data(50);
   const DataLoaderOptions options{.batch_size = 8, .shuffle = true, .seed = 1};
   DataLoader cpu(d.images, d.labels, options);
@@ -201,11 +195,8 @@ TEST_CASE("prefetch copies on a side stream, ordered before the current stream",
   CHECK(pre.prefetch_stats().discarded == before.discarded + 1);
 }
 
-TEST_CASE("prefetch keeps resuming, breaking and skipping exact", "[data][prefetch][cuda]") {
-  if (!have_cuda()) {
-    SUCCEED("no CUDA device");
-    return;
-  }
+TEST_CASE("prefetch keeps resuming, breaking and skipping exact", "[data][prefetch][cuda][needs-cuda]") {
+  if (!have_cuda()) HG_SKIP("no CUDA device");
   const Data d = make_data(70);
   const DataLoaderOptions options{.batch_size = 8, .shuffle = true, .seed = 9};
   DataLoader cpu(d.images, d.labels, options);
@@ -282,12 +273,8 @@ TEST_CASE("prefetch keeps resuming, breaking and skipping exact", "[data][prefet
   }
 }
 
-TEST_CASE("a loader destroyed mid-pass joins its thread and frees its memory",
-          "[data][prefetch][cuda]") {
-  if (!have_cuda()) {
-    SUCCEED("no CUDA device");
-    return;
-  }
+TEST_CASE("a loader destroyed mid-pass joins its thread and frees its memory", "[data][prefetch][cuda][needs-cuda]") {
+  if (!have_cuda()) HG_SKIP("no CUDA device");
   const Data d = make_data(200);
   const DataLoaderOptions options{.batch_size = 16, .shuffle = true, .seed = 2,
                                   .device = Device::cuda()};
@@ -318,12 +305,8 @@ TEST_CASE("a loader destroyed mid-pass joins its thread and frees its memory",
   CHECK(cuda::memory_stats().allocated_bytes == allocated_before);
 }
 
-TEST_CASE("an error in the prefetch thread is rethrown at the dereference",
-          "[data][prefetch][cuda]") {
-  if (!have_cuda()) {
-    SUCCEED("no CUDA device");
-    return;
-  }
+TEST_CASE("an error in the prefetch thread is rethrown at the dereference", "[data][prefetch][cuda][needs-cuda]") {
+  if (!have_cuda()) HG_SKIP("no CUDA device");
   const Data d = make_data(60);
   const DataLoaderOptions options{.batch_size = 8, .shuffle = true, .seed = 4};
   DataLoader cpu(d.images, d.labels, options);
@@ -359,8 +342,7 @@ TEST_CASE("an error in the prefetch thread is rethrown at the dereference",
 TEST_CASE("prefetch timing on Fashion-MNIST", "[.bench-prefetch]") {
   if (!std::filesystem::exists(std::string(FashionMnist::kDefaultRoot) +
                                "/train-images-idx3-ubyte.gz")) {
-    WARN("Fashion-MNIST not installed; apt-get install dataset-fashion-mnist");
-    return;
+    FAIL("Fashion-MNIST not installed; apt-get install dataset-fashion-mnist");
   }
   const FashionMnist train;
   struct Config {

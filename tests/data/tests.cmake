@@ -1,4 +1,4 @@
-hg_add_test(test_data LABEL data SOURCES
+hg_add_test(test_data LABEL data ARGS "~[needs-cuda]~[needs-fashion-mnist]" SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/test_idx.cpp
   ${CMAKE_CURRENT_LIST_DIR}/test_dataloader.cpp
   ${CMAKE_CURRENT_LIST_DIR}/test_dataset.cpp
@@ -10,3 +10,7 @@ hg_add_test(test_data LABEL data SOURCES
 # The IDX tests gzip their fixtures with zlib directly.
 find_package(ZLIB REQUIRED)
 target_link_libraries(test_data PRIVATE ZLIB::ZLIB)
+# The prefetch cases on a CUDA device and the real Fashion-MNIST: skipped
+# (not passed) where they are missing.
+hg_add_skippable_test(test_data needs-cuda data)
+hg_add_skippable_test(test_data needs-fashion-mnist data)

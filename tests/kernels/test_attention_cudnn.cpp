@@ -23,6 +23,7 @@
 #include "kernels/attention/attention_cudnn.h"
 #include "kernels/attention/flash_attention.h"
 #include "tests/kernels/test_support.h"
+#include "tests/skip.h"
 
 using namespace hg;
 using namespace hg::test;
@@ -185,12 +186,9 @@ void check_case(const Case& c, DType dt) {
 
 }  // namespace
 
-TEST_CASE("cudnn attention: head dims 64 and 128, causal or not, odd T, L != S, against f64", "[cudnn-sdpa]") {
-  const std::string skip = cudnn_skip_reason();
-  if (!skip.empty()) {
-    WARN("cuDNN attention path skipped: " << skip);
-    return;
-  }
+TEST_CASE("cudnn attention: head dims 64 and 128, causal or not, odd T, L != S, against f64",
+          "[cudnn-sdpa][needs-cudnn-sdpa]") {
+  if (const std::string skip = cudnn_skip_reason(); !skip.empty()) HG_SKIP("the cuDNN attention path: " << skip);
   const std::vector<Case> cases{
       {2, 2, 17, 17, 64, true}, {2, 2, 17, 17, 64, false}, {1, 2, 33, 33, 128, true}, {1, 2, 33, 33, 128, false},
       {1, 1, 17, 40, 64, true}, {1, 1, 40, 17, 128, true}, {1, 1, 40, 17, 64, false}, {1, 1, 1, 1, 64, false},
@@ -204,12 +202,8 @@ TEST_CASE("cudnn attention: head dims 64 and 128, causal or not, odd T, L != S, 
 // inputs, same dtype): three times the table's row for the three chained
 // roundings of each side, plus two rounding terms (see compare_with_terms),
 // as the flash test allows the flash kernels.
-TEST_CASE("cudnn path agrees with the math path", "[cudnn-sdpa][sdpa]") {
-  const std::string skip = cudnn_skip_reason();
-  if (!skip.empty()) {
-    WARN("cuDNN attention path skipped: " << skip);
-    return;
-  }
+TEST_CASE("cudnn path agrees with the math path", "[cudnn-sdpa][sdpa][needs-cudnn-sdpa]") {
+  if (const std::string skip = cudnn_skip_reason(); !skip.empty()) HG_SKIP("the cuDNN attention path: " << skip);
   uint64_t seed = 700;
   const Device cuda = Device::cuda(0);
   for (const DType dt : {kF16, kBF16}) {
@@ -241,12 +235,8 @@ TEST_CASE("cudnn path agrees with the math path", "[cudnn-sdpa][sdpa]") {
 // q, k, v as views of the fused projection's [B, T, 3, H, D] output: read in
 // place (no copy), equal bit for bit to contiguous inputs; the plan cache
 // holds one plan per (shape, strides, dtype, causal) and reuses it.
-TEST_CASE("cudnn attention: the fused qkv layout in place, plans cached by strides", "[cudnn-sdpa]") {
-  const std::string skip = cudnn_skip_reason();
-  if (!skip.empty()) {
-    WARN("cuDNN attention path skipped: " << skip);
-    return;
-  }
+TEST_CASE("cudnn attention: the fused qkv layout in place, plans cached by strides", "[cudnn-sdpa][needs-cudnn-sdpa]") {
+  if (const std::string skip = cudnn_skip_reason(); !skip.empty()) HG_SKIP("the cuDNN attention path: " << skip);
 #if defined(HG_WITH_CUDA)
   const Device cuda = Device::cuda(0);
   const int64_t b = 2, t = 21, h = 2, d = 64;
@@ -280,12 +270,9 @@ TEST_CASE("cudnn attention: the fused qkv layout in place, plans cached by strid
 // bit to the same call on contiguous copies, and to the f64 reference; one
 // backward plan per (shapes, strides), reused; the dQ-accumulating graph
 // gives the deterministic graph's values.
-TEST_CASE("cudnn attention backward: strided operands in place, both graphs, plans cached", "[cudnn-sdpa]") {
-  const std::string skip = cudnn_skip_reason();
-  if (!skip.empty()) {
-    WARN("cuDNN attention path skipped: " << skip);
-    return;
-  }
+TEST_CASE("cudnn attention backward: strided operands in place, both graphs, plans cached",
+          "[cudnn-sdpa][needs-cudnn-sdpa]") {
+  if (const std::string skip = cudnn_skip_reason(); !skip.empty()) HG_SKIP("the cuDNN attention path: " << skip);
 #if defined(HG_WITH_CUDA)
   const Device cuda = Device::cuda(0);
   for (const DType dt : {kF16, kBF16}) {
@@ -354,12 +341,8 @@ TEST_CASE("cudnn attention backward: strided operands in place, both graphs, pla
 #endif
 }
 
-TEST_CASE("cudnn attention backward: clear errors", "[cudnn-sdpa]") {
-  const std::string skip = cudnn_skip_reason();
-  if (!skip.empty()) {
-    WARN("cuDNN attention path skipped: " << skip);
-    return;
-  }
+TEST_CASE("cudnn attention backward: clear errors", "[cudnn-sdpa][needs-cudnn-sdpa]") {
+  if (const std::string skip = cudnn_skip_reason(); !skip.empty()) HG_SKIP("the cuDNN attention path: " << skip);
   const Device cuda = Device::cuda(0);
   const Tensor q = input({1, 2, 9, 64}, kF16, 81).to(cuda);
   const ops::FlashForward f = ops::cudnn_attention_forward(q, q, q, 0.125, true);

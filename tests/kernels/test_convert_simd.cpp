@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernels/cpu/convert_simd.h"
+#include "tests/skip.h"
 
 #if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
 #include <cpuid.h>
@@ -33,10 +34,9 @@ bool upper_ymm_in_use() {
 
 }  // namespace
 
-TEST_CASE("the AVX2 converters return with the upper YMM state clean", "[kernels][cpu]") {
+TEST_CASE("the AVX2 converters return with the upper YMM state clean", "[kernels][cpu][needs-avx2-f16c]") {
   if (!xinuse_supported() || std::strcmp(hg::cpu::convert_isa(), "avx2-f16c") != 0) {
-    WARN("skipped: needs XGETBV(1) and the avx2-f16c converters (this process: " << hg::cpu::convert_isa() << ")");
-    return;
+    HG_SKIP("needs XGETBV(1) and the avx2-f16c converters (this process: " << hg::cpu::convert_isa() << ")");
   }
   // 8 + 3 elements: the vector loop, then the portable tail (the path that
   // used to leave the state dirty), and a multiple of 8 (no tail).
@@ -54,5 +54,7 @@ TEST_CASE("the AVX2 converters return with the upper YMM state clean", "[kernels
   }
 }
 #else
-TEST_CASE("the AVX2 converters return with the upper YMM state clean", "[kernels][cpu]") { WARN("skipped: x86 only"); }
+TEST_CASE("the AVX2 converters return with the upper YMM state clean", "[kernels][cpu][needs-avx2-f16c]") {
+  HG_SKIP("x86 only");
+}
 #endif

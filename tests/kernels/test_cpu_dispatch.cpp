@@ -35,6 +35,7 @@
 #include "kernels/gemm/gemm.h"
 #include "kernels/ops.h"
 #include "tests/kernels/test_support.h"
+#include "tests/skip.h"
 
 namespace hg::cpu {
 const F16NativeTable* f16_native_soft_table();  // tests/kernels/f16_native_soft.cpp
@@ -332,20 +333,21 @@ void check_table(const cpu::F16NativeTable& t, const char* name) {
 
 }  // namespace
 
-TEST_CASE("native f16 element-wise kernels are bit-identical to the widening path", "[kernels][dispatch]") {
+TEST_CASE("native f16 element-wise kernels (same source, no AVX512-FP16) are bit-identical to the widening path",
+          "[kernels][dispatch][needs-f16-soft]") {
   const cpu::F16NativeTable* soft = cpu::f16_native_soft_table();
-  if (soft == nullptr) {
-    WARN("skipped the same-source run: this compiler has no _Float16 without AVX512-FP16");
-  } else {
-    check_table(*soft, "same source without AVX512-FP16");
-  }
+  if (soft == nullptr) HG_SKIP("this compiler has no _Float16 without AVX512-FP16");
+  check_table(*soft, "same source without AVX512-FP16");
+}
+
+TEST_CASE("native f16 element-wise kernels (AVX512-FP16) are bit-identical to the widening path",
+          "[kernels][dispatch][needs-avx512fp16]") {
   const cpu::F16NativeTable* native = cpu::f16_native_avx512fp16();
   const cpu::CpuFeatures& f = cpu::cpu_features();
-  if (native != nullptr && f.avx512_fp16 && f.avx512bw && f.avx512vl && f.os_zmm) {
-    check_table(*native, "AVX512-FP16");
-  } else {
-    WARN("the AVX512-FP16 kernels were not run: this CPU has no AVX512-FP16 (" << cpu::cpu_features_string(f) << ")");
+  if (native == nullptr || !f.avx512_fp16 || !f.avx512bw || !f.avx512vl || !f.os_zmm) {
+    HG_SKIP("this CPU or build has no AVX512-FP16 kernels (" << cpu::cpu_features_string(f) << ")");
   }
+  check_table(*native, "AVX512-FP16");
 }
 
 // The element-wise loop's use of the native kernels (Note [Native f16
@@ -355,12 +357,9 @@ TEST_CASE("native f16 element-wise kernels are bit-identical to the widening pat
 // vector, below and above the parallel grain; special values), a scalar f16 cannot
 // hold (0.1) takes the widening path, and bf16 and strided operands never
 // reach the kernels.
-TEST_CASE("the element-wise loop runs the native f16 kernels where they apply", "[kernels][dispatch]") {
+TEST_CASE("the element-wise loop runs the native f16 kernels where they apply", "[kernels][dispatch][needs-f16-soft]") {
   const cpu::F16NativeTable* soft = cpu::f16_native_soft_table();
-  if (soft == nullptr) {
-    WARN("skipped: this compiler has no _Float16 without AVX512-FP16");
-    return;
-  }
+  if (soft == nullptr) HG_SKIP("this compiler has no _Float16 without AVX512-FP16");
   // Counts the kernels' calls, then runs the soft kernels.
   static std::atomic<int> calls{0};
   static const cpu::F16NativeTable* inner = nullptr;

@@ -1,7 +1,7 @@
 # The [cuda] cases (tests/kernels/test_conv_cuda.cpp: conv2d through cuDNN,
 # CUDA pooling and batch norm against the CPU) are their own CTest test,
 # skipped where there is no CUDA device or no usable cuDNN.
-hg_add_test(test_kernels LABEL kernels ARGS "~[cuda]~[gemm-native]~[gemm-onednn-f32]~[threads-contention]" SOURCES
+hg_add_test(test_kernels LABEL kernels ARGS "~[cuda]~[gemm-native]~[gemm-onednn-f32]~[threads-contention]~[needs-avx2-f16c]~[needs-f16-soft]~[needs-avx512fp16]" SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/test_elementwise.cpp
   ${CMAKE_CURRENT_LIST_DIR}/test_reduce.cpp
   ${CMAKE_CURRENT_LIST_DIR}/test_softmax.cpp
@@ -44,6 +44,11 @@ endif()
 add_test(NAME test_gemm_native_bf16 COMMAND test_kernels "[gemm-native]")
 set_tests_properties(test_gemm_native_bf16 PROPERTIES LABELS kernels)
 hg_test_requires(test_gemm_native_bf16 cpu-bf16)
+# Cases that need a CPU feature or a compiler capability (tests/skip.h):
+# skipped, not passed, where it is missing.
+hg_add_skippable_test(test_kernels needs-avx2-f16c kernels)
+hg_add_skippable_test(test_kernels needs-f16-soft kernels)
+hg_add_skippable_test(test_kernels needs-avx512fp16 kernels)
 # The thread governor under real contention (busy child processes on every
 # core; runtime/cpu/threads.cpp): the cpu build only, skipped with one core or
 # no per-thread schedstat.
@@ -115,7 +120,11 @@ target_compile_definitions(test_norm_index PRIVATE HG_TEST_FIXTURE_DIR="${CMAKE_
 hg_add_test(test_flash_attention LABEL kernels SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_flash_attention.cpp)
 # The cuDNN attention path (kernels/attention/attention_cudnn.h; cuda-emu: the graph
 # stand-in) against an f64 reference and the math path, and the path switch.
-hg_add_test(test_attention_cudnn LABEL kernels SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_attention_cudnn.cpp)
+hg_add_test(test_attention_cudnn LABEL kernels ARGS "~[needs-cudnn-sdpa]" SOURCES
+            ${CMAKE_CURRENT_LIST_DIR}/test_attention_cudnn.cpp)
+# Its cases on the cuDNN path: skipped where the path cannot run (the cpu build,
+# a GPU or cuDNN without the fused attention).
+hg_add_skippable_test(test_attention_cudnn needs-cudnn-sdpa kernels)
 # Batched matmul and scaled_dot_product_attention's math path .
 hg_add_test(test_attention LABEL kernels SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_attention.cpp)
 target_link_libraries(test_attention PRIVATE nlohmann_json::nlohmann_json)
