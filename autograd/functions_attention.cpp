@@ -90,7 +90,7 @@ AttentionPath choose_attention_path(const Tensor& q, const Tensor& k, const Tens
   // (docs/benchmarks.md, "CPU flash attention"); the reference row kernels
   // (HG_CPU_MATH=scalar, no SLEEF) and f64 stay on the math path. cuDNN's
   // fused graph runs the same CUDA inputs on sm_80+ but is not the default:
-  // no GPU comparison of the two has been taken yet (docs/kernels.md).
+  // no GPU comparison of the two has been taken yet (kernels/attention/CUDNN.md, "The default stays flash").
   if (!ops::flash_attention_supported(q, k, v, options.attn_mask.defined(), options.dropout_p)) {
     return AttentionPath::math;
   }

@@ -26,7 +26,7 @@ class Generator;
 //   cudnn: cuDNN's fused flash-attention graph for the forward
 //          (kernels/attention/attention_cudnn.h), the flash kernels for the backward;
 //          CUDA sm_80+, chosen only when forced (flash stays the default
-//          until a GPU comparison says otherwise: docs/kernels.md)
+//          until a GPU comparison says otherwise: kernels/attention/CUDNN.md)
 enum class AttentionPath : uint8_t { math, flash, cudnn };
 
 struct SdpaOptions {

@@ -1,6 +1,6 @@
 // Scaled-dot-product attention through cuDNN's fused flash-attention graphs
 // (the third path of hg::scaled_dot_product_attention, beside math and flash;
-// docs/kernels.md "Attention: the cuDNN path").
+// kernels/attention/CUDNN.md "Attention: the cuDNN path").
 //
 //   if (ops::cudnn_attention_unsupported_reason(q, k, v, false, 0.0).empty())
 //     FlashForward f = ops::cudnn_attention_forward(q, k, v, 1.0 / std::sqrt(64.0), true);

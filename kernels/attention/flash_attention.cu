@@ -1,7 +1,7 @@
 // CUDA fused attention (FlashAttention-2), forward and backward side by side,
 // then the launchers. Formulas and contract: kernels/attention/flash_attention.h;
 // walk-through and static evidence (registers, shared memory, SASS):
-// docs/kernels.md "Attention: the flash kernel". CPU counterpart and oracle:
+// kernels/attention/FLASH.md "Attention: the flash kernel". CPU counterpart and oracle:
 // kernels/attention/flash_attention_cpu.cpp.
 //
 // Every product is a warp-level mma.sync m16n8k16 (16-bit inputs, fp32

@@ -1,5 +1,5 @@
 // Fused (FlashAttention-2 style) scaled dot-product attention, forward and
-// backward, O(L) memory (docs/kernels.md "Attention: the
+// backward, O(L) memory (kernels/attention/FLASH.md "Attention: the
 // flash kernel").
 //
 //   FlashForward f = hg::ops::flash_attention_forward(q, k, v, 1.0 / std::sqrt(64.0), true);

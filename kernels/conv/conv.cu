@@ -3,7 +3,7 @@
 // reduce). The cuda-emu build serves the same cuDNN calls from CPU stand-ins
 // in runtime/emu/runtime_cudnn.cpp, so this file is identical in both builds.
 // CPU reference: kernels/conv/conv_cpu.cpp; formulas: kernels/conv/conv.h; the API
-// choice and its limits: docs/kernels.md, "Convolution".
+// choice and its limits: kernels/conv/CUDNN.md, "Convolution on CUDA: cuDNN".
 //
 // Per call: descriptors for x, w, y (4-D, by strides), a convolution
 // descriptor (symmetric padding, stride, dilation, groups, cross-correlation,
@@ -319,8 +319,8 @@ dim3 elementwise_grid(int64_t n) {
 // deterministic algorithm for the problem in that layout; the entry points
 // below then run the same pass once more in NCHW (inputs transposed, results
 // copied back into the caller's layout). Real cuDNN 9 has no deterministic
-// backward-data algorithm for depthwise channels-last f32 (docs/kernels.md,
-// "Convolution on CUDA").
+// backward-data algorithm for depthwise channels-last f32 (kernels/conv/CUDNN.md,
+// "No deterministic algorithm: the NCHW fallback").
 
 bool run_forward(const Tensor& y, const Prepared& pr, const Tensor& bias, DType dtype) {
   // y is in x's layout (the ops layer allocates it so); a non-standard y gets a temporary.

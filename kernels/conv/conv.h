@@ -1,5 +1,5 @@
 // Convolution, pooling and batch normalisation over 4-D NCHW tensors
-// (docs/kernels.md, "Convolution", "Pooling", "Batch normalisation").
+// (kernels/conv/README.md, "Convolution", "Pooling", "Batch normalisation").
 //
 //   Tensor y = hg::ops::conv2d(x /*[N,C,H,W]*/, w /*[O,C/g,KH,KW]*/, bias /*[O] or {}*/, params);
 //   auto [d_x, d_w, d_b] = hg::ops::conv2d_backward(d_y, x, w, params, {true, true, true});
@@ -143,7 +143,7 @@ namespace hg::cpu {
 HG_DECLARE_CONV_KERNELS
 
 // The path CPU convolutions of this dtype take in this process
-// (docs/kernels.md, "CPU convolution paths"): "onednn" (oneDNN's convolution
+// (kernels/conv/CPU.md, "CPU convolution paths"): "onednn" (oneDNN's convolution
 // primitives) or "im2col" (im2col + GEMM, the fallback and the reference). A
 // shape oneDNN has no non-reference kernel for takes im2col either way.
 // HG_CPU_CONV=im2col|onednn|auto (read once) chooses; auto takes oneDNN for

@@ -1,7 +1,7 @@
 // CPU convolution: oneDNN's primitives where the dtype's path is on
 // (kernels/conv/conv_onednn.cpp), else im2col/col2im over the GEMM, the
 // fallback and the reference for the CUDA kernels (formulas in
-// kernels/conv/conv.h; docs/kernels.md, "CPU convolution paths"). HG_CPU_CONV=im2col
+// kernels/conv/conv.h; kernels/conv/CPU.md, "CPU convolution paths"). HG_CPU_CONV=im2col
 // forces the im2col path. Every tensor is read and written through its
 // strides, so NCHW and channels-last take the same code without a copy.
 //

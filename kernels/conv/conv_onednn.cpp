@@ -1,4 +1,4 @@
-// CPU convolution through oneDNN (kernels/conv/conv_onednn.h; docs/kernels.md,
+// CPU convolution through oneDNN (kernels/conv/conv_onednn.h; kernels/conv/CPU.md,
 // "CPU convolution paths").
 //
 // Primitives: convolution_forward (forward_training, bias fused),
@@ -20,7 +20,7 @@
 // layouts look different). The primitive chooses its weights layout
 // (format_tag::any: oneDNN's blocked OIhw16i16o and friends); its activations
 // layout is the output's (channels-last stays channels-last), or any for
-// NCHW (kActivationsAnyForNchw, chosen by measurement: docs/kernels.md). Every
+// NCHW (kActivationsAnyForNchw, chosen by measurement: kernels/conv/CPU.md). Every
 // operand whose layout differs from the primitive's is reordered into a
 // temporary before the call (inputs) or out of it after (outputs); those
 // reorders are counted (conv_onednn_reorders()).
@@ -59,7 +59,7 @@ using tag = memory::format_tag;
 using onednn::engine;
 using onednn::env_is;
 
-// Measured on the AVX-512 development machine (docs/kernels.md, "CPU
+// Measured on the AVX-512 development machine (kernels/conv/CPU.md, "CPU
 // convolution paths"): NCHW tensors run faster reordered into oneDNN's
 // blocked layouts than through its NCHW kernels (an im2col GEMM).
 constexpr bool kActivationsAnyForNchw = true;

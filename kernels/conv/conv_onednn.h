@@ -1,5 +1,5 @@
 // CPU convolution through oneDNN's convolution primitives
-// (kernels/conv/conv_onednn.cpp; docs/kernels.md, "CPU convolution paths").
+// (kernels/conv/conv_onednn.cpp; kernels/conv/CPU.md, "CPU convolution paths").
 // Compiled when the build found oneDNN (HG_HAVE_ONEDNN); kernels/conv/conv_cpu.cpp
 // tries it first and falls back to im2col + GEMM.
 #pragma once

@@ -319,7 +319,7 @@ __device__ __forceinline__ A add(A a, A b) {
 //   precision fp32 (f64 for f64 x) sums and params,      |   fp32 (f64) sums, one rounding on store
 //            one rounding on store of y                  |
 // A channel with a large m and few channels leaves most of the GPU idle: a
-// split-m two-stage reduction is the known next step (docs/kernels.md).
+// split-m two-stage reduction is the known next step (kernels/conv/README.md, "Batch normalisation").
 template <typename T>
 __global__ void __launch_bounds__(kBlockThreads)
     batch_norm_forward_kernel(const T* __restrict__ x, View xv, T* __restrict__ y, View yv,

@@ -1,6 +1,6 @@
 // Row conversions between 16-bit floats and f32 for the CPU GEMM's widen and
 // round steps, and the block sums of the CPU reductions (f32 and 16-bit),
-// with run-time ISA dispatch (docs/kernels.md, "CPU ISA dispatch").
+// with run-time ISA dispatch (kernels/cpu/README.md, "Converters").
 //
 // The library is built for generic x86-64 so that the installed binary runs on
 // any x86-64 CPU; these few hot loops are compiled a second time for
@@ -33,7 +33,7 @@ void narrow_f16(const float* src, uint16_t* dst, int64_t n);
 void narrow_bf16(const float* src, uint16_t* dst, int64_t n);
 
 // The block sums of the CPU reductions' float summation order (kernels/reduce/reduce_cpu.cpp,
-// docs/kernels.md "Reductions"): the n values split into nb = ceil(n / 128)
+// kernels/reduce/README.md "Float sums"): the n values split into nb = ceil(n / 128)
 // consecutive blocks of kSumBlock (the last one may be shorter); in block b,
 // lane l (0..7) = sum over the block's i = l (mod 8) of f(x[i]), from +0 left
 // to right, f(v) = v, or v * v when square (a multiply, then an add: no fused

@@ -1,4 +1,4 @@
-// Vectorised transcendental math for the CPU hot loops (docs/kernels.md,
+// Vectorised transcendental math for the CPU hot loops (kernels/cpu/README.md,
 // "CPU math: SLEEF and ISA dispatch").
 //
 // The element-wise ops (exp, log, tanh, sigmoid, silu, gelu, gelu_tanh, erf,

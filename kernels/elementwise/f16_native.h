@@ -1,4 +1,4 @@
-// Native f16 element-wise kernels for CPUs with AVX512-FP16 (docs/kernels.md,
+// Native f16 element-wise kernels for CPUs with AVX512-FP16 (kernels/elementwise/README.md,
 // "Native f16 element-wise").
 //
 // Contiguous f16 add, sub, mul, div, maximum, minimum (tensor-tensor, or with

@@ -118,7 +118,7 @@ void gemm(const GemmArgs& g) {
 // fp32 only: the preference's reduction-scheme mask drops
 // CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE, the cuBLASLt form of the
 // CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION the cuBLAS handles carry
-// (docs/kernels.md, "Reduced-precision reduction").
+// (kernels/gemm/README.md, "Reduced-precision reduction").
 //
 // Plans. The heuristic's first algorithm is cached per (device, dtype, shape,
 // leading dims, batch strides, transposes, epilogue, TF32, whether C is read,

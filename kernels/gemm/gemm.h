@@ -12,7 +12,7 @@
 // CUDA: cublasGemmStridedBatchedEx (tensor cores for 16-bit). CPU: OpenBLAS
 // sgemm/dgemm; bf16 through oneDNN's native bf16 matmul where the CPU has
 // AVX512_BF16 or AMX; other 16-bit GEMMs (and bf16 with HG_CPU_GEMM=widen)
-// widen the operands to fp32 for sgemm (docs/kernels.md, "CPU GEMM paths").
+// widen the operands to fp32 for sgemm (kernels/gemm/CPU.md, "CPU GEMM paths").
 #pragma once
 
 #include <cstdint>

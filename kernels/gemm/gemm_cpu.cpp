@@ -1,4 +1,4 @@
-// CPU GEMM (docs/kernels.md, "CPU GEMM paths"): f32 through oneDNN's matmul
+// CPU GEMM (kernels/gemm/CPU.md, "CPU GEMM paths"): f32 through oneDNN's matmul
 // on AVX-512 CPUs (7-14% faster than OpenBLAS there), else OpenBLAS sgemm;
 // dgemm for f64. bf16 takes oneDNN's native bf16 matmul where the CPU has
 // AVX512_BF16 or AMX, and f16 oneDNN's f16 matmul where this oneDNN has one

@@ -1,5 +1,5 @@
 // The CPU's native bf16 GEMM, and the f32 GEMM on AVX-512 CPUs, through
-// oneDNN's matmul primitive (kernels/gemm/gemm_onednn.h; docs/kernels.md, "CPU
+// oneDNN's matmul primitive (kernels/gemm/gemm_onednn.h; kernels/gemm/CPU.md, "CPU
 // GEMM paths").
 //
 // f32: f32 A, B and C, fp32 FMAs (oneDNN's default "strict" fpmath mode: no

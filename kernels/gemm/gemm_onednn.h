@@ -1,5 +1,5 @@
 // The CPU's native bf16 GEMM through oneDNN (kernels/gemm/gemm_onednn.cpp;
-// docs/kernels.md, "CPU GEMM paths"). Compiled when the build found oneDNN
+// kernels/gemm/CPU.md, "CPU GEMM paths"). Compiled when the build found oneDNN
 // (HG_HAVE_ONEDNN); kernels/gemm/gemm_cpu.cpp dispatches to it.
 #pragma once
 

@@ -1,5 +1,5 @@
 // Vectorised layer_norm / rms_norm rows for the CPU (kernels/norm/norm_cpu.cpp;
-// docs/kernels.md, "Normalisation: layer_norm and rms_norm").
+// kernels/norm/README.md, "Normalisation: layer_norm and rms_norm").
 //
 // The row kernels are written once over the GCC vector type of
 // kernels/cpu/vec_math_impl.h (kernels/norm/norm_simd_impl.h) and compiled with

@@ -4,7 +4,7 @@
 // with f32 states (f32 weights, or 16-bit weights with f32 masters) one pass
 // per element through the vector kernels of kernels/optimizer/optimizer_simd.h,
 // all slots of a step in one parallel region. Every path is bit-identical to
-// optimizer_update (docs/kernels.md, "CPU optimizer step and GradScaler loops").
+// optimizer_update (kernels/optimizer/README.md, "Optimizer step and GradScaler on the CPU").
 #include <algorithm>
 #include <cstdint>
 #include <type_traits>

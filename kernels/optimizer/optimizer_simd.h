@@ -1,5 +1,5 @@
 // Vector kernels of the CPU Adam/AdamW step, with run-time ISA dispatch
-// (docs/kernels.md, "CPU optimizer step and GradScaler loops").
+// (kernels/optimizer/README.md, "Optimizer step and GradScaler on the CPU").
 //
 // The element rule is optimizer_update's (kernels/optimizer/optimizer.h), operation for
 // operation: the per-step scalars are hoisted, and the vector code does the

@@ -36,7 +36,7 @@
 // divider. Zen 4's divider is faster and the loop there was memory-bound
 // either way.
 //
-// The loop's memory side was measured on Zen 4 (docs/kernels.md,
+// The loop's memory side was measured on Zen 4 (kernels/optimizer/README.md,
 // "Optimizer step and GradScaler on the CPU"): the stores are plain
 // write-back stores, because every array but the 16-bit weight is read
 // before it is written in the same pass (its line is already in the cache,

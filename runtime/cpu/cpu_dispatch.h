@@ -1,6 +1,6 @@
 // The CPU's ISA-dependent decisions as pure functions of (CPU features,
 // switches), so that tests can ask what a CPU they do not run on would get
-// (docs/kernels.md, "CPU math: SLEEF and ISA dispatch"): the vector math ISA
+// (kernels/cpu/README.md, "CPU math: SLEEF and ISA dispatch"): the vector math ISA
 // (kernels/cpu/vec_math.h), native f16 element-wise (kernels/elementwise/f16_native.h),
 // the GEMM paths (kernels/gemm/gemm_onednn.h) and the oneDNN convolution
 // (kernels/conv/conv_onednn.h). The dispatchers call them with
@@ -75,7 +75,7 @@ OnednnIsa onednn_isa_for(const CpuFeatures& f);
 // What the oneDNN build offers beyond its ISA: a non-reference f16 matmul /
 // convolution on this CPU (asked by creating one; oneDNN 2.6 has neither on
 // any CPU, later versions on AVX512-FP16 / AMX-FP16 CPUs, keeping fp32
-// accumulation: docs/kernels.md, "CPU GEMM paths").
+// accumulation: kernels/gemm/CPU.md, "CPU GEMM paths").
 struct OnednnCaps {
   OnednnIsa isa = OnednnIsa::below_avx512;
   bool f16_matmul = false;

@@ -1,5 +1,5 @@
 // One thread policy for the whole process, and the denormal mode of the CPU
-// kernels' threads (docs/kernels.md, "CPU threads and denormals").
+// kernels' threads (kernels/cpu/README.md, "CPU threads and denormals").
 //
 // halfgrad's CPU kernels parallelise with OpenMP, and the GEMM libraries are
 // OpenBLAS's OpenMP build and oneDNN's (Debian's libdnnl, bf16 GEMM), which

@@ -376,7 +376,7 @@ cublasContext* cublas_handle() {
     HG_CUBLAS_CHECK(cublasSetPointerMode(handle, CUBLAS_POINTER_MODE_HOST));
     // 16-bit GEMMs accumulate in fp32 (CUBLAS_COMPUTE_32F): forbid split-K
     // reductions in the 16-bit output type, so the contract "fp32
-    // accumulation, one rounding" holds on a GPU too (docs/kernels.md, GEMM).
+    // accumulation, one rounding" holds on a GPU too (kernels/gemm/README.md, "Reduced-precision reduction").
     HG_CUBLAS_CHECK(cublasSetMathMode(
         handle, static_cast<cublasMath_t>(CUBLAS_DEFAULT_MATH | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)));
   }

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Every ```cpp block in README.md and docs/*.md is either compiled or quoted.
+"""Every ```cpp block in README.md, docs/*.md and kernels/**/*.md is either compiled or quoted.
 
 A block is one of:
   * preceded by `<!-- quoted from PATH -->`: it appears verbatim in PATH (a file
@@ -23,7 +23,7 @@ MARKER = re.compile(r"^<!-- (quoted from|compiled in) (\S+) -->\s*$")
 
 
 def docs(root):
-    pages = [root / "README.md"] + sorted((root / "docs").glob("*.md"))
+    pages = [root / "README.md"] + sorted((root / "docs").glob("*.md")) + sorted((root / "kernels").glob("**/*.md"))
     return [p for p in pages if p.is_file()]
 
 

@@ -4,7 +4,7 @@
 // Decisions: forced feature sets (a Sapphire Rapids-class Xeon with
 // AVX512-FP16 and AMX, a Zen 4 with AVX512_BF16 only, an AVX2-only CPU, the
 // SSE2 baseline) must give the documented vector math ISA, f16 element-wise
-// path, GEMM paths and oneDNN convolution decisions (docs/kernels.md, "CPU
+// path, GEMM paths and oneDNN convolution decisions (kernels/cpu/README.md, "CPU
 // math: SLEEF and ISA dispatch"), and this machine's real decisions must be
 // the pure functions of its own CPUID.
 //

@@ -60,7 +60,7 @@ struct UnaryCase {
 };
 
 const std::vector<UnaryCase>& unary_cases() {
-  // One entry per op, in the layout docs/kernels.md quotes:
+  // One entry per op, in the layout docs/kernels.md ("Adding an op") quotes:
   // clang-format off
   static const std::vector<UnaryCase> cases{
       {OpId::neg, {}, Domain::kAny, [](double x) { return -x; }, [](double, double) { return -1.0; },

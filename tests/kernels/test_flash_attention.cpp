@@ -262,7 +262,7 @@ std::vector<CpuPath> cpu_paths() {
 
 }  // namespace
 
-// Every CPU kernel (the forced switches of docs/kernels.md, "CPU math: SLEEF
+// Every CPU kernel (the forced switches of kernels/cpu/README.md, "CPU math: SLEEF
 // and ISA dispatch") against the f64 reference: several query and key
 // blocks, partial blocks, L != S both ways, both head dims, causal and not.
 TEST_CASE("flash attention: every CPU path against the f64 reference", "[flash]") {

@@ -134,7 +134,7 @@ TEST_CASE("TF32 is off by default and switchable", "[kernels][gemm]") {
   ops::set_allow_tf32(false);
 }
 
-// ---- CPU GEMM paths (docs/kernels.md, "CPU GEMM paths") -----------------------
+// ---- CPU GEMM paths (kernels/gemm/CPU.md, "CPU GEMM paths") ---------------------
 
 namespace {
 

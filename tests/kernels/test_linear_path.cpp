@@ -207,8 +207,8 @@ TEST_CASE("CUDA column reductions match f64, without a transposing copy", "[kern
           ref[static_cast<size_t>(j)] = acc;
         }
         const Tensor out = ops::reduce(op, x, c.dims);
-        // The documented override of the reduction tests (docs/kernels.md,
-        // Reductions): sum and mean also allow rtol * sum|x| / divisor.
+        // The documented override of the reduction tests (kernels/reduce/README.md,
+        // "Tests"): sum and mean also allow rtol * sum|x| / divisor.
         Tolerance tol = tolerance_for(dtype, OpKind::kReduction);
         if (op == OpId::sum) tol.atol += tol.rtol * abs_sum;
         if (op == OpId::mean) tol.atol += tol.rtol * abs_sum / static_cast<double>(outer);

@@ -38,7 +38,7 @@ if(HG_CXX_HAS_AVX512FP16 AND HG_OBJDUMP AND HG_NM AND CMAKE_SYSTEM_PROCESSOR MAT
                    -P ${CMAKE_CURRENT_LIST_DIR}/check_f16_native_asm.cmake)
   set_tests_properties(check_f16_native_asm PROPERTIES LABELS kernels)
 endif()
-# The CPU GEMM paths (docs/kernels.md, "CPU GEMM paths"): the native bf16 GEMM
+# The CPU GEMM paths (kernels/gemm/CPU.md, "CPU GEMM paths"): the native bf16 GEMM
 # (oneDNN) against the f64 reference, skipped on CPUs without AVX512_BF16 / AMX;
 # and the GEMM tests again with the widen-to-fp32 fallback forced.
 add_test(NAME test_gemm_native_bf16 COMMAND test_kernels "[gemm-native]")
@@ -77,7 +77,7 @@ if(HG_CUDA_MODE STREQUAL "off")
   add_test(NAME test_kernels_generic_isa COMMAND test_kernels "[elementwise],[softmax],[reduce]~[cuda]")
   set_tests_properties(test_kernels_generic_isa PROPERTIES ENVIRONMENT HG_CPU_ISA=generic LABELS kernels)
 endif()
-# The CPU convolution paths (docs/kernels.md, "CPU convolution paths"): the
+# The CPU convolution paths (kernels/conv/CPU.md, "CPU convolution paths"): the
 # [conv] tests again with im2col + GEMM forced (the fallback and reference)
 # and with oneDNN forced (on CPUs where auto mode would not take it).
 add_test(NAME test_conv_im2col COMMAND test_kernels "[conv]~[cuda]")
