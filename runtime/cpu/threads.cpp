@@ -84,8 +84,8 @@ int env_int(const char* name, int fallback) {
 // The caller's OpenMP team size (a per-thread setting) follows the active
 // count at the next CPU call on that thread (detail::sync_cpu_threads).
 // Where /proc gives no schedstat (a kernel without CONFIG_SCHED_INFO), the
-// team stays at the cap. The measurement is in docs/kernels.md, "CPU threads
-// and denormals".
+// team stays at the cap. The measurement is in docs/benchmarks.md, "The thread
+// governor".
 
 constexpr double kContended = 0.2;  // waited fraction of a window that drops a thread
 constexpr int kFreeWindows = 2;     // free windows in a row that add one back
