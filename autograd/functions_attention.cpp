@@ -87,7 +87,7 @@ AttentionPath choose_attention_path(const Tensor& q, const Tensor& k, const Tens
   // ops::flash_attention_supported; f16/bf16 on CUDA). On the CPU, f32, f16
   // and bf16 take it where its blocked kernels run: they beat the math path's
   // two GEMMs and its L x S intermediate on every shape measured
-  // (docs/benchmarks.md, "CPU flash attention"); the reference row kernels
+  // (docs/bench/history.md, "CPU flash attention"); the reference row kernels
   // (HG_CPU_MATH=scalar, no SLEEF) and f64 stay on the math path. cuDNN's
   // fused graph runs the same CUDA inputs on sm_80+ but is not the default:
   // no GPU comparison of the two has been taken yet (kernels/attention/CUDNN.md, "The default stays flash").

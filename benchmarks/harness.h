@@ -132,7 +132,7 @@ int64_t last_level_cache_bytes();
 // llc bytes: 8x the cache (DRAM is what is measured), between 256 MiB and
 // 1 GiB; with --quick 2x the cache, between 32 and 64 MiB, so that quick mode
 // takes the same few minutes on a 480 MiB L3 as on a 32 MiB one
-// (docs/benchmarks.md, "How the sizes are chosen").
+// (docs/benchmarks.md, "How the CPU sizes are chosen").
 int64_t cpu_stream_bytes(int64_t llc, bool quick);
 // "1.23 ms", "456 us", ...
 std::string format_seconds(double s);

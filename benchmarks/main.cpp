@@ -95,7 +95,7 @@ int main(int argc, char** argv) {
   app.add_flag("--list", list, "print the selected workloads as JSON lines and exit");
   std::vector<std::string> ceilings_given;
   app.add_option("--ceiling", ceilings_given,
-                 "KEY=VALUE (repeatable): a ceiling measured earlier in the same session (copy_gbps, gemm_f32, "
+                 "KEY=VALUE (repeatable): a ceiling measured earlier in the same run (copy_gbps, gemm_f32, "
                  "gemm_f16, gemm_bf16), so that --only runs report fractions (compare_torch.py --hg-json)");
   app.add_option("--device", device, "cpu | cuda | auto (cuda in a gpu build with a GPU, else cpu)");
   app.add_option("--runs", o.runs, "timed runs per workload (median, min, max)")->check(CLI::Range(20, 100000));

@@ -44,7 +44,7 @@ namespace {
 // 4 KiB pages every 4 KiB of every stream costs a TLB miss and a page walk,
 // which in a virtual machine is a two-level walk: the AdamW step of a GPT-2
 // sized model ran 1.2-1.3x faster with its tensors on huge pages
-// (docs/benchmarks.md, "CPU AdamW, 2026-12-05 (session 2)"). PyTorch does the
+// (docs/bench/history.md, "CPU AdamW, 2026-12-05"). PyTorch does the
 // same for blocks of 2 MiB or more when THP_MEM_ALLOC_ENABLE=1. The advice
 // only changes the page size, never the contents, and costs no resident
 // memory: the block's tail past its last whole 2 MiB page is not advised and
@@ -103,7 +103,7 @@ size_t physical_memory_bytes() {
 // - Small blocks (<= kMaxCachedBlock = 128 KiB) are rounded up to a power of
 //   two and kept on a per-class free list, at most kMaxCachedPerClass = 64
 //   blocks per class (8 MiB in all). glibc's memalign path was about a fifth
-//   of the host cost of a 1-element op (docs/benchmarks.md, "CPU backend
+//   of the host cost of a 1-element op (docs/bench/history.md, "CPU backend
 //   notes").
 // - Large blocks are rounded up to a multiple of an eighth of their power of
 //   two (at most 12.5% more; 4 KiB at least) and kept by that size, up to a
@@ -111,7 +111,7 @@ size_t physical_memory_bytes() {
 //   eighth of the physical memory. glibc serves blocks of 32 MiB and more
 //   with a fresh mmap each time, and the kernel faults in and zeroes every
 //   page of it again on first touch: that was 14% of the step of a 4×4096
-//   MLP in bf16 (docs/benchmarks.md). When a freed block does not fit in the
+//   MLP in bf16 (docs/bench/history.md, "CPU backend notes"). When a freed block does not fit in the
 //   budget, the largest cached blocks go back to glibc first; when the host
 //   is out of memory, the whole cache goes back and the allocation is tried
 //   once more. cpu_empty_cache() returns it all, as torch.cuda.empty_cache()

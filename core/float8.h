@@ -14,9 +14,10 @@
 // float -> fp8 rounds to nearest, ties to even, with correct subnormals, in
 // one rounding. A value whose magnitude rounds past the largest finite value
 // overflows, in one of two ways:
-//   - the format's own (the default, what `float8_e4m3(f)`, `.to(hg::kF8E4M3)`
-//     and PyTorch's `.to(torch.float8_e4m3fn)` do): NaN for E4M3 (it has no
-//     inf), +-inf for E5M2; an infinite input behaves the same way.
+//   - the format's own (the default, what `float8_e4m3(f)` and
+//     `.to(hg::kF8E4M3)` do): NaN for E4M3 (it has no inf), +-inf for E5M2;
+//     an infinite input behaves the same way. PyTorch 2.15's
+//     `.to(torch.float8_e4m3fn)` saturates to +-448 instead.
 //   - saturating (`from_float_saturate`, what the scaled casts of amp use and
 //     cuBLASLt/CUDA call "satfinite"): +-max (448 or 57344); +-inf -> +-max.
 // NaN always becomes NaN (S.1111.111 for E4M3, S.11111.11 for E5M2). Rounding

@@ -528,7 +528,7 @@ int main(int argc, char** argv) {
     const hg::train::Precision& prec = trainer.precision();
     if (prec.autocast && device.is_cpu()) {
       if (prec.autocast_dtype == hg::kBF16 && hg::train::native_bf16_matmul(device)) {
-        // Measured on a 2-core AVX512_BF16 VM (docs/benchmarks.md, "CPU backend notes").
+        // Measured on a 2-core AVX512_BF16 VM (docs/bench/history.md, "CPU backend notes").
         term.paragraph(
             "hg-train: bf16 matmuls run natively on this CPU (oneDNN, about 4x as fast as widened ones), so "
             "a bf16 step takes about 0.6-1.0x as long as in fp32 on this MLP, and less on wide layers "

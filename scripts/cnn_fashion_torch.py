@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """hg-train --model cnn (the Fashion-MNIST CNN) in PyTorch, for the speed and
-accuracy comparison in docs/benchmarks.md ("hg-train against PyTorch on the
+accuracy comparison in docs/bench/history.md ("hg-train against PyTorch on the
 CPU: CNN and char-GPT").
 
 What is the same as hg-train --model cnn (examples/hg_train.cpp, nn/models/cnn.cpp):

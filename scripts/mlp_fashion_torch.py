@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """hg-train's default job (the Fashion-MNIST MLP) in PyTorch, for the speed and
-accuracy comparison in docs/benchmarks.md ("hg-train against PyTorch").
+accuracy comparison in docs/bench/history.md ("CPU backend notes (issue 11)").
 
 What is the same as hg-train --model mlp (examples/hg_train.cpp):
   * the data: Debian's dataset-fashion-mnist IDX files; pixels (v / 255 - 0.2860)

@@ -18,13 +18,14 @@
 // every thread of the pool, as torch.set_flush_denormal does. It is off by
 // default, as in PyTorch: it changes results in the f32 subnormal range (which
 // bf16 shares and f16 never reaches), and its speed-up on hg-train has not yet
-// been measured on a quiet machine (docs/benchmarks.md, "CPU backend notes").
+// been measured on a quiet machine (docs/bench/history.md, "CPU backend notes").
 //
 // Contention (Note [The thread governor] in runtime/cpu/threads.cpp). The
 // count is a cap: when other processes keep the cores busy, the kernels run
 // on fewer threads, down to one, and return to the cap once cores are free
 // again. libgomp's spinning teams otherwise lose whole scheduler slices to
-// the other process (a 2-thread step 3x slower than 1 thread). The governor
+// the other process (a 2-thread step 3x slower than 1 thread on a 2-core VM,
+// docs/benchmarks.md, "The thread governor"). The governor
 // is on by default; hg::set_thread_governor(false) or HG_THREAD_GOVERNOR=0
 // keeps the team at the cap. halfgrad's own CPU kernels give the same bits on
 // any team size; OpenBLAS's and oneDNN's kernels (convolutions, some GEMM

@@ -169,7 +169,7 @@ TEST_CASE("param_groups_for_weight_decay: matrices decay, biases and norm gains 
   std::vector<Tensor> params = fc.parameters();
   for (const Tensor& p : norm.parameters()) params.push_back(p);
   {
-    // docs/optim.md, "Parameter groups".
+    // docs/libtorch.md, "Parameter groups".
     auto [decay, no_decay] = hg::optim::param_groups_for_weight_decay(params);
     hg::optim::AdamW opt(decay, {.lr = 3e-4, .weight_decay = 0.1});
     opt.add_param_group(no_decay, opt.defaults().set_weight_decay(0.0));
