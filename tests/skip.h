@@ -35,10 +35,10 @@ inline void skip(const std::string& why) {
 
 }  // namespace hg::test
 
-#define HG_SKIP(why)                       \
-  do {                                     \
-    std::ostringstream hg_skip_why;        \
-    hg_skip_why << why;                    \
-    ::hg::test::skip(hg_skip_why.str());   \
-    return;                                \
+#define HG_SKIP(why)                     \
+  do {                                   \
+    std::ostringstream hg_skip_why;      \
+    hg_skip_why << why;                  \
+    ::hg::test::skip(hg_skip_why.str()); \
+    return;                              \
   } while (0)

@@ -26,8 +26,8 @@
 #if defined(HG_WITH_CUDA)
 #include "runtime/cuda/caching_allocator.h"
 #include "runtime/cuda/runtime.h"
-#include "tests/skip.h"
 #endif
+#include "tests/skip.h"
 
 using namespace hg;
 using namespace hg::data;
@@ -387,6 +387,11 @@ TEST_CASE("prefetch timing on Fashion-MNIST", "[.bench-prefetch]") {
 }
 
 #else
+
+// The CUDA cases above, in a build without the CUDA backend: reported skipped.
+TEST_CASE("prefetch to a CUDA device", "[data][prefetch][needs-cuda]") {
+  HG_SKIP("built without the CUDA backend (the prefetch cases need a CUDA device)");
+}
 
 TEST_CASE("prefetch is CUDA-only", "[data][prefetch]") {
   // The CPU build has no prefetcher: the option is accepted and ignored.
