@@ -131,7 +131,14 @@ bool read_file(const char* path, char* buf, size_t size) {
 }
 
 // One look at /proc: our threads' run-queue delay so far (by thread id), how
-// many of them are runnable, and the machine's runnable task count.
+// many of them are runnable, and the machine's runnable task count. The delay
+// is read for at most kMaxSampledThreads threads (the first by id: the main
+// thread and the pool's first workers), so that a sample at the cap costs the
+// same few dozen reads on a 128-core machine as on a 2-core one (fewer threads
+// read only make the team shrink later). Our runnable threads are counted over
+// every thread, and only when `count_running` (a team below the cap, where
+// the governor asks whether a core is free).
+constexpr int kMaxSampledThreads = 16;
 struct Sample {
   bool ok = false;
   std::unordered_map<long, uint64_t> wait_ns;
@@ -139,7 +146,7 @@ struct Sample {
   int machine_running = 0;
 };
 
-Sample read_sample() {
+Sample read_sample(bool count_running) {
   Sample s;
   char buf[512];
   // /proc/loadavg: "0.50 0.40 0.30 R/T last_pid": R is runnable right now.
@@ -150,12 +157,18 @@ Sample read_sample() {
   if (dir == nullptr) return s;
   while (const dirent* e = readdir(dir)) {
     if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+    const bool sample_wait = static_cast<int>(s.wait_ns.size()) < kMaxSampledThreads;
+    if (!sample_wait && !count_running) break;
     const long tid = std::strtol(e->d_name, nullptr, 10);
     char path[96];
-    std::snprintf(path, sizeof(path), "/proc/self/task/%ld/schedstat", tid);
-    unsigned long long on_cpu = 0, waited = 0;
-    if (!read_file(path, buf, sizeof(buf)) || std::sscanf(buf, "%llu %llu", &on_cpu, &waited) != 2) continue;
-    s.wait_ns[tid] = waited;
+    if (sample_wait) {
+      std::snprintf(path, sizeof(path), "/proc/self/task/%ld/schedstat", tid);
+      unsigned long long on_cpu = 0, waited = 0;
+      if (read_file(path, buf, sizeof(buf)) && std::sscanf(buf, "%llu %llu", &on_cpu, &waited) == 2) {
+        s.wait_ns[tid] = waited;
+      }
+    }
+    if (!count_running) continue;
     std::snprintf(path, sizeof(path), "/proc/self/task/%ld/stat", tid);
     if (read_file(path, buf, sizeof(buf))) {
       const char* close = std::strrchr(buf, ')');  // the name may hold spaces and parentheses
@@ -188,7 +201,7 @@ void maybe_govern(int cap) {
   const std::unique_lock<std::mutex> lock(g.mu, std::try_to_lock);
   if (!lock.owns_lock() || now < g.next_ns.load()) return;
   g.next_ns.store(now + detail::kGovernorWindowMs * 1000000);
-  Sample s = read_sample();
+  Sample s = read_sample(g_active.load() < cap);
   if (!s.ok) return;
   uint64_t waited = 0;  // threads seen in the last window only: a new one's past is not this window's
   for (const auto& [tid, ns] : s.wait_ns) {
