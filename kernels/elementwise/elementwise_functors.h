@@ -224,40 +224,42 @@ struct Unary<OpId::softplus, A> : SavesInput {
 // numpy), floor, trunc (toward zero). Integer tensors are returned as they are
 // (torch's rule for integer inputs). f' = 0 wherever it exists; the backward is
 // 0 everywhere (torch's zeros_like(grad): not d * 0, which is NaN for an
-// infinite d).
-template <typename A>
-struct Unary<OpId::round, A> : SavesNothing {
+// infinite d). One functor, IntegerValued, with the rounding as its R.
+template <typename A, typename R>
+struct IntegerValued : SavesNothing {
   HG_HOST_DEVICE A forward(A x) const {
     if constexpr (std::is_integral_v<A>) {
       return x;
     } else {
-      return smath::rint(x);
+      return R::apply(x);
     }
   }
   HG_HOST_DEVICE A backward(A, A) const { return A(0); }
+};
+struct RoundHalfEven {
+  template <typename A>
+  HG_HOST_DEVICE static A apply(A x) {
+    return smath::rint(x);
+  }
+};
+struct RoundDown {
+  template <typename A>
+  HG_HOST_DEVICE static A apply(A x) {
+    return smath::floor(x);
+  }
+};
+struct RoundTowardZero {
+  template <typename A>
+  HG_HOST_DEVICE static A apply(A x) {
+    return smath::trunc(x);
+  }
 };
 template <typename A>
-struct Unary<OpId::floor, A> : SavesNothing {
-  HG_HOST_DEVICE A forward(A x) const {
-    if constexpr (std::is_integral_v<A>) {
-      return x;
-    } else {
-      return smath::floor(x);
-    }
-  }
-  HG_HOST_DEVICE A backward(A, A) const { return A(0); }
-};
+struct Unary<OpId::round, A> : IntegerValued<A, RoundHalfEven> {};
 template <typename A>
-struct Unary<OpId::trunc, A> : SavesNothing {
-  HG_HOST_DEVICE A forward(A x) const {
-    if constexpr (std::is_integral_v<A>) {
-      return x;
-    } else {
-      return smath::trunc(x);
-    }
-  }
-  HG_HOST_DEVICE A backward(A, A) const { return A(0); }
-};
+struct Unary<OpId::floor, A> : IntegerValued<A, RoundDown> {};
+template <typename A>
+struct Unary<OpId::trunc, A> : IntegerValued<A, RoundTowardZero> {};
 
 // ---- binary: out = f(a, b); derivatives are autograd rules (autograd/functions.cpp) -------
 // clang-format off
