@@ -16,7 +16,6 @@
 
 #include "core/tensor.h"
 #include "kernels/scalar_math.h"
-#include "runtime/cpu/threads.h"
 
 namespace hg::cpu {
 
@@ -39,7 +38,6 @@ void parallel_for(int64_t n, bool parallel, const Body& body) {
     for (int64_t i = 0; i < n; ++i) body(i);
     return;
   }
-  ::hg::detail::sync_cpu_threads();  // the team the thread governor allows (runtime/cpu/threads.h)
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < n; ++i) body(i);
 }
@@ -53,7 +51,6 @@ bool parallel_any(int64_t n, bool parallel, const Body& body) {
     for (int64_t i = 0; i < n; ++i) any = body(i) || any;
     return any;
   }
-  ::hg::detail::sync_cpu_threads();
 #pragma omp parallel for schedule(static) reduction(|| : any)
   for (int64_t i = 0; i < n; ++i) any = body(i) || any;
   return any;
@@ -96,7 +93,6 @@ void map_typed(const Tensor& out, Fn&& fn, const Tensors&... ins) {
       }
       return;
     }
-    ::hg::detail::sync_cpu_threads();
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < n; ++i) {
       o[i] = std::apply([&](const In*... p) { return fn(p[i]...); }, in_ptrs);

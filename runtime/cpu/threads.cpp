@@ -185,7 +185,7 @@ struct Governor {
   std::atomic<int64_t> next_ns{0};
   int64_t last_ns = 0;
   std::unordered_map<long, uint64_t> last_wait;
-  detail::GovernorState state{0, 0};
+  int free_streak = 0;  // the team size itself is g_active
   int cores = affinity_cores();
 };
 
@@ -213,10 +213,11 @@ void maybe_govern(int cap) {
   g.last_wait = std::move(s.wait_ns);
   g.last_ns = now;
   if (first || window <= 0) return;
-  g.state.active = g_active.load();
   const int others = std::max(0, s.machine_running - s.ours_running);
-  g.state = detail::govern(g.state, cap, g.cores, static_cast<double>(waited) / static_cast<double>(window), others);
-  g_active.store(g.state.active);
+  const detail::GovernorState next = detail::govern({g_active.load(), g.free_streak}, cap, g.cores,
+                                                    static_cast<double>(waited) / static_cast<double>(window), others);
+  g.free_streak = next.free_streak;
+  g_active.store(next.active);
 }
 
 // Read once when the library loads.

@@ -49,7 +49,9 @@ bool thread_governor();
 int active_num_threads();
 
 namespace detail {
-// Called where CPU work starts (each CPU kernel call, parallel loop, GEMM):
+// Called where CPU work starts (each CPU backend call, HG_BACKEND_CALL, and
+// the GEMM and CPU flash-attention calls that bypass it; a kernel called
+// without it runs on the team the thread's last call set):
 // samples contention at most every kGovernorWindowMs and sets the calling
 // thread's OpenMP team size (an OpenMP setting is per thread).
 void sync_cpu_threads();
