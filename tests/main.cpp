@@ -28,14 +28,13 @@
 
 #include "kernels/gemm/gemm.h"
 #include "runtime/cpu/threads.h"
+#include "tests/skip.h"
 
 #if defined(HG_WITH_CUDA)
 #include "runtime/cuda/runtime.h"
 #endif
 
 namespace {
-
-constexpr int kSkipReturnCode = 77;  // = HG_TEST_SKIP_RETURN_CODE in tests/CMakeLists.txt
 
 // Why this machine cannot meet `requirement` (empty: it can).
 std::string missing(const std::string& requirement) {
@@ -94,7 +93,7 @@ int main(int argc, char* argv[]) {
       }
       if (!why.empty()) {
         std::printf("skipped (needs %s): %s\n", requirement.c_str(), why.c_str());
-        return kSkipReturnCode;
+        return hg::test::kSkipReturnCode;
       }
     }
   }

@@ -23,6 +23,4 @@ set_tests_properties(test_core_no_huge_pages PROPERTIES ENVIRONMENT HG_CPU_HUGE_
 # The huge-page case itself (skipped without transparent huge pages), with the
 # advice on and off.
 hg_add_skippable_test(test_core needs-thp core)
-add_test(NAME test_core_no_huge_pages_thp COMMAND test_core "[needs-thp]" --warn NoTests)
-set_tests_properties(test_core_no_huge_pages_thp PROPERTIES ENVIRONMENT "HG_CPU_HUGE_PAGES=0;HG_TEST_SKIP_OK=1"
-                                                            SKIP_RETURN_CODE ${HG_TEST_SKIP_RETURN_CODE} LABELS core)
+hg_add_skippable_test(test_core needs-thp core NAME test_core_no_huge_pages_thp ENVIRONMENT HG_CPU_HUGE_PAGES=0)
