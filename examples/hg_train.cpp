@@ -421,7 +421,6 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
-  const bool precision_given = app.count("--precision") != 0;
   const hg::distributed::LaunchEnv launch = hg::distributed::launch_env();
   // Every check of the options runs before a worker starts: one refusal, here.
   if (o.nproc > 1 && o.batch_size % o.nproc != 0) {
@@ -495,8 +494,9 @@ int main(int argc, char** argv) {
   hg::train::Terminal term;
   try {
     hg::Device device = pick_device(o.device);
+    const bool auto_precision = o.precision == "auto";  // the default, or asked for by name
     o.precision = hg::train::resolve_precision(o.precision, device);
-    if (!precision_given) {
+    if (auto_precision) {
       term.paragraph("hg-train: precision " + o.precision + " (--precision auto: " +
                      (o.precision == "amp-bf16"
                           ? std::string("bf16 matmuls are native on this ") + (device.is_cpu() ? "CPU" : "GPU")
